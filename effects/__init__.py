@@ -1,0 +1,1 @@
+"""mibyan effects."""

@@ -1,0 +1,113 @@
+"""The closed error tree of mibyan.
+
+Every exception mibyan raises on purpose derives from :class:`MibyanError`. Domain outcomes that
+the model should see (an unknown tool, invalid tool arguments, a refused call) are events, not
+exceptions; these classes are for what the *caller* must handle.
+
+    MibyanError
+    ├── UsageError                 bad configuration or arguments from the caller
+    │   └── ProviderNotConfiguredError
+    ├── ModelBehaviourError        the model returned something unusable
+    ├── EffectError                an effect (I/O) failed
+    │   ├── ProviderError          a model provider failed (carries status, body, retry-after)
+    │   │   ├── ProviderHTTPError
+    │   │   ├── ProviderTimeoutError
+    │   │   └── ProviderUnavailableError  (connection refused/dropped, stream cut)
+    │   └── ToolRunnerError
+    ├── BudgetExhaustedError
+    ├── LogError
+    │   ├── LogConflictError       another writer holds the session, or seq/hash mismatch
+    │   └── LogCorruptError        a record in the middle of a log does not parse or chain
+    ├── ReplayDivergenceError      replay produced an event that differs from the log
+    └── InterruptedTurnError
+"""
+
+from __future__ import annotations
+
+
+class MibyanError(Exception):
+    """Root of every error mibyan raises on purpose."""
+
+
+class UsageError(MibyanError):
+    """The caller asked for something impossible (bad config, bad arguments, unknown session)."""
+
+
+class ProviderNotConfiguredError(UsageError):
+    """No model provider could be resolved; the message names the settings that were consulted."""
+
+
+class ModelBehaviourError(MibyanError):
+    """The model's reply cannot be used (no choices, unparseable body)."""
+
+
+class EffectError(MibyanError):
+    """An effect (network, disk, subprocess) failed."""
+
+
+class ProviderError(EffectError):
+    """A model provider call failed. Attributes are plain data, never SDK objects."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.code = code
+        self.retry_after = retry_after
+        self.provider = provider
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an HTTP error status."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer in time."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider could not be reached, or dropped the connection or stream."""
+
+
+class ToolRunnerError(EffectError):
+    """The tool runner itself failed (not a tool raising: that is an event)."""
+
+
+class BudgetExhaustedError(MibyanError):
+    """An iteration or token budget was used up where the caller asked for an exception."""
+
+
+class LogError(MibyanError):
+    """The event log cannot be used as asked."""
+
+
+class LogConflictError(LogError):
+    """Another writer holds the session, or the log's sequence or hash chain disagrees."""
+
+
+class LogCorruptError(LogError):
+    """A record that is not the last one fails to parse or to chain."""
+
+
+class ReplayDivergenceError(MibyanError):
+    """A replay produced an event that differs from the logged one."""
+
+    def __init__(self, message: str, *, seq: int, stage: str, expected: str, produced: str) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.stage = stage
+        self.expected = expected
+        self.produced = produced
+
+
+class InterruptedTurnError(MibyanError):
+    """A turn was interrupted where the caller asked for an exception."""

@@ -1,0 +1,88 @@
+"""Conversation messages in OpenAI chat format, immutable, each carrying its own wire JSON.
+
+A message is serialised once, when it is made; a request body is then a join of ready strings,
+so the per-turn cost of sending history does not grow with re-validation of old messages.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def canonical_json(value: object) -> str:
+    """Canonical JSON text: sorted keys, no spaces, UTF-8 kept as is (byte-stable prefixes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Canonicalise tool-call arguments when they parse; keep them verbatim when they do not."""
+    try:
+        return canonical_json(json.loads(arguments))
+    except (ValueError, RecursionError):
+        return arguments
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One function call requested by the model; ``arguments`` is JSON text as sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def _wire(message: Message) -> str:
+    return canonical_json(message.to_openai())
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """One history entry. ``wire`` and ``chars`` are derived once and never serialised."""
+
+    role: str = attrs.field(validator=attrs.validators.in_(ROLES))
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+    wire: str = attrs.field(init=False, eq=False, repr=False,
+                            default=attrs.Factory(_wire, takes_self=True))
+
+    @property
+    def chars(self) -> int:
+        return len(self.wire)
+
+    def to_openai(self) -> dict:
+        out: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.role == "tool" and self.name is not None:
+            out["name"] = self.name
+        if self.reasoning is not None:
+            out["reasoning"] = self.reasoning
+        return out
+
+
+def from_openai(raw: dict) -> Message:
+    """Build a :class:`Message` from an OpenAI-format dict (e.g. a caller's history)."""
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["function"]["name"],
+                 arguments=canonical_arguments(c["function"].get("arguments") or "{}"))
+        for c in raw.get("tool_calls") or ()
+    )
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        content = canonical_json(content)
+    return Message(role=raw["role"], content=content, tool_calls=calls,
+                   tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
+                   reasoning=raw.get("reasoning") or raw.get("reasoning_content"))
