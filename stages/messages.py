@@ -40,7 +40,11 @@ class ToolCall:
 
 
 def _wire(message: Message) -> str:
-    return canonical_json(message.to_openai())
+    """What providers receive: the OpenAI shape without mibyan's own reasoning field, which
+    strict chat-completions servers reject."""
+    out = message.to_openai()
+    out.pop("reasoning", None)
+    return canonical_json(out)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,253 @@
+"""Running tools: the effect that executes validated calls and reports their outcomes.
+
+A runner never raises because of a tool: a handler that raises, arguments that do not validate
+and an unknown name all become ``ToolOutcome(ok=False)`` with a JSON ``{"error": ...}`` content.
+Outcomes come back in the order of the calls, whatever order they finish in.
+
+The runner knows tools only through :class:`ToolLookup` (``pipeline.tools.ToolRegistry``
+satisfies it), so this module does not depend on the pipeline.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+import attrs
+
+from effects.logs import get_logger
+from stages.messages import canonical_arguments, canonical_json
+from stages.tools import ToolInvocation, ToolOutcome
+
+__all__ = [
+    "INTERRUPTED_ERROR",
+    "MAX_TOOL_WORKERS",
+    "InvocableTool",
+    "ScriptedToolRunner",
+    "ScriptedToolStep",
+    "ThreadPoolToolRunner",
+    "ToolLookup",
+    "ToolRunner",
+    "error_content",
+    "render_result",
+]
+
+MAX_TOOL_WORKERS = 8
+INTERRUPTED_ERROR = "skipped: interrupted by user"
+
+log = get_logger(__name__)
+
+
+class ToolRunner(Protocol):
+    """Runs a batch of validated tool calls; outcomes are in the order of ``calls``."""
+
+    def run(
+        self, calls: Sequence[ToolInvocation], *, concurrent: bool, task_id: str
+    ) -> tuple[ToolOutcome, ...]: ...
+
+
+class InvocableTool(Protocol):
+    def invoke(self, arguments: str, *, task_id: str) -> object: ...
+
+
+class ToolLookup(Protocol):
+    def get(self, name: str) -> InvocableTool | None: ...
+
+
+def render_result(result: object) -> str:
+    """What the model reads: str as is, None as "", anything else canonical JSON (or str())."""
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return ""
+    try:
+        return canonical_json(result)
+    except (TypeError, ValueError, RecursionError):
+        return str(result)
+
+
+def error_content(error: str) -> str:
+    return canonical_json({"error": error})
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _failure(call: ToolInvocation, error: str, duration_ms: float = 0.0) -> ToolOutcome:
+    return ToolOutcome(call_id=call.call_id, name=call.name, content=error_content(error),
+                       ok=False, error=error, duration_ms=duration_ms)
+
+
+class ThreadPoolToolRunner:
+    """The real runner: handlers run in the caller's thread or in a shared thread pool.
+
+    One call, or ``concurrent=False``: one after another in the calling thread. Several calls
+    with ``concurrent=True``: a ``ThreadPoolExecutor`` of at most ``max_workers`` threads
+    (created on first use, reused, stopped by :meth:`shutdown`), each call in a copy of the
+    caller's ``contextvars`` context. When ``interrupt`` is set, calls not yet started are
+    skipped with an error outcome; calls already running finish.
+    """
+
+    def __init__(
+        self,
+        registry: ToolLookup,
+        *,
+        interrupt: threading.Event | None = None,
+        max_workers: int = MAX_TOOL_WORKERS,
+    ) -> None:
+        self._registry = registry
+        self._interrupt = interrupt
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def run(
+        self, calls: Sequence[ToolInvocation], *, concurrent: bool, task_id: str
+    ) -> tuple[ToolOutcome, ...]:
+        calls = tuple(calls)
+        parallel = concurrent and len(calls) > 1
+        log.debug("tools.batch", count=len(calls), concurrent=parallel, task_id=task_id)
+        if not parallel:
+            return tuple(self._run_one(call, task_id) for call in calls)
+        pool = self._executor()
+        futures = [pool.submit(contextvars.copy_context().run, self._run_one, call, task_id)
+                   for call in calls]
+        return tuple(future.result() for future in futures)
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        """Stop the pool's threads; a later concurrent batch starts a new pool."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=True)
+
+    def __enter__(self) -> ThreadPoolToolRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._max_workers, thread_name_prefix="mibyan-tool")
+            return self._pool
+
+    def _run_one(self, call: ToolInvocation, task_id: str) -> ToolOutcome:
+        if self._interrupt is not None and self._interrupt.is_set():
+            log.debug("tool.skipped", call_id=call.call_id, name=call.name)
+            return _failure(call, INTERRUPTED_ERROR)
+        found = self._registry.get(call.name)
+        if found is None:
+            return _failure(call, f"unknown tool: {call.name}")
+        start = time.perf_counter()
+        try:
+            content = render_result(found.invoke(call.arguments, task_id=task_id))
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is an outcome, not ours
+            outcome = _failure(call, _describe(exc), _elapsed_ms(start))
+        else:
+            outcome = ToolOutcome(call_id=call.call_id, name=call.name, content=content,
+                                  ok=True, duration_ms=_elapsed_ms(start))
+        log.debug("tool.finished", call_id=call.call_id, name=call.name, ok=outcome.ok,
+                  duration_ms=round(outcome.duration_ms, 3), error=outcome.error)
+        return outcome
+
+
+def _elapsed_ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+# --- scripted runner for tests -----------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ScriptedToolStep:
+    """One expected call: ``arguments`` is JSON text compared canonically, or None for any."""
+
+    name: str
+    arguments: str | None
+    content: str
+    ok: bool = True
+
+
+def _as_step(step: ScriptedToolStep | Sequence[object] | Mapping[str, object]) -> ScriptedToolStep:
+    if isinstance(step, ScriptedToolStep):
+        return step
+    if isinstance(step, Mapping):
+        return ScriptedToolStep(**step)  # type: ignore[arg-type]
+    name, arguments, content, *rest = step
+    if isinstance(arguments, Mapping):
+        arguments = json.dumps(arguments)
+    return ScriptedToolStep(name=name, arguments=arguments, content=content,  # type: ignore[arg-type]
+                            ok=bool(rest[0]) if rest else True)
+
+
+class ScriptedToolRunner:
+    """A strict test double: each call must match the next scripted step.
+
+    Steps are :class:`ScriptedToolStep` or tuples ``(name, arguments_json_or_None, content[, ok])``.
+    An unexpected call raises AssertionError; :meth:`assert_complete` fails on unused steps.
+    ``calls`` and ``batches`` record what was asked.
+    """
+
+    def __init__(self, steps: Iterable[ScriptedToolStep | Sequence[object]]) -> None:
+        self._steps = tuple(_as_step(step) for step in steps)
+        self._next = 0
+        self._lock = threading.Lock()
+        self.calls: list[ToolInvocation] = []
+        self.failures: list[str] = []
+        self.batches: list[tuple[tuple[ToolInvocation, ...], bool, str]] = []
+
+    def run(
+        self, calls: Sequence[ToolInvocation], *, concurrent: bool, task_id: str
+    ) -> tuple[ToolOutcome, ...]:
+        with self._lock:
+            self.batches.append((tuple(calls), concurrent, task_id))
+            return tuple(self._answer(call) for call in calls)
+
+    def _answer(self, call: ToolInvocation) -> ToolOutcome:
+        index = self._next
+        problem = self._mismatch(index, call)
+        if problem is not None:
+            self.failures.append(problem)
+            raise AssertionError(problem)
+        step = self._steps[index]
+        self._next += 1
+        self.calls.append(call)
+        log.debug("tool.scripted", call_id=call.call_id, name=call.name, step=index + 1)
+        return ToolOutcome(call_id=call.call_id, name=call.name, content=step.content,
+                           ok=step.ok, error=None if step.ok else step.content)
+
+    def _mismatch(self, index: int, call: ToolInvocation) -> str | None:
+        seen = f"unexpected tool call #{index + 1} {call.name}({call.arguments})"
+        if index >= len(self._steps):
+            return f"{seen}: all {len(self._steps)} scripted steps are used"
+        step = self._steps[index]
+        if step.name == call.name and (
+            step.arguments is None
+            or canonical_arguments(step.arguments) == canonical_arguments(call.arguments)
+        ):
+            return None
+        expected = step.arguments if step.arguments is not None else "<any>"
+        return f"{seen}; expected {step.name}({expected})"
+
+    @property
+    def remaining(self) -> tuple[ScriptedToolStep, ...]:
+        return self._steps[self._next:]
+
+    def assert_complete(self) -> None:
+        """Fail if a call was unexpected (even if that error was swallowed) or a step is unused."""
+        if self.failures:
+            raise AssertionError(self.failures[0])
+        left = self.remaining
+        if left:
+            names = ", ".join(step.name for step in left)
+            raise AssertionError(f"{len(left)} scripted tool step(s) not used: {names}")

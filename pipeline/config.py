@@ -1,0 +1,82 @@
+"""Where mibyan finds its settings: explicit arguments, then the environment, then
+``$MIBYAN_HOME/config.toml`` (``MIBYAN_HOME`` defaults to ``~/.mibyan``).
+
+Secrets come from the environment only (the config file names the variable, ``api_key_env``),
+so the file can be shared and nothing secret is ever copied into a log.
+
+    [model]
+    name = "gpt-4o-mini"
+    base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    provider = "openai"
+
+    [agent]
+    max_turns = 500
+    durability = "durable"     # or "flush": no fsync, for batch generation
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from stages.errors import ProviderNotConfiguredError, UsageError
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+KEYLESS = "no-key"
+
+
+def home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("MIBYAN_HOME") or Path.home() / ".mibyan").expanduser()
+
+
+def load_file(root: Path) -> dict:
+    path = root / "config.toml"
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}") from exc
+
+
+@attrs.frozen(kw_only=True)
+class ProviderConfig:
+    provider: str
+    model: str
+    base_url: str
+    api_key: str = attrs.field(repr=False)
+
+
+def resolve_provider(*, model: str | None = None, base_url: str | None = None,
+                     api_key: str | None = None, provider: str | None = None,
+                     env: Mapping[str, str] | None = None,
+                     file: Mapping | None = None) -> ProviderConfig:
+    """The endpoint to talk to, or ``ProviderNotConfiguredError`` naming what was consulted."""
+    env = os.environ if env is None else env
+    section = dict((file or {}).get("model", {}))
+    key_env = section.get("api_key_env", "OPENAI_API_KEY")
+    base_url = base_url or env.get("OPENAI_BASE_URL") or section.get("base_url")
+    api_key = api_key or env.get(key_env) or env.get("OPENAI_API_KEY")
+    model = model or env.get("MIBYAN_MODEL") or section.get("name")
+    if base_url is None and api_key is None:
+        raise ProviderNotConfiguredError(
+            "no model provider is configured. mibyan looked for: --base-url/--api-key, "
+            f"the environment variables OPENAI_BASE_URL, {key_env}"
+            f"{'' if key_env == 'OPENAI_API_KEY' else ', OPENAI_API_KEY'} and MIBYAN_MODEL, "
+            f"and [model] name/base_url/api_key_env in {home(env) / 'config.toml'}")
+    base_url = base_url or OPENAI_BASE_URL
+    if model is None:
+        if base_url.rstrip("/") != OPENAI_BASE_URL:
+            raise ProviderNotConfiguredError(
+                f"no model name for {base_url}: pass --model, set MIBYAN_MODEL, "
+                "or set [model] name in config.toml")
+        model = DEFAULT_OPENAI_MODEL
+    return ProviderConfig(provider=provider or section.get("provider") or "openai", model=model,
+                          base_url=base_url, api_key=api_key or KEYLESS)

@@ -1,0 +1,126 @@
+"""Journals: where the runner's events go. The same runner code drives both.
+
+* ``LiveJournal`` performs effects, redacts what they return, appends every event to the
+  session's log.
+* ``ReplayJournal`` never performs an effect: it serves each observation from the log, and
+  compares every decision the stages re-derive with the logged one; the first difference is a
+  ``ReplayDivergenceError`` with its sequence number, stage, and both events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import attrs
+
+from effects.codec import from_payload, to_payload
+from effects.envelope import Envelope
+from effects.eventlog import SessionLog
+from effects.protocols import Clock
+from stages.errors import ReplayDivergenceError
+from stages.events import Event
+from stages.redact import redact_event
+
+Perform = Callable[[], Sequence[Event]]
+
+
+class Journal(Protocol):
+    def record(self, stage: str, event: Event) -> None: ...
+
+    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
+        """``count`` observations: performed live, served from the log in replay."""
+        ...
+
+    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+        """An observation that may or may not happen here (an interrupt)."""
+        ...
+
+    def sync(self) -> None: ...
+
+
+class LiveJournal:
+    def __init__(self, log: SessionLog, clock: Clock, secrets: tuple[str, ...] = ()) -> None:
+        self.log = log
+        self.clock = clock
+        self.secrets = secrets
+
+    def record(self, stage: str, event: Event) -> None:
+        del stage
+        self.log.append(event.kind, event.schema_version, to_payload(event), self.clock.now())
+
+    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
+        events = [redact_event(e, self.secrets) for e in perform()]
+        if len(events) != count:
+            raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
+        for event in events:
+            self.record(stage, event)
+        return events
+
+    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+        event = perform()
+        return None if event is None else self.observe(stage, 1, lambda: (event,))[0]
+
+    def sync(self) -> None:
+        self.log.sync()
+
+
+class EndOfLog(Exception):
+    """The replay needs an event past the log's end (normal for a log cut by a crash)."""
+
+    def __init__(self, stage: str, produced: str) -> None:
+        super().__init__(f"the log ended before stage {stage} produced {produced}")
+        self.stage = stage
+        self.produced = produced
+
+
+def _text(payload: dict) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False)
+
+
+@attrs.define
+class ReplayJournal:
+    expected: Sequence[Envelope]
+    cursor: int = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.expected) - self.cursor
+
+    def peek(self) -> Envelope | None:
+        return self.expected[self.cursor] if self.cursor < len(self.expected) else None
+
+    def record(self, stage: str, event: Event) -> None:
+        envelope = self.peek()
+        produced = f"{event.kind} {_text(to_payload(event))}"
+        if envelope is None:
+            raise EndOfLog(stage, produced)
+        logged = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+        if logged != event:
+            raise ReplayDivergenceError(
+                f"replay diverged at seq {envelope.seq} in stage {stage}", seq=envelope.seq,
+                stage=stage, expected=f"{logged.kind} {_text(to_payload(logged))}",
+                produced=produced)
+        self.cursor += 1
+
+    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
+        del perform
+        events = []
+        for _ in range(count):
+            envelope = self.peek()
+            if envelope is None:
+                raise EndOfLog(stage, "an observation")
+            event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+            self.record(stage, event)
+            events.append(event)
+        return events
+
+    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+        envelope = self.peek()
+        if envelope is None or envelope.kind != kind:
+            return None
+        return self.observe(stage, 1, perform)[0]
+
+    def sync(self) -> None:
+        return None

@@ -1,0 +1,89 @@
+"""Replay a session from its log through the live code path, with every effect served from
+the log and every decision re-derived and compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from effects.codec import from_payload
+from effects.eventlog import read_envelopes, session_path
+from pipeline.journal import EndOfLog, ReplayJournal
+from pipeline.runner import Effects, SessionRunner
+from stages.errors import ReplayDivergenceError, UsageError
+from stages.events import (
+    HistoryLoaded, SessionResumed, SessionStarted, ToolsDeclared, TurnStarted,
+)
+from stages.fold import fold
+
+
+class _NoEffects:
+    """Replay performs no effect; reaching one is a bug in the journal, not a divergence."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"replay tried to perform an effect ({name})")
+
+
+@attrs.frozen(kw_only=True)
+class ReplayReport:
+    session_id: str
+    events: int
+    divergence: ReplayDivergenceError | None = None
+    unfinished_tail: bool = False
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None
+
+    def describe(self) -> str:
+        if self.divergence is None:
+            tail = ", the log ends inside an unfinished turn" if self.unfinished_tail else ""
+            return f"identical ({self.events} events{tail})"
+        d = self.divergence
+        return (f"diverged at seq {d.seq} in stage {d.stage}\n"
+                f"  expected: {d.expected}\n  produced: {d.produced}")
+
+
+def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
+    while (envelope := journal.peek()) is not None:
+        event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+        if isinstance(event, SessionStarted):
+            runner.start(event.settings, session_id=event.session_id,
+                         parent_session_id=event.parent_session_id)
+        elif isinstance(event, SessionResumed):
+            runner.resume(event.settings)
+        elif isinstance(event, ToolsDeclared):
+            runner.declare_tools(event.tools)
+        elif isinstance(event, HistoryLoaded | TurnStarted):
+            runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)
+        else:
+            raise ReplayDivergenceError(
+                f"replay expected a session or turn start at seq {envelope.seq}",
+                seq=envelope.seq, stage="session", expected=envelope.kind,
+                produced="a session or turn start")
+
+
+def replay(root: Path, session_id: str) -> ReplayReport:
+    """Re-run ``session_id`` from its log under ``root`` (the sessions directory)."""
+    path = session_path(root, session_id)
+    if not path.exists():
+        raise UsageError(f"no session {session_id!r} under {root}")
+    envelopes = list(read_envelopes(path))
+    journal = ReplayJournal(envelopes)
+    effects = Effects(clock=_NoEffects(), ids=_NoEffects())  # type: ignore[arg-type]
+    runner = SessionRunner(journal, effects)
+    try:
+        _drive(runner, journal)
+    except ReplayDivergenceError as exc:
+        return ReplayReport(session_id=session_id, events=journal.cursor, divergence=exc)
+    except EndOfLog as end:
+        logged = fold(from_payload(e.kind, e.schema_version, e.payload) for e in envelopes)
+        if logged.turn is None or logged.turn.finished is not None:
+            return ReplayReport(session_id=session_id, events=journal.cursor,
+                                divergence=ReplayDivergenceError(
+                                    f"replay went on past the log's end in stage {end.stage}",
+                                    seq=len(envelopes), stage=end.stage,
+                                    expected="(end of log)", produced=end.produced))
+        return ReplayReport(session_id=session_id, events=journal.cursor, unfinished_tail=True)
+    return ReplayReport(session_id=session_id, events=journal.cursor)

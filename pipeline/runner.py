@@ -1,0 +1,169 @@
+"""The imperative shell of one session: runs the stage chain, performs effects through the
+journal, folds every event into the state. Live runs and replays take this same path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from effects.protocols import Clock, DeltaSink, IdSource, ModelClient
+from effects.tool_runner import ToolRunner
+from pipeline.journal import Journal
+from stages.cache_marks import decide_cache_marks
+from stages.compression import decide_compression
+from stages.credentials import decide_credentials
+from stages.decision import CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RunTools
+from stages.errors import MibyanError, ModelBehaviourError, ProviderError
+from stages.events import (
+    Event, HistoryLoaded, Interrupted, ModelFailed, SessionResumed, SessionSettings,
+    SessionStarted, ToolRan, ToolsDeclared, TurnStarted,
+)
+from stages.fold import apply_event
+from stages.hints import decide_hints
+from stages.messages import Message
+from stages.preflight import decide_preflight
+from stages.prompt import decide_prompt
+from stages.request import decide_request
+from stages.routing import decide_routing
+from stages.budget import decide_budget
+from stages.state import State
+from stages.step import decide_abandon, decide_next
+from stages.tools import ToolSpec
+
+PRE_CALL_STAGES: tuple[tuple[str, Callable[..., Decision]], ...] = (
+    ("budget", decide_budget),
+    ("preflight", decide_preflight),
+    ("compression", decide_compression),
+    ("routing", decide_routing),
+    ("credentials", decide_credentials),
+    ("cache_marks", decide_cache_marks),
+)
+
+
+@attrs.define
+class Effects:
+    """The effect implementations a live session uses (a replay uses none of them)."""
+
+    clock: Clock
+    ids: IdSource
+    model: ModelClient | None = None
+    tools: ToolRunner | None = None
+
+
+class SessionRunner:
+    def __init__(self, journal: Journal, effects: Effects, *, state: State | None = None,
+                 interrupt: threading.Event | None = None,
+                 listener: Callable[[Event], None] | None = None) -> None:
+        self.journal = journal
+        self.listener = listener
+        self.effects = effects
+        self.state = State() if state is None else state
+        self.interrupt = interrupt or threading.Event()
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _fold(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self.state = apply_event(self.state, event)
+            if self.listener is not None:
+                self.listener(event)
+
+    def emit(self, stage: str, decision: Decision) -> Next | None:
+        for event in decision.events:
+            self.journal.record(stage, event)
+            self._fold((event,))
+        return decision.next
+
+    def observe(self, stage: str, perform: Callable[[], Sequence[Event]], count: int = 1) -> None:
+        self._fold(self.journal.observe(stage, count, perform))
+
+    @property
+    def settings(self) -> SessionSettings:
+        assert self.state.settings is not None, "session not started"
+        return self.state.settings
+
+    # --- session ----------------------------------------------------------------------------
+    def start(self, settings: SessionSettings, *, parent_session_id: str | None = None,
+              session_id: str | None = None) -> None:
+        clock, ids = self.effects.clock, self.effects.ids
+        self.observe("session", lambda: (SessionStarted(
+            session_id=session_id or ids.session_id(), started_at=clock.now(), settings=settings,
+            parent_session_id=parent_session_id),))
+
+    def resume(self, settings: SessionSettings) -> None:
+        """Continue a folded session in a new process; close a turn a crash left open."""
+        self.observe("session", lambda: (SessionResumed(resumed_at=self.effects.clock.now(),
+                                                        settings=settings),))
+        self.emit("recovery", decide_abandon(self.state))
+
+    def declare_tools(self, specs: tuple[ToolSpec, ...]) -> None:
+        if specs != self.state.tools:
+            self.observe("session", lambda: (ToolsDeclared(tools=specs),))
+
+    # --- one turn ---------------------------------------------------------------------------
+    def run_turn(self, user_message: str, *, system_message: str | None = None,
+                 history: tuple[Message, ...] | None = None, task_id: str | None = None,
+                 on_delta: DeltaSink | None = None) -> State:
+        ids, clock = self.effects.ids, self.effects.clock
+        if history is not None:
+            self.observe("input", lambda: (HistoryLoaded(messages=history),))
+        self.observe("input", lambda: (TurnStarted(
+            turn_id=ids.new_id(), task_id=task_id or ids.new_id(), started_at=clock.now(),
+            user_message=user_message, system_message=system_message),))
+        config = self.settings
+        self.emit("hints", decide_hints(self.state, config=config))
+        self.emit("prompt", decide_prompt(self.state, (), config=config))
+        while True:
+            self._poll_interrupt("between_steps")
+            step = self.emit("step", decide_next(self.state, config=self.settings))
+            if isinstance(step, Finish):
+                break
+            if isinstance(step, PrepareCall):
+                self._prepare_and_call(on_delta)
+            elif isinstance(step, RunTools):
+                self._run_tools(step)
+        self.journal.sync()
+        return self.state
+
+    def _poll_interrupt(self, during: str) -> None:
+        def perform() -> Event | None:
+            if not self.interrupt.is_set():
+                return None
+            self.interrupt.clear()
+            return Interrupted(during=during)
+        event = self.journal.observe_if("interrupt", Interrupted.kind, perform)
+        if event is not None:
+            self._fold((event,))
+
+    def _prepare_and_call(self, on_delta: DeltaSink | None) -> None:
+        for name, stage in PRE_CALL_STAGES:
+            self.emit(name, stage(self.state, config=self.settings))
+        call = self.emit("request", decide_request(self.state, config=self.settings))
+        assert isinstance(call, CallModel)
+        self.observe("model_call", lambda: (self._call_model(call.request, on_delta),))
+
+    def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
+        if self.effects.model is None:
+            raise MibyanError("this session has no model client")
+        clock = self.effects.clock
+        started = clock.monotonic()
+        try:
+            return self.effects.model.complete(request, on_delta=on_delta)
+        except (ProviderError, ModelBehaviourError) as exc:
+            return ModelFailed(error_type=type(exc).__name__, message=str(exc),
+                               status=getattr(exc, "status", None),
+                               latency_ms=round((clock.monotonic() - started) * 1000, 3))
+
+    def _run_tools(self, step: RunTools) -> None:
+        if step.sync_first:
+            self.journal.sync()
+
+        def perform() -> Sequence[Event]:
+            if self.effects.tools is None:
+                raise MibyanError("this session has no tool runner")
+            assert self.state.turn is not None
+            outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
+                                              task_id=self.state.turn.task_id)
+            return [ToolRan(outcome=o) for o in outcomes]
+        self.observe("tools", perform, count=len(step.calls))

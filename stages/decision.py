@@ -1,0 +1,70 @@
+"""What a stage returns: the events it decided, and optionally the loop's next step.
+
+``Next`` is a closed set; the runner pattern-matches on it and performs the matching effect.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from stages.events import Event
+from stages.messages import Message
+from stages.tools import ToolInvocation, ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequest:
+    """Everything a provider adapter needs for one call, in canonical (OpenAI) shapes."""
+
+    model: str
+    provider: str
+    api_mode: str
+    purpose: str
+    system_prompt: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    stream: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class PrepareCall:
+    """Run the pre-call stages (budget, preflight, compression, routing, credentials, cache
+    marks), then build the request."""
+
+
+@attrs.frozen(kw_only=True)
+class CallModel:
+    request: ModelRequest
+
+
+@attrs.frozen(kw_only=True)
+class RunTools:
+    calls: tuple[ToolInvocation, ...]
+    concurrent: bool
+    sync_first: bool
+
+
+@attrs.frozen(kw_only=True)
+class Compress:
+    """Summarise the middle of the history (the summary itself is an effect)."""
+
+    drop_from: int
+    drop_to: int
+
+
+@attrs.frozen(kw_only=True)
+class Finish:
+    """The turn is over; the result can be read from the state."""
+
+
+Next = PrepareCall | CallModel | RunTools | Compress | Finish
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    events: tuple[Event, ...] = ()
+    next: Next | None = None
+
+
+NOTHING = Decision()

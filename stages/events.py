@@ -1,0 +1,239 @@
+"""The event types: every transition and every effect result of a session.
+
+Events are frozen, keyword-only attrs classes of plain data with a stable ``kind`` and a
+``schema_version``. Two families:
+
+* observations (``OBSERVED``): results of effects or input from outside — replay serves them
+  from the log instead of performing the effect;
+* decisions: produced by pure stages — replay re-derives them and compares with the log.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+from stages.messages import Message, ToolCall
+from stages.tools import ToolOutcome, ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token usage in the provider-neutral shape."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Everything billed: uncached input, cache reads and writes, and output."""
+        return (self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+                + self.output_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {**attrs.asdict(self), "total_tokens": self.total_tokens}
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    """Everything about the session that stages decide from, recorded once at its start."""
+
+    model: str
+    provider: str
+    base_url: str | None = None
+    api_mode: str = "chat_completions"
+    max_turns: int = 500
+    max_tokens: int | None = None
+    context_length: int | None = None
+    stream: bool = True
+    identity: str | None = None
+    preflight_threshold: float = 0.5
+    compression_enabled: bool = False
+    protect_last_n: int = 20
+
+
+# --- observations -----------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SessionStarted:
+    kind: ClassVar[str] = "session_started"
+    schema_version: ClassVar[int] = 1
+    session_id: str
+    started_at: str
+    settings: SessionSettings
+    parent_session_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionResumed:
+    """A process reopened the session; it continues with these settings (maybe another model)."""
+
+    kind: ClassVar[str] = "session_resumed"
+    schema_version: ClassVar[int] = 1
+    resumed_at: str
+    settings: SessionSettings
+
+
+@attrs.frozen(kw_only=True)
+class ToolsDeclared:
+    kind: ClassVar[str] = "tools_declared"
+    schema_version: ClassVar[int] = 1
+    tools: tuple[ToolSpec, ...]
+
+
+@attrs.frozen(kw_only=True)
+class HistoryLoaded:
+    """The caller passed a conversation history that replaces the session's own."""
+
+    kind: ClassVar[str] = "history_loaded"
+    schema_version: ClassVar[int] = 1
+    messages: tuple[Message, ...]
+
+
+@attrs.frozen(kw_only=True)
+class TurnStarted:
+    kind: ClassVar[str] = "turn_started"
+    schema_version: ClassVar[int] = 1
+    turn_id: str
+    task_id: str
+    started_at: str
+    user_message: str
+    system_message: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelReplied:
+    kind: ClassVar[str] = "model_replied"
+    schema_version: ClassVar[int] = 1
+    message: Message
+    finish_reason: str
+    usage: Usage
+    model: str
+    latency_ms: float
+    streamed: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ModelFailed:
+    kind: ClassVar[str] = "model_failed"
+    schema_version: ClassVar[int] = 1
+    error_type: str
+    message: str
+    status: int | None = None
+    latency_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ToolRan:
+    kind: ClassVar[str] = "tool_ran"
+    schema_version: ClassVar[int] = 1
+    outcome: ToolOutcome
+
+
+@attrs.frozen(kw_only=True)
+class Interrupted:
+    kind: ClassVar[str] = "interrupted"
+    schema_version: ClassVar[int] = 1
+    during: str
+    message: str | None = None
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SystemPromptSet:
+    kind: ClassVar[str] = "system_prompt_set"
+    schema_version: ClassVar[int] = 1
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ContextPressure:
+    kind: ClassVar[str] = "context_pressure"
+    schema_version: ClassVar[int] = 1
+    estimated_tokens: int
+    threshold_tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class BudgetExhausted:
+    """The iteration budget is used up; the fold appends ``prompt`` as a user message."""
+
+    kind: ClassVar[str] = "budget_exhausted"
+    schema_version: ClassVar[int] = 1
+    api_calls: int
+    max_turns: int
+    prompt: str
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequested:
+    kind: ClassVar[str] = "model_requested"
+    schema_version: ClassVar[int] = 1
+    call_index: int
+    purpose: str
+    model: str
+    provider: str
+    message_count: int
+    tool_count: int
+    estimated_tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallRejected:
+    """A call that never reaches a tool: the fold appends ``content`` as its tool result."""
+
+    kind: ClassVar[str] = "tool_call_rejected"
+    schema_version: ClassVar[int] = 1
+    call: ToolCall
+    reason: str
+    content: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolsPlanned:
+    kind: ClassVar[str] = "tools_planned"
+    schema_version: ClassVar[int] = 1
+    call_ids: tuple[str, ...]
+    concurrent: bool
+
+
+@attrs.frozen(kw_only=True)
+class TurnFinished:
+    """The turn ended. ``note`` is an assistant message the fold appends to keep alternation
+    when the turn ended without a reply (interrupted, failed, abandoned)."""
+
+    kind: ClassVar[str] = "turn_finished"
+    schema_version: ClassVar[int] = 1
+    exit_reason: str
+    final_response: str | None
+    completed: bool
+    failed: bool = False
+    interrupted: bool = False
+    error: str | None = None
+    note: str | None = None
+
+
+Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
+         | ModelReplied | ModelFailed | ToolRan | Interrupted | SystemPromptSet | ContextPressure
+         | BudgetExhausted | ModelRequested | ToolCallRejected | ToolsPlanned | TurnFinished)
+
+EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
+
+OBSERVED: frozenset[str] = frozenset({
+    SessionStarted.kind, SessionResumed.kind, ToolsDeclared.kind, HistoryLoaded.kind,
+    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, Interrupted.kind,
+})

@@ -1,0 +1,105 @@
+"""``apply_event``: the one function that turns events into state. Live runs, resumes and
+replays all build their state with it, so they cannot disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from stages import events as ev
+from stages.messages import Message
+from stages.state import State, TurnState
+
+
+def _append(state: State, *messages: Message) -> State:
+    return attrs.evolve(state, messages=state.messages + messages,
+                        history_chars=state.history_chars + sum(m.chars for m in messages))
+
+
+def _current(state: State) -> TurnState:
+    if state.turn is None:
+        raise ValueError("a turn event arrived before any turn started")
+    return state.turn
+
+
+def _turn(state: State, **changes: object) -> State:
+    return attrs.evolve(state, turn=attrs.evolve(_current(state), **changes))
+
+
+def _answer(state: State, call_id: str, name: str, content: str) -> State:
+    state = _append(state, Message(role="tool", content=content, tool_call_id=call_id, name=name))
+    pending = tuple(c for c in _current(state).pending if c.id != call_id)
+    return _turn(state, pending=pending)
+
+
+def _session_started(state: State, e: ev.SessionStarted) -> State:
+    return attrs.evolve(state, session_id=e.session_id, started_at=e.started_at,
+                        parent_session_id=e.parent_session_id, settings=e.settings)
+
+
+def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
+    return attrs.evolve(state, messages=e.messages, history_chars=sum(m.chars for m in e.messages))
+
+
+def _turn_started(state: State, e: ev.TurnStarted) -> State:
+    turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
+                     system_message=e.system_message, first_message=len(state.messages))
+    state = attrs.evolve(state, turns=state.turns + 1, turn=turn)
+    return _append(state, Message(role="user", content=e.user_message))
+
+
+def _model_requested(state: State, e: ev.ModelRequested) -> State:
+    turn = _current(state)
+    state = attrs.evolve(state, api_calls=state.api_calls + 1)
+    return _turn(state, api_calls=turn.api_calls + 1, pending=())
+
+
+def _model_replied(state: State, e: ev.ModelReplied) -> State:
+    turn = _current(state)
+    state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
+    return _turn(state, last_reply=e, usage=turn.usage + e.usage,
+                 pending=e.message.tool_calls)
+
+
+def _budget_exhausted(state: State, e: ev.BudgetExhausted) -> State:
+    return _turn(_append(state, Message(role="user", content=e.prompt)), budget_exhausted=True)
+
+
+def _turn_finished(state: State, e: ev.TurnFinished) -> State:
+    if e.note is not None:
+        state = _append(state, Message(role="assistant", content=e.note))
+    return _turn(state, finished=e)
+
+
+_APPLY: dict[type, Callable[[State, object], State]] = {
+    ev.SessionStarted: _session_started,
+    ev.SessionResumed: lambda s, e: attrs.evolve(s, settings=e.settings),
+    ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),
+    ev.HistoryLoaded: _history_loaded,
+    ev.TurnStarted: _turn_started,
+    ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text),
+    ev.ContextPressure: lambda s, e: s,
+    ev.ModelRequested: _model_requested,
+    ev.ModelReplied: _model_replied,
+    ev.ModelFailed: lambda s, e: _turn(s, failure=e),
+    ev.BudgetExhausted: _budget_exhausted,
+    ev.ToolsPlanned: lambda s, e: s,
+    ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
+    ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
+    ev.Interrupted: lambda s, e: _turn(s, interruption=e),
+    ev.TurnFinished: _turn_finished,
+}
+
+
+def apply_event(state: State, event: ev.Event) -> State:
+    """Return the state after ``event``. Pure; never mutates ``state``."""
+    return _APPLY[type(event)](state, event)
+
+
+def fold(events: Iterable[ev.Event], state: State | None = None) -> State:
+    """Apply ``events`` in order, starting from ``state`` (an empty session by default)."""
+    state = State() if state is None else state
+    for event in events:
+        state = apply_event(state, event)
+    return state

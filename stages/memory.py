@@ -1,0 +1,14 @@
+"""Memory stage: fence the memory providers' prefetch results into a block for the prompt."""
+
+from __future__ import annotations
+
+MEMORY_FENCE_OPEN = "<memory-context>"
+MEMORY_FENCE_CLOSE = "</memory-context>"
+
+
+def memory_block(prefetched: tuple[str, ...]) -> str | None:
+    """The fenced block for the system prompt, or None when no provider returned anything."""
+    parts = [p.strip() for p in prefetched if p.strip()]
+    if not parts:
+        return None
+    return "\n".join([MEMORY_FENCE_OPEN, *parts, MEMORY_FENCE_CLOSE])

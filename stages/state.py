@@ -1,0 +1,60 @@
+"""Immutable session state. It is never built by hand: it is the fold of events (see fold.py)."""
+
+from __future__ import annotations
+
+import attrs
+
+from stages.events import (
+    Interrupted, ModelFailed, ModelReplied, SessionSettings, TurnFinished, Usage,
+)
+from stages.messages import Message, ToolCall
+from stages.tools import ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class TurnState:
+    """What the stages need to know about the turn in progress (or the last one)."""
+
+    index: int
+    turn_id: str
+    task_id: str
+    system_message: str | None = None
+    first_message: int = 0
+    api_calls: int = 0
+    usage: Usage = Usage()
+    budget_exhausted: bool = False
+    pending: tuple[ToolCall, ...] = ()
+    last_reply: ModelReplied | None = None
+    failure: ModelFailed | None = None
+    interruption: Interrupted | None = None
+    finished: TurnFinished | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.finished is None
+
+
+@attrs.frozen(kw_only=True)
+class State:
+    session_id: str | None = None
+    started_at: str | None = None
+    parent_session_id: str | None = None
+    settings: SessionSettings | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    system_prompt: str | None = None
+    messages: tuple[Message, ...] = ()
+    history_chars: int = 0
+    turns: int = 0
+    turn: TurnState | None = None
+    usage: Usage = Usage()
+    api_calls: int = 0
+
+    def tool(self, name: str) -> ToolSpec | None:
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        return None
+
+    @property
+    def last_message(self) -> Message | None:
+        return self.messages[-1] if self.messages else None

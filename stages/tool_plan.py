@@ -1,0 +1,67 @@
+"""Tool-plan stage: validate the model's tool calls and decide how to run them.
+
+Unknown tools and arguments that are not a JSON object never reach a tool: each becomes a
+rejection whose error text the model reads as the call's result. Valid calls run concurrently
+when there are several and none is interactive; results are recorded in call order.
+"""
+
+from __future__ import annotations
+
+import json
+
+from stages.decision import Decision, RunTools
+from stages.events import SessionSettings, ToolCallRejected, ToolsPlanned
+from stages.messages import ToolCall, canonical_json
+from stages.state import State
+from stages.tools import ToolInvocation
+
+
+def _error(text: str) -> str:
+    return canonical_json({"error": text})
+
+
+def _parse_arguments(call: ToolCall) -> dict | str:
+    """The arguments as an object, or an error text saying why they are unusable."""
+    text = call.arguments.strip() or "{}"
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"arguments for tool '{call.name}' are not valid JSON ({exc}); send a JSON object"
+    if not isinstance(value, dict):
+        return f"arguments for tool '{call.name}' must be a JSON object, got {type(value).__name__}"
+    return value
+
+
+def _check(state: State, call: ToolCall) -> ToolInvocation | ToolCallRejected:
+    if state.tool(call.name) is None:
+        names = ", ".join(spec.name for spec in state.tools) or "none"
+        return ToolCallRejected(call=call, reason="unknown_tool", content=_error(
+            f"tool '{call.name}' does not exist. Available tools: {names}"))
+    arguments = _parse_arguments(call)
+    if isinstance(arguments, str):
+        return ToolCallRejected(call=call, reason="invalid_arguments", content=_error(arguments))
+    return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
+
+
+def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
+    """Reject the leading invalid calls, then run the next stretch of valid ones. A batch with
+    an invalid call in the middle is planned in stretches, so that results always land in the
+    order of the calls."""
+    del config
+    if state.turn is None:
+        raise ValueError("a tool plan needs an open turn")
+    checked = [_check(state, call) for call in state.turn.pending]
+    rejected: list[ToolCallRejected] = []
+    while checked and isinstance(checked[0], ToolCallRejected):
+        rejected.append(checked.pop(0))
+    valid: list[ToolInvocation] = []
+    while checked and isinstance(checked[0], ToolInvocation):
+        valid.append(checked.pop(0))
+    if not valid:
+        return Decision(events=tuple(rejected))
+    specs = [spec for c in valid if (spec := state.tool(c.name)) is not None]
+    concurrent = len(valid) > 1 and not any(s.interactive for s in specs)
+    planned = ToolsPlanned(call_ids=tuple(c.call_id for c in valid), concurrent=concurrent)
+    return Decision(events=(*rejected, planned),
+                    next=RunTools(calls=tuple(valid), concurrent=concurrent,
+                                  sync_first=any(not s.read_only for s in specs)))

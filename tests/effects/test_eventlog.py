@@ -1,0 +1,364 @@
+"""The event-log storage layer: round trips, the hash chain, torn tails, corruption, locking."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from effects.envelope import GENESIS_HASH, decode_line, encode_line
+from effects.eventlog import (
+    Envelope,
+    SessionLog,
+    list_session_ids,
+    read_envelopes,
+    session_path,
+    verify,
+)
+from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+T0 = "2025-01-01T00:00:00Z"
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=4),
+    max_leaves=12,
+)
+payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=5)
+
+
+def write_log(root: Path, session_id: str, n: int, *, mode: str = "flush") -> list[Envelope]:
+    with SessionLog.open(root, session_id, durability=mode) as log:
+        return [log.append("note", 1, {"i": i, "text": f"record {i} é✓"}, T0) for i in range(n)]
+
+
+def lines_of(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    return data[:-1].split(b"\n")
+
+
+# --- format and round trip ----------------------------------------------------------------------
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    written = write_log(tmp_path, "s1", 5)
+    assert list(read_envelopes(session_path(tmp_path, "s1"))) == written
+    assert [e.seq for e in written] == [0, 1, 2, 3, 4]
+
+
+def test_line_format_is_canonical(tmp_path: Path) -> None:
+    with SessionLog.open(tmp_path, "fmt", durability="flush") as log:
+        log.append("user_message", 2, {"b": [1, 2.5, None], "a": "é\n"}, T0)
+    assert log.path == tmp_path / "fmt.jsonl"
+    expected = (
+        '{"session_id":"fmt","seq":0,"kind":"user_message","schema_version":2,'
+        f'"recorded_at":"{T0}","prev_hash":"{"0" * 64}",'
+        '"payload":{"a":"é\\n","b":[1,2.5,null]}}\n'
+    )
+    assert log.path.read_bytes() == expected.encode("utf-8")
+
+
+def test_chain_links_every_line(tmp_path: Path) -> None:
+    write_log(tmp_path, "chain", 6)
+    lines = lines_of(session_path(tmp_path, "chain"))
+    previous = GENESIS_HASH
+    for line in lines:
+        record = json.loads(line)
+        assert list(record) == ["session_id", "seq", "kind", "schema_version", "recorded_at",
+                                "prev_hash", "payload"]
+        assert record["prev_hash"] == previous
+        previous = hashlib.sha256(line).hexdigest()
+
+
+def test_seq_is_gap_free_across_reopen(tmp_path: Path) -> None:
+    write_log(tmp_path, "re", 3)
+    with SessionLog.open(tmp_path, "re", durability="flush") as log:
+        assert log.next_seq == 3
+        env = log.append("note", 1, {"i": 3}, T0)
+        assert env.seq == 3
+        assert env.prev_hash == hashlib.sha256(lines_of(log.path)[2]).hexdigest()
+    assert [e.seq for e in read_envelopes(log.path)] == [0, 1, 2, 3]
+    assert verify(log.path).ok
+
+
+def test_append_many_matches_single_appends(tmp_path: Path) -> None:
+    items = [("note", 1, {"i": i}, T0) for i in range(4)]
+    with SessionLog.open(tmp_path / "a", "same") as one:
+        singles = [one.append(*item) for item in items]
+    with SessionLog.open(tmp_path / "b", "same") as many:
+        assert many.append_many([]) == []
+        batched = many.append_many(items)
+        assert many.next_seq == 4
+    assert batched == singles
+    assert one.path.read_bytes() == many.path.read_bytes()
+
+
+def test_invalid_append_writes_nothing(tmp_path: Path) -> None:
+    with SessionLog.open(tmp_path, "bad", durability="flush") as log:
+        log.append("note", 1, {"ok": True}, T0)
+        for args in [
+            ("note", 1, ["not", "a", "dict"], T0),
+            ("note", 1, {"x": float("nan")}, T0),
+            ("note", 1, {"x": object()}, T0),
+            ("note", 1, {"x": "\ud800"}, T0),
+            ("", 1, {}, T0),
+            ("note", True, {}, T0),
+            ("note", 1, {}, 12345),
+        ]:
+            with pytest.raises(UsageError):
+                log.append(*args)
+        with pytest.raises(UsageError):
+            log.append_many([("note", 1, {"fine": 1}, T0), ("note", 1, {"x": object()}, T0)])
+        assert log.append("note", 1, {"ok": 2}, T0).seq == 1
+    assert verify(log.path).count == 2
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "../x", "a b", "..", "é", "x" * 201, "a\nb"])
+def test_invalid_session_ids_are_usage_errors(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(UsageError):
+        session_path(tmp_path, bad)
+    with pytest.raises(UsageError):
+        SessionLog.open(tmp_path, bad)
+
+
+def test_helpers_and_properties(tmp_path: Path) -> None:
+    assert list_session_ids(tmp_path / "missing") == []
+    write_log(tmp_path / "deep" / "root", "b-2.x", 1)
+    write_log(tmp_path / "deep" / "root", "a_1", 1)
+    (tmp_path / "deep" / "root" / "notes.txt").write_text("ignored")
+    assert list_session_ids(tmp_path / "deep" / "root") == ["a_1", "b-2.x"]
+    with SessionLog.open(tmp_path, "props") as log:
+        assert (log.session_id, log.durability, log.next_seq) == ("props", "durable", 0)
+        assert log.last_hash == GENESIS_HASH
+        log.sync()
+    with pytest.raises(UsageError):
+        SessionLog.open(tmp_path, "props", durability="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        read_envelopes(tmp_path / "nope.jsonl")
+
+
+def test_closed_log_refuses_appends(tmp_path: Path) -> None:
+    log = SessionLog.open(tmp_path, "closed", durability="flush")
+    log.sync()  # a no-op in flush mode
+    log.close()
+    log.close()  # idempotent
+    with pytest.raises(LogError):
+        log.append("note", 1, {}, T0)
+    with pytest.raises(LogError):
+        log.sync()
+
+
+# --- torn tails and corruption ------------------------------------------------------------------
+
+
+def _bad_hash_line(path: Path) -> bytes:
+    line = encode_line(path.stem, 3, "note", 1, T0, "f" * 64, {"i": 3})
+    return line + b"\n"
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        lambda path: lines_of(path)[0][:37],  # half a line
+        lambda path: b"\x00garbage{\"seq\":",  # garbage without newline
+        lambda path: b"{not json}\n",  # an unparsable complete line
+        _bad_hash_line,  # a full line with a bad hash
+    ],
+    ids=["half-line", "garbage", "unparsable-line", "bad-hash-line"],
+)
+def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail) -> None:
+    written = write_log(tmp_path, "torn", 3)
+    path = session_path(tmp_path, "torn")
+    good = path.read_bytes()
+    junk = tail(path)
+    path.write_bytes(good + junk)
+
+    report = verify(path)
+    assert (report.ok, report.torn_tail, report.count) == (True, True, 3)
+    assert list(read_envelopes(path)) == written
+    with pytest.raises(LogCorruptError, match="line 4"):
+        list(read_envelopes(path, tolerate_torn_tail=False))
+
+    with capture_logs() as logs, SessionLog.open(tmp_path, "torn", durability="durable") as log:
+        assert path.read_bytes() == good
+        assert log.next_seq == 3
+        log.append("note", 1, {"i": 3}, T0)
+    [warning] = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert warning["session_id"] == "torn"
+    assert warning["bytes_cut"] == len(junk)
+    report = verify(path)
+    assert (report.ok, report.torn_tail, report.count) == (True, False, 4)
+
+
+def test_corruption_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    write_log(tmp_path, "mid", 5)
+    path = session_path(tmp_path, "mid")
+    lines = lines_of(path)
+    lines[1] = lines[1].replace(b"record 1", b"record X")
+    corrupted = b"\n".join(lines) + b"\n"
+    path.write_bytes(corrupted)
+
+    with pytest.raises(LogCorruptError, match=r"line 3 \(seq 2\)"):
+        SessionLog.open(tmp_path, "mid")
+    assert path.read_bytes() == corrupted  # nothing was cut
+    report = verify(path)
+    assert not report.ok and report.count == 4 and not report.torn_tail
+    assert len(report.problems) == 1 and "line 3 (seq 2)" in report.problems[0]
+    with pytest.raises(LogCorruptError):
+        list(read_envelopes(path))
+    # the lock was released despite the error
+    with pytest.raises(LogCorruptError):
+        SessionLog.open(tmp_path, "mid")
+
+
+def test_verify_reports_gaps_and_foreign_records(tmp_path: Path) -> None:
+    write_log(tmp_path, "orig", 4)
+    lines = lines_of(session_path(tmp_path, "orig"))
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(b"\n".join(lines[:2] + lines[3:] + [lines[0]]) + b"\n")
+    report = verify(copy)
+    assert report.session_id == "copy" and not report.ok and report.torn_tail
+    assert any("belongs to session 'orig'" in p for p in report.problems)
+    report = verify(copy, session_id="orig")
+    assert not report.ok
+    assert any("has seq 3, expected 2" in p for p in report.problems)
+    with pytest.raises(ValueError, match="envelope keys"):
+        decode_line(b'{"seq":0}')
+
+
+# --- locking and processes ----------------------------------------------------------------------
+
+
+def test_second_open_of_a_session_conflicts(tmp_path: Path) -> None:
+    with SessionLog.open(tmp_path, "held") as first:
+        with pytest.raises(LogConflictError, match="'held'"):
+            SessionLog.open(tmp_path, "held")
+        with SessionLog.open(tmp_path, "other") as other:  # different sessions never interfere
+            other.append("note", 1, {}, T0)
+        first.append("note", 1, {}, T0)
+    with SessionLog.open(tmp_path, "held") as again:
+        assert again.next_seq == 1
+
+
+_CHILD_OPEN = """
+import sys
+from pathlib import Path
+from effects.eventlog import SessionLog
+from stages.errors import LogConflictError
+try:
+    SessionLog.open(Path(sys.argv[1]), "shared").close()
+except LogConflictError as exc:
+    print("conflict:", exc)
+else:
+    print("opened")
+"""
+
+
+def test_second_process_conflicts(tmp_path: Path) -> None:
+    def child() -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", _CHILD_OPEN, str(tmp_path)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=True,
+        )
+        return result.stdout.strip()
+
+    with SessionLog.open(tmp_path, "shared"):
+        assert child().startswith("conflict: session 'shared'")
+    assert child() == "opened"
+
+
+def _append_in_child(root: str, session_id: str, n: int, start) -> None:
+    start.wait(timeout=30)
+    with SessionLog.open(Path(root), session_id, durability="flush") as log:
+        for i in range(n):
+            log.append("note", 1, {"i": i, "who": session_id, "pad": "p" * 200}, T0)
+
+
+def test_processes_writing_different_sessions(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_append_in_child, args=(str(tmp_path), f"p{k}", 500, start))
+             for k in range(2)]
+    for proc in procs:
+        proc.start()
+    start.set()
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    for k in range(2):
+        report = verify(session_path(tmp_path, f"p{k}"))
+        assert (report.ok, report.count, report.torn_tail) == (True, 500, False)
+        assert [e.payload["i"] for e in read_envelopes(session_path(tmp_path, f"p{k}"))] == list(
+            range(500))
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=st.lists(st.tuples(st.sampled_from(["a", "tool_result", "ü"]), payloads),
+                      max_size=8))
+def test_property_append_then_read(items: list[tuple[str, dict]]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        with SessionLog.open(Path(d), "prop", durability="flush") as log:
+            written = [log.append(kind, 1, payload, T0) for kind, payload in items]
+        read = list(read_envelopes(log.path))
+        assert [(e.kind, e.payload) for e in read] == items
+        assert read == written
+        report = verify(log.path)
+        assert (report.ok, report.count, report.torn_tail) == (True, len(items), False)
+
+
+def _check_truncation(root: Path, data: bytes, written: list[Envelope], cut: int) -> None:
+    """Truncate a copy at ``cut``; reopening keeps exactly the records whose line is complete."""
+    path = session_path(root, "cut")
+    path.write_bytes(data[:cut])
+    survivors = data[:cut].count(b"\n")
+    with capture_logs(), SessionLog.open(root, "cut", durability="flush") as log:
+        assert log.next_seq == survivors
+        assert list(read_envelopes(path)) == written[:survivors]
+        log.append("after", 1, {"cut": cut}, T0)
+    report = verify(path)
+    assert (report.ok, report.count, report.torn_tail) == (True, survivors + 1, False)
+
+
+def _source_log(root: Path, items: list[dict]) -> tuple[bytes, list[Envelope]]:
+    with SessionLog.open(root / "src", "cut", durability="flush") as log:
+        written = [log.append("note", 1, payload, T0) for payload in items]
+    return log.path.read_bytes(), written
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=st.lists(payloads, min_size=1, max_size=5), data=st.data())
+def test_property_truncation_at_any_byte_keeps_a_valid_prefix(items, data) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        raw, written = _source_log(Path(d), items)
+        cut = data.draw(st.integers(min_value=0, max_value=len(raw)), label="cut")
+        _check_truncation(Path(d), raw, written, cut)
+
+
+def test_truncation_at_every_byte_of_a_small_log(tmp_path: Path) -> None:
+    raw, written = _source_log(tmp_path, [{"t": "é✓"}, {}])
+    for cut in range(len(raw) + 1):
+        _check_truncation(tmp_path, raw, written, cut)
+    shutil.rmtree(tmp_path / "src")
