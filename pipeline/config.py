@@ -67,7 +67,7 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
     model = model or env.get("MIBYAN_MODEL") or section.get("name")
     if base_url is None and api_key is None:
         raise ProviderNotConfiguredError(
-            "no model provider is configured. mibyan looked for: --base-url/--api-key, "
+            "no model provider is configured. mibyan looked for: --base-url and --model, "
             f"the environment variables OPENAI_BASE_URL, {key_env}"
             f"{'' if key_env == 'OPENAI_API_KEY' else ', OPENAI_API_KEY'} and MIBYAN_MODEL, "
             f"and [model] name/base_url/api_key_env in {home(env) / 'config.toml'}")

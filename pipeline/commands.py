@@ -1,0 +1,114 @@
+"""What each ``mibyan`` command does (the parser lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline import config as cfg
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return (args.home or cfg.home()) / "sessions"
+
+
+def _tool_line(event: object) -> None:
+    from stages.events import ToolCallRejected, ToolRan
+    if isinstance(event, ToolRan):
+        o = event.outcome
+        status = "ok" if o.ok else f"error: {o.error}"
+        print(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)", file=sys.stderr)
+    elif isinstance(event, ToolCallRejected):
+        print(f"  [tool] {event.call.name} rejected: {event.reason}", file=sys.stderr)
+
+
+def _usage_line(result: dict) -> str:
+    u = result["usage"]
+    return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
+            f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
+            f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
+            f"{u['reasoning_tokens']} total {u['total_tokens']} | {result['turn_exit_reason']}]")
+
+
+def run(args: argparse.Namespace) -> int:
+    from effects import builtin_tools
+    from pipeline.agent import Agent
+    from pipeline.tools import Tool
+    tools = () if args.no_tools else (
+        Tool.from_function(builtin_tools.read_file, read_only=True),
+        Tool.from_function(builtin_tools.list_directory, read_only=True))
+    stream = not args.no_stream
+    with Agent(model=args.model, base_url=args.base_url, tools=tools, home=args.home,
+               session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
+               stream=stream, durability=args.durability, event_listener=_tool_line) as agent:
+        def show(delta: str) -> None:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+        result = agent.run_conversation(args.message, system_message=args.system,
+                                        stream_callback=show if stream else None)
+    if result["final_response"] and not (stream and result["completed"]):
+        sys.stdout.write(result["final_response"])
+    sys.stdout.write("\n")
+    if result["failed"]:
+        print(f"mibyan: the turn failed: {result['error']}", file=sys.stderr)
+    print(_usage_line(result), file=sys.stderr)
+    return EXIT_FAILED if result["failed"] else EXIT_OK
+
+
+def sessions(args: argparse.Namespace) -> int:
+    from pipeline.query import query
+    columns, rows = query(_root(args), "SELECT session_id, started_at, model, turns, tokens, "
+                          "status FROM sessions ORDER BY started_at DESC")
+    _table(columns, rows)
+    return EXIT_OK
+
+
+def replay(args: argparse.Namespace) -> int:
+    from pipeline.replay import replay as replay_session
+    report = replay_session(_root(args), args.session)
+    print(report.describe())
+    return EXIT_OK if report.identical else EXIT_FAILED
+
+
+def verify(args: argparse.Namespace) -> int:
+    from effects.eventlog import session_path, verify as verify_log
+    from stages.errors import UsageError
+    path = session_path(_root(args), args.session)
+    if not path.exists():
+        raise UsageError(f"no session {args.session!r} under {_root(args)}")
+    report = verify_log(path)
+    tail = " (torn last record; it will be cut on the next open)" if report.torn_tail else ""
+    print(f"{'ok' if report.ok else 'BROKEN'}: {report.count} records{tail}")
+    for problem in report.problems:
+        print(f"  {problem}")
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def sql(args: argparse.Namespace) -> int:
+    import duckdb
+    from pipeline.query import query
+    from stages.errors import UsageError
+    try:
+        columns, rows = query(_root(args), args.query)
+    except duckdb.Error as exc:
+        raise UsageError(f"query failed: {exc}") from exc
+    _table(columns, rows)
+    return EXIT_OK
+
+
+def _table(columns: list[str], rows: list[tuple]) -> None:
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "log":
+        return verify(args)
+    return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)
