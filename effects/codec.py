@@ -25,5 +25,5 @@ def from_payload(kind: str, schema_version: int, payload: dict) -> Event:
     try:
         cls = EVENT_TYPES[kind]
         return make_converter().structure(upcast(kind, schema_version, payload), cls)
-    except (KeyError, ValueError, TypeError, cattrs.BaseValidationError) as exc:
+    except (KeyError, ValueError, TypeError, AttributeError, cattrs.BaseValidationError) as exc:
         raise LogCorruptError(f"cannot read a {kind!r} v{schema_version} event: {exc}") from exc

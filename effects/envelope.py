@@ -30,10 +30,11 @@ import attrs
 from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
+    "CheckedLine",
+    "ENVELOPE_KEYS",
+    "Envelope",
     "GENESIS_HASH",
     "SUFFIX",
-    "CheckedLine",
-    "Envelope",
     "check_lines",
     "decode_line",
     "encode_line",
@@ -47,7 +48,9 @@ __all__ = [
 
 GENESIS_HASH = "0" * 64
 SUFFIX = ".jsonl"
-ENVELOPE_KEYS = ("session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload")
+ENVELOPE_KEYS = (
+    "session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload"
+)
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 _PAYLOAD_ENCODER = json.JSONEncoder(

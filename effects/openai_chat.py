@@ -187,6 +187,15 @@ class OpenAIChatClient:
                                    stream_cls=openai.Stream[object],
                                    options={"headers": {"Content-Type": "application/json"}})
         with stream:
+            kind = stream.response.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                # Some servers ignore "stream": true and answer with one JSON body.
+                try:
+                    raw = json.loads(stream.response.read())
+                except ValueError as exc:
+                    raise ModelBehaviourError(
+                        f"{self.provider} sent a body that is not JSON ({kind}): {exc}") from exc
+                return self._reply(raw, request, started)
             for chunk in stream:
                 if not isinstance(chunk, dict):
                     raise ModelBehaviourError(f"{self.provider} sent a non-object chunk: {chunk!r}")

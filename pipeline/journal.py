@@ -20,7 +20,7 @@ from effects.envelope import Envelope
 from effects.eventlog import SessionLog
 from effects.protocols import Clock
 from stages.errors import ReplayDivergenceError
-from stages.events import Event
+from stages.events import Event, SessionResumed
 from stages.redact import redact_event
 
 Perform = Callable[[], Sequence[Event]]
@@ -29,8 +29,9 @@ Perform = Callable[[], Sequence[Event]]
 class Journal(Protocol):
     def record(self, stage: str, event: Event) -> None: ...
 
-    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
-        """``count`` observations: performed live, served from the log in replay."""
+    def observe(self, stage: str, kinds: tuple[str, ...], count: int,
+                perform: Perform) -> Sequence[Event]:
+        """``count`` observations of ``kinds``: performed live, served from the log in replay."""
         ...
 
     def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
@@ -50,7 +51,8 @@ class LiveJournal:
         del stage
         self.log.append(event.kind, event.schema_version, to_payload(event), self.clock.now())
 
-    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
+    def observe(self, stage: str, kinds: tuple[str, ...], count: int,
+                perform: Perform) -> Sequence[Event]:
         events = [redact_event(e, self.secrets) for e in perform()]
         if len(events) != count:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
@@ -60,19 +62,21 @@ class LiveJournal:
 
     def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
         event = perform()
-        return None if event is None else self.observe(stage, 1, lambda: (event,))[0]
+        return None if event is None else self.observe(stage, (kind,), 1, lambda: (event,))[0]
 
     def sync(self) -> None:
         self.log.sync()
 
 
 class EndOfLog(Exception):
-    """The replay needs an event past the log's end (normal for a log cut by a crash)."""
+    """The replay needs an event the log does not have here: the log ends, or (``resumed``)
+    the live process died at this point and a later process resumed the session."""
 
-    def __init__(self, stage: str, produced: str) -> None:
+    def __init__(self, stage: str, produced: str, *, resumed: bool = False) -> None:
         super().__init__(f"the log ended before stage {stage} produced {produced}")
         self.stage = stage
         self.produced = produced
+        self.resumed = resumed
 
 
 def _text(payload: dict) -> str:
@@ -91,11 +95,17 @@ class ReplayJournal:
     def peek(self) -> Envelope | None:
         return self.expected[self.cursor] if self.cursor < len(self.expected) else None
 
-    def record(self, stage: str, event: Event) -> None:
+    def _next(self, stage: str, produced: str, kinds: tuple[str, ...]) -> Envelope:
         envelope = self.peek()
-        produced = f"{event.kind} {_text(to_payload(event))}"
         if envelope is None:
             raise EndOfLog(stage, produced)
+        if envelope.kind == SessionResumed.kind and SessionResumed.kind not in kinds:
+            raise EndOfLog(stage, produced, resumed=True)
+        return envelope
+
+    def record(self, stage: str, event: Event) -> None:
+        produced = f"{event.kind} {_text(to_payload(event))}"
+        envelope = self._next(stage, produced, (event.kind,))
         logged = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
         if logged != event:
             raise ReplayDivergenceError(
@@ -104,13 +114,17 @@ class ReplayJournal:
                 produced=produced)
         self.cursor += 1
 
-    def observe(self, stage: str, count: int, perform: Perform) -> Sequence[Event]:
+    def observe(self, stage: str, kinds: tuple[str, ...], count: int,
+                perform: Perform) -> Sequence[Event]:
         del perform
         events = []
         for _ in range(count):
-            envelope = self.peek()
-            if envelope is None:
-                raise EndOfLog(stage, "an observation")
+            envelope = self._next(stage, f"one of {', '.join(kinds)}", kinds)
+            if envelope.kind not in kinds:
+                raise ReplayDivergenceError(
+                    f"replay diverged at seq {envelope.seq} in stage {stage}", seq=envelope.seq,
+                    stage=stage, expected=f"{envelope.kind} {_text(envelope.payload)}",
+                    produced=f"one of {', '.join(kinds)}")
             event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
             self.record(stage, event)
             events.append(event)
@@ -120,7 +134,7 @@ class ReplayJournal:
         envelope = self.peek()
         if envelope is None or envelope.kind != kind:
             return None
-        return self.observe(stage, 1, perform)[0]
+        return self.observe(stage, (kind,), 1, perform)[0]
 
     def sync(self) -> None:
         return None

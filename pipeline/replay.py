@@ -56,7 +56,11 @@ def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
         elif isinstance(event, ToolsDeclared):
             runner.declare_tools(event.tools)
         elif isinstance(event, HistoryLoaded | TurnStarted):
-            runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)
+            try:
+                runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)
+            except EndOfLog as cut:
+                if not cut.resumed:
+                    raise
         else:
             raise ReplayDivergenceError(
                 f"replay expected a session or turn start at seq {envelope.seq}",

@@ -17,7 +17,7 @@ from stages.credentials import decide_credentials
 from stages.decision import CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RunTools
 from stages.errors import MibyanError, ModelBehaviourError, ProviderError
 from stages.events import (
-    Event, HistoryLoaded, Interrupted, ModelFailed, SessionResumed, SessionSettings,
+    Event, HistoryLoaded, Interrupted, ModelFailed, ModelReplied, SessionResumed, SessionSettings,
     SessionStarted, ToolRan, ToolsDeclared, TurnStarted,
 )
 from stages.fold import apply_event
@@ -75,8 +75,10 @@ class SessionRunner:
             self._fold((event,))
         return decision.next
 
-    def observe(self, stage: str, perform: Callable[[], Sequence[Event]], count: int = 1) -> None:
-        self._fold(self.journal.observe(stage, count, perform))
+    def observe(self, stage: str, kinds: tuple[type, ...], perform: Callable[[], Sequence[Event]],
+                count: int = 1) -> None:
+        names = tuple(k.kind for k in kinds)
+        self._fold(self.journal.observe(stage, names, count, perform))
 
     @property
     def settings(self) -> SessionSettings:
@@ -87,19 +89,19 @@ class SessionRunner:
     def start(self, settings: SessionSettings, *, parent_session_id: str | None = None,
               session_id: str | None = None) -> None:
         clock, ids = self.effects.clock, self.effects.ids
-        self.observe("session", lambda: (SessionStarted(
+        self.observe("session", (SessionStarted,), lambda: (SessionStarted(
             session_id=session_id or ids.session_id(), started_at=clock.now(), settings=settings,
             parent_session_id=parent_session_id),))
 
     def resume(self, settings: SessionSettings) -> None:
         """Continue a folded session in a new process; close a turn a crash left open."""
-        self.observe("session", lambda: (SessionResumed(resumed_at=self.effects.clock.now(),
+        self.observe("session", (SessionResumed,), lambda: (SessionResumed(resumed_at=self.effects.clock.now(),
                                                         settings=settings),))
         self.emit("recovery", decide_abandon(self.state))
 
     def declare_tools(self, specs: tuple[ToolSpec, ...]) -> None:
         if specs != self.state.tools:
-            self.observe("session", lambda: (ToolsDeclared(tools=specs),))
+            self.observe("session", (ToolsDeclared,), lambda: (ToolsDeclared(tools=specs),))
 
     # --- one turn ---------------------------------------------------------------------------
     def run_turn(self, user_message: str, *, system_message: str | None = None,
@@ -107,8 +109,8 @@ class SessionRunner:
                  on_delta: DeltaSink | None = None) -> State:
         ids, clock = self.effects.ids, self.effects.clock
         if history is not None:
-            self.observe("input", lambda: (HistoryLoaded(messages=history),))
-        self.observe("input", lambda: (TurnStarted(
+            self.observe("input", (HistoryLoaded,), lambda: (HistoryLoaded(messages=history),))
+        self.observe("input", (TurnStarted,), lambda: (TurnStarted(
             turn_id=ids.new_id(), task_id=task_id or ids.new_id(), started_at=clock.now(),
             user_message=user_message, system_message=system_message),))
         config = self.settings
@@ -141,7 +143,8 @@ class SessionRunner:
             self.emit(name, stage(self.state, config=self.settings))
         call = self.emit("request", decide_request(self.state, config=self.settings))
         assert isinstance(call, CallModel)
-        self.observe("model_call", lambda: (self._call_model(call.request, on_delta),))
+        self.observe("model_call", (ModelReplied, ModelFailed),
+                     lambda: (self._call_model(call.request, on_delta),))
 
     def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
         if self.effects.model is None:
@@ -166,4 +169,4 @@ class SessionRunner:
             outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
                                               task_id=self.state.turn.task_id)
             return [ToolRan(outcome=o) for o in outcomes]
-        self.observe("tools", perform, count=len(step.calls))
+        self.observe("tools", (ToolRan,), perform, count=len(step.calls))

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,9 @@ json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                  max_size=4),
-    max_leaves=12,
+    max_leaves=8,
 )
-payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=5)
+payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=4)
 
 
 def write_log(root: Path, session_id: str, n: int, *, mode: str = "flush") -> list[Envelope]:
@@ -258,6 +259,21 @@ def test_second_open_of_a_session_conflicts(tmp_path: Path) -> None:
         first.append("note", 1, {}, T0)
     with SessionLog.open(tmp_path, "held") as again:
         assert again.next_seq == 1
+
+
+def test_threads_share_one_writer(tmp_path: Path) -> None:
+    with SessionLog.open(tmp_path, "threads", durability="flush") as log:
+        def work(k: int) -> None:
+            for i in range(200):
+                log.append("note", 1, {"k": k, "i": i}, T0)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    report = verify(log.path)
+    assert (report.ok, report.count) == (True, 800)
 
 
 _CHILD_OPEN = """

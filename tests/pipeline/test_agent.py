@@ -1,0 +1,245 @@
+"""End-to-end: the Agent over real HTTP against the in-tree fake OpenAI server."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+
+import pytest
+
+from effects.eventlog import read_envelopes, session_path
+from pipeline.agent import Agent
+from pipeline.replay import replay
+from pipeline.tools import tool
+from stages.alternation import violations
+from stages.errors import LogConflictError, UsageError
+from stages.messages import from_openai
+from tests.fake_openai import Reply, Usage
+
+KEY = "sk-proj-ThisIsASecretKey0123456789"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def boom() -> str:
+    """Always fails."""
+    raise RuntimeError("tool exploded")
+
+
+def make(server, home, **kw) -> Agent:
+    kw.setdefault("tools", [add, boom])
+    return Agent(model="fake-model", base_url=server.base_url, api_key=KEY, home=home, **kw)
+
+
+def log_text(home, sid) -> str:
+    return session_path(home / "sessions", sid).read_text()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_text_turn_reports_answer_usage_and_replays(server, home, stream):
+    server.script(Reply.text("Hello there.", usage=Usage(prompt=40, completion=5, cached=10,
+                                                         reasoning=2)))
+    deltas: list[str] = []
+    with make(server, home, stream=stream) as agent:
+        result = agent.run_conversation("hi", stream_callback=deltas.append)
+    assert result["final_response"] == "Hello there."
+    assert result["completed"] and not result["failed"] and not result["interrupted"]
+    assert result["turn_exit_reason"] == "text_response(finish_reason=stop)"
+    assert result["api_calls"] == 1
+    assert result["usage"] == {"input_tokens": 30, "output_tokens": 5, "cache_read_tokens": 10,
+                               "cache_write_tokens": 0, "reasoning_tokens": 2, "total_tokens": 45}
+    assert ("".join(deltas) == "Hello there.") if stream else deltas == []
+    assert server.requests[0].get("stream", False) is stream
+    assert server.request_headers[0]["authorization"] == f"Bearer {KEY}"
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_tool_calls_run_concurrently_and_results_keep_call_order(server, home):
+    barrier = threading.Barrier(2, timeout=5)
+
+    @tool(read_only=True)
+    def wait(tag: str) -> str:
+        """Wait for the other call, proving both run at once."""
+        barrier.wait()
+        return tag
+
+    server.script(Reply.tool_calls([("wait", '{"tag": "first"}'), ("wait", '{"tag": "second"}'),
+                                    ("add", '{"a": 2, "b": "40"}')]),
+                  Reply.text("done"))
+    with make(server, home, tools=[wait, add]) as agent:
+        result = agent.run_conversation("go")
+    tool_msgs = [m for m in result["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_msgs] == ["first", "second", "42"]
+    assert [m["tool_call_id"] for m in tool_msgs] == ["call_1", "call_2", "call_3"]
+    sent = server.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool"]
+    assert {t["function"]["name"] for t in server.requests[0]["tools"]} == {"wait", "add"}
+    assert not violations([from_openai(m) for m in result["messages"]])
+
+
+def test_bad_tool_calls_become_error_results_not_crashes(server, home):
+    server.script(Reply.tool_calls([("nope", "{}"), ("add", '{"a": 1'), ("boom", "{}"),
+                                    ("add", '{"a": "x", "b": 1}')]),
+                  Reply.text("sorry"))
+    with make(server, home) as agent:
+        result = agent.run_conversation("break things")
+    assert result["completed"] and result["final_response"] == "sorry"
+    contents = [json.loads(m["content"])["error"] for m in result["messages"]
+                if m["role"] == "tool"]
+    assert "does not exist" in contents[0] and "add, boom" in contents[0]
+    assert "not valid JSON" in contents[1]
+    assert contents[2] == "RuntimeError: tool exploded"
+    assert "a" in contents[3] and "integer" in contents[3]
+    kinds = [e.kind for e in read_envelopes(session_path(home / "sessions",
+                                                          result["session_id"]))]
+    assert kinds.count("tool_call_rejected") == 2 and kinds.count("tool_ran") == 2
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_budget_exhaustion_asks_for_a_summary_without_tools(server, home):
+    server.script(Reply.tool_calls([("add", '{"a": 1, "b": 1}')]),
+                  Reply.tool_calls([("add", '{"a": 2, "b": 2}')]),
+                  Reply.text("Summary: added twice."))
+    with make(server, home, max_turns=2) as agent:
+        result = agent.run_conversation("keep adding")
+    assert result["final_response"] == "Summary: added twice."
+    assert result["turn_exit_reason"] == "max_iterations_reached(2/2)"
+    assert result["api_calls"] == 3 and not result["completed"]
+    last = server.requests[-1]
+    assert "tools" not in last
+    assert "maximum number of tool-calling iterations" in last["messages"][-1]["content"]
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_child_budget_is_capped_by_delegation_limit(server, home):
+    with make(server, home, delegation_max_iterations=3) as parent:
+        child = parent.child(max_turns=100)
+        assert child.settings.max_turns == 3
+        assert child.parent_session_id == parent.session_id
+        assert parent.child().settings.max_turns == 3
+        assert parent.child(max_turns=2).settings.max_turns == 2
+
+
+@pytest.mark.parametrize("reply, expected", [
+    (Reply.error(500, "upstream broke", type="server_error"), "HTTP 500"),
+    (Reply.error(401, "Incorrect API key provided", code="invalid_api_key"), "HTTP 401"),
+    (Reply.raw(200, b"<html>not json</html>"), "not JSON"),
+    (Reply.raw(200, b'{"id": "x", "choices": []}'), "without a usable choice"),
+    (Reply.drop_stream(after_chunks=2), "dropped the connection"),
+])
+def test_provider_failures_end_the_turn_cleanly_and_stay_resumable(server, home, reply, expected):
+    server.script(reply, Reply.text("recovered"))
+    with make(server, home) as agent:
+        failed = agent.run_conversation("first")
+        assert failed["failed"] and not failed["completed"] and expected in failed["error"]
+        assert failed["final_response"] is None
+        ok = agent.run_conversation("second")
+    assert ok["final_response"] == "recovered"
+    roles = [m["role"] for m in ok["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert ok["messages"][1]["content"].startswith("[no reply:")
+    assert replay(home / "sessions", ok["session_id"]).identical
+
+
+def test_history_is_not_mutated_and_resume_continues_the_log(server, home):
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "noted"}]
+    snapshot = copy.deepcopy(history)
+    server.script(Reply.text("one"), Reply.text("two"))
+    with make(server, home) as agent:
+        first = agent.run_conversation("now", conversation_history=history)
+    assert history == snapshot
+    assert [m["content"] for m in first["messages"]] == ["earlier", "noted", "now", "one"]
+    with make(server, home, session_id=first["session_id"]) as again:
+        second = again.run_conversation("more")
+    assert [m["content"] for m in second["messages"]][-2:] == ["more", "two"]
+    assert len(server.requests[1]["messages"]) == 6  # system + 5
+    assert second["session_usage"]["total_tokens"] > second["usage"]["total_tokens"]
+    assert replay(home / "sessions", first["session_id"]).identical
+
+
+def test_resume_of_unknown_session_is_a_usage_error(server, home):
+    with pytest.raises(UsageError, match="no session"):
+        make(server, home, session_id="nosuch").chat("hi")
+
+
+def test_second_writer_of_a_session_is_refused(server, home):
+    server.script(Reply.text("a"))
+    with make(server, home) as agent:
+        sid = agent.run_conversation("x")["session_id"]
+        with pytest.raises(LogConflictError):
+            make(server, home, session_id=sid).chat("y")
+
+
+def test_killed_process_leaves_a_resumable_session(server, home):
+    """A torn record and an unfinished turn: the next open cuts the tear and closes the turn."""
+    server.script(Reply.tool_calls([("add", '{"a": 1, "b": 2}')]), Reply.text("fresh start"))
+    agent = make(server, home)
+    runner = agent._open()
+    sid = runner.state.session_id
+    tools_effect = agent._effects.tools
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+    agent._effects.tools = type("Dead", (), {"run": staticmethod(die)})()
+    with pytest.raises(Killed):
+        agent.run_conversation("do a thing")
+    agent._log.close()
+    tools_effect.shutdown()
+    path = session_path(home / "sessions", sid)
+    with path.open("ab") as fh:
+        fh.write(b'{"session_id": "torn')
+    with make(server, home, session_id=sid) as again:
+        result = again.run_conversation("try again")
+    assert result["final_response"] == "fresh start"
+    messages = result["messages"]
+    assert json.loads(messages[2]["content"])["error"].startswith("the process stopped")
+    assert not violations([from_openai(m) for m in messages])
+    report = replay(home / "sessions", sid)
+    assert report.identical, report.describe()
+
+
+def test_interrupt_between_steps_stops_the_turn(server, home):
+    holder: list[Agent] = []
+
+    @tool
+    def interrupting() -> str:
+        """Asks the agent to stop."""
+        holder[0].interrupt()
+        return "stopping"
+
+    server.script(Reply.tool_calls([("interrupting", "{}")]))
+    with make(server, home, tools=[interrupting]) as agent:
+        holder.append(agent)
+        result = agent.run_conversation("go")
+    assert result["interrupted"] and result["turn_exit_reason"] == "interrupted_by_user"
+    assert result["api_calls"] == 1 and result["final_response"] is None
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_secrets_never_reach_the_log(server, home):
+    leaked = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+    @tool
+    def env() -> str:
+        """Print the environment."""
+        return f"OPENAI_API_KEY={KEY}\nGITHUB_TOKEN={leaked}"
+
+    server.script(Reply.tool_calls([("env", "{}")]), Reply.text(f"your key is {KEY}"))
+    with make(server, home, tools=[env]) as agent:
+        result = agent.run_conversation(f"my key is {KEY}")
+    text = log_text(home, result["session_id"])
+    assert KEY not in text and leaked not in text
+    assert KEY not in json.dumps(result["messages"])
+    assert replay(home / "sessions", result["session_id"]).identical

@@ -1,0 +1,165 @@
+"""Hypothesis strategies for every event kind and the plain data nested in events.
+
+Text mixes arbitrary unicode (without lone surrogates, which UTF-8 logs cannot hold) with
+JSON-ish strings, so codecs and redaction see quotes, braces, escapes and non-ASCII.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from hypothesis import strategies as st
+
+from stages import events as ev
+from stages.messages import Message, ToolCall, canonical_json
+from stages.tools import ToolOutcome, ToolSpec
+
+__all__ = [
+    "EVENT_STRATEGIES",
+    "any_event",
+    "events_of_kind",
+    "identifiers",
+    "json_objects",
+    "json_values",
+    "messages",
+    "session_settings",
+    "texts",
+    "tool_calls",
+    "tool_outcomes",
+    "tool_specs",
+    "usages",
+]
+
+_CHARS = st.characters(exclude_categories=("Cs",))
+"""Every code point except lone surrogates."""
+
+_PLAIN = st.text(_CHARS, max_size=40)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False) | _PLAIN,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(_PLAIN, children, max_size=4),
+    max_leaves=12,
+)
+"""Any JSON value (no NaN or infinities: JSON has none)."""
+
+json_objects = st.dictionaries(_PLAIN, json_values, max_size=5)
+
+_JSONISH = st.one_of(
+    json_values.map(json.dumps),
+    json_values.map(canonical_json),
+    st.sampled_from(['{"a":', '{"x": 1}}', "[1, 2", '"unterminated', "\\u00e9", "{}", "null",
+                     '{"api_key": "sk-abcdefghijklmnop"}', "\u2028\u2029", "\x00\x1f"]),
+)
+
+texts = st.one_of(_PLAIN, _JSONISH)
+"""Free text: unicode, control characters, or JSON-ish snippets."""
+
+identifiers = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=24)
+"""Ids and names as providers send them (printable ASCII)."""
+
+small_ints = st.integers(min_value=0, max_value=2**31)
+finite_floats = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
+timestamps = st.datetimes(timezones=st.just(dt.timezone.utc)).map(
+    lambda d: d.isoformat(timespec="microseconds"))
+
+
+def tool_calls(names: st.SearchStrategy[str] = identifiers,
+               arguments: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[ToolCall]:
+    args = arguments if arguments is not None else st.one_of(
+        json_objects.map(canonical_json), texts)
+    return st.builds(ToolCall, id=identifiers, name=names, arguments=args)
+
+
+def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", "assistant",
+                                                                   "tool"))
+             ) -> st.SearchStrategy[Message]:
+    def build(role: str) -> st.SearchStrategy[Message]:
+        calls = st.lists(tool_calls(), max_size=3).map(tuple) if role == "assistant" else st.just(())
+        return st.builds(
+            Message, role=st.just(role), content=st.none() | texts, tool_calls=calls,
+            tool_call_id=identifiers if role == "tool" else st.none() | identifiers,
+            name=st.none() | identifiers,
+            reasoning=st.none() | texts if role == "assistant" else st.none())
+    return roles.flatmap(build)
+
+
+tool_specs = st.builds(
+    ToolSpec, name=identifiers, description=texts,
+    parameters=json_objects.map(canonical_json),
+    interactive=st.booleans(), read_only=st.booleans())
+
+tool_outcomes = st.builds(
+    ToolOutcome, call_id=identifiers, name=identifiers, content=texts, ok=st.booleans(),
+    error=st.none() | texts, duration_ms=finite_floats)
+
+usages = st.builds(
+    ev.Usage, input_tokens=small_ints, output_tokens=small_ints, cache_read_tokens=small_ints,
+    cache_write_tokens=small_ints, reasoning_tokens=small_ints)
+
+session_settings = st.builds(
+    ev.SessionSettings, model=identifiers, provider=identifiers, base_url=st.none() | texts,
+    api_mode=st.sampled_from(("chat_completions", "responses", "anthropic_messages")),
+    max_turns=st.integers(1, 1000), max_tokens=st.none() | st.integers(1, 10**6),
+    context_length=st.none() | st.integers(1, 10**7), stream=st.booleans(),
+    identity=st.none() | texts,
+    preflight_threshold=st.floats(0, 1, allow_nan=False), compression_enabled=st.booleans(),
+    protect_last_n=st.integers(0, 1000))
+
+_opt_text = st.none() | texts
+
+EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
+    ev.SessionStarted.kind: st.builds(
+        ev.SessionStarted, session_id=identifiers, started_at=timestamps,
+        settings=session_settings, parent_session_id=st.none() | identifiers),
+    ev.SessionResumed.kind: st.builds(
+        ev.SessionResumed, resumed_at=timestamps, settings=session_settings),
+    ev.ToolsDeclared.kind: st.builds(
+        ev.ToolsDeclared, tools=st.lists(tool_specs, max_size=3).map(tuple)),
+    ev.HistoryLoaded.kind: st.builds(
+        ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
+    ev.TurnStarted.kind: st.builds(
+        ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
+        user_message=texts, system_message=_opt_text),
+    ev.ModelReplied.kind: st.builds(
+        ev.ModelReplied, message=messages(st.just("assistant")),
+        finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
+        usage=usages, model=identifiers, latency_ms=finite_floats, streamed=st.booleans()),
+    ev.ModelFailed.kind: st.builds(
+        ev.ModelFailed, error_type=identifiers, message=texts,
+        status=st.none() | st.integers(100, 599), latency_ms=finite_floats),
+    ev.ToolRan.kind: st.builds(ev.ToolRan, outcome=tool_outcomes),
+    ev.Interrupted.kind: st.builds(
+        ev.Interrupted, during=st.sampled_from(("between_steps", "model_call", "tools")),
+        message=_opt_text),
+    ev.SystemPromptSet.kind: st.builds(ev.SystemPromptSet, text=texts),
+    ev.ContextPressure.kind: st.builds(
+        ev.ContextPressure, estimated_tokens=small_ints, threshold_tokens=small_ints),
+    ev.BudgetExhausted.kind: st.builds(
+        ev.BudgetExhausted, api_calls=small_ints, max_turns=small_ints, prompt=texts),
+    ev.ModelRequested.kind: st.builds(
+        ev.ModelRequested, call_index=small_ints,
+        purpose=st.sampled_from(("step", "budget_summary")), model=identifiers,
+        provider=identifiers, message_count=small_ints, tool_count=small_ints,
+        estimated_tokens=small_ints),
+    ev.ToolCallRejected.kind: st.builds(
+        ev.ToolCallRejected, call=tool_calls(),
+        reason=st.sampled_from(("unknown_tool", "invalid_arguments", "interrupted")),
+        content=texts),
+    ev.ToolsPlanned.kind: st.builds(
+        ev.ToolsPlanned, call_ids=st.lists(identifiers, max_size=4).map(tuple),
+        concurrent=st.booleans()),
+    ev.TurnFinished.kind: st.builds(
+        ev.TurnFinished, exit_reason=identifiers, final_response=_opt_text,
+        completed=st.booleans(), failed=st.booleans(), interrupted=st.booleans(),
+        error=_opt_text, note=_opt_text),
+}
+
+
+def events_of_kind(kind: str) -> st.SearchStrategy[ev.Event]:
+    return EVENT_STRATEGIES[kind]
+
+
+any_event: st.SearchStrategy[ev.Event] = st.one_of(*EVENT_STRATEGIES.values())
