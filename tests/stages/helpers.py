@@ -1,0 +1,75 @@
+"""Small builders for stage tests: state is always the fold of events, never built by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stages import events as ev
+from stages.decision import Decision
+from stages.fold import apply_event, fold
+from stages.messages import Message, ToolCall
+from stages.state import State
+from stages.tools import ToolOutcome, ToolSpec
+
+SETTINGS = ev.SessionSettings(model="m", provider="p", max_turns=3)
+
+
+def spec(name: str, *, interactive: bool = False, read_only: bool = False) -> ToolSpec:
+    return ToolSpec(name=name, description=f"the {name} tool", parameters='{"type":"object"}',
+                    interactive=interactive, read_only=read_only)
+
+
+def call(call_id: str, name: str, arguments: str = "{}") -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def reply(content: str | None = None, *calls: ToolCall, finish_reason: str | None = None,
+          usage: ev.Usage | None = None) -> ev.ModelReplied:
+    reason = finish_reason or ("tool_calls" if calls else "stop")
+    return ev.ModelReplied(message=Message(role="assistant", content=content, tool_calls=calls),
+                           finish_reason=reason, usage=usage or ev.Usage(input_tokens=1),
+                           model="m", latency_ms=1.0)
+
+
+def ran(call_: ToolCall, content: str = "ok", ok: bool = True) -> ev.ToolRan:
+    return ev.ToolRan(outcome=ToolOutcome(call_id=call_.id, name=call_.name, content=content,
+                                          ok=ok, error=None if ok else content))
+
+
+def requested(state: State, purpose: str = "step") -> ev.ModelRequested:
+    assert state.turn is not None
+    return ev.ModelRequested(call_index=state.turn.api_calls, purpose=purpose, model="m",
+                             provider="p", message_count=len(state.messages), tool_count=0,
+                             estimated_tokens=0)
+
+
+def session(*tools: ToolSpec, settings: ev.SessionSettings = SETTINGS) -> State:
+    events: list[ev.Event] = [ev.SessionStarted(session_id="s1", started_at="t0",
+                                                settings=settings)]
+    if tools:
+        events.append(ev.ToolsDeclared(tools=tools))
+    return fold(events)
+
+
+def turn(state: State, text: str = "hello", *, system_message: str | None = None,
+         index: int = 0) -> State:
+    return apply_event(state, ev.TurnStarted(turn_id=f"turn{index}", task_id=f"task{index}",
+                                             started_at="t1", user_message=text,
+                                             system_message=system_message))
+
+
+def then(state: State, *events: ev.Event | Iterable[ev.Event] | Decision) -> State:
+    """Apply events (or a decision's events) in order."""
+    for item in events:
+        if isinstance(item, Decision):
+            state = fold(item.events, state)
+        elif isinstance(item, Iterable):
+            state = fold(item, state)
+        else:
+            state = apply_event(state, item)
+    return state
+
+
+def answered(state: State, reply_event: ev.ModelReplied) -> State:
+    """A model call and its reply."""
+    return then(state, requested(state), reply_event)

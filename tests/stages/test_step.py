@@ -1,0 +1,205 @@
+"""Named examples for the router (``step.decide_next``) and ``decide_abandon``."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from stages import events as ev
+from stages.alternation import violations
+from stages.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
+from stages.decision import Decision, Finish, PrepareCall, RunTools
+from stages.request import decide_request
+from stages.step import decide_abandon, decide_next
+from tests.stages.helpers import (
+    SETTINGS, answered, call, ran, reply, requested, session, spec, then, turn,
+)
+
+TOOLS = (spec("read", read_only=True),)
+
+
+def _finished(decision: Decision) -> ev.TurnFinished:
+    assert isinstance(decision.next, Finish)
+    last = decision.events[-1]
+    assert isinstance(last, ev.TurnFinished)
+    return last
+
+
+def test_no_turn_means_finish_with_nothing() -> None:
+    assert decide_next(session(), config=SETTINGS) == Decision(next=Finish())
+
+
+def test_a_fresh_turn_asks_for_a_model_call() -> None:
+    assert decide_next(turn(session()), config=SETTINGS) == Decision(next=PrepareCall())
+
+
+def test_finish_with_text() -> None:
+    state = answered(turn(session()), reply("Hi there!"))
+    decision = decide_next(state, config=SETTINGS)
+    assert decision.events == (ev.TurnFinished(
+        exit_reason="text_response(finish_reason=stop)", final_response="Hi there!",
+        completed=True),)
+    assert isinstance(decision.next, Finish)
+    done = then(state, decision)
+    assert done.turn.finished == decision.events[0]
+    assert decide_next(done, config=SETTINGS) == Decision(next=Finish())
+    assert violations(done.messages) == []
+
+
+def test_finish_with_an_empty_reply() -> None:
+    state = answered(turn(session()), reply(None, finish_reason="length"))
+    finished = _finished(decide_next(state, config=SETTINGS))
+    assert finished.final_response == "" and finished.completed
+    assert finished.exit_reason == "text_response(finish_reason=length)"
+
+
+def test_tool_calls_are_planned() -> None:
+    state = answered(turn(session(*TOOLS)), reply(None, call("c1", "read")))
+    decision = decide_next(state, config=SETTINGS)
+    assert isinstance(decision.next, RunTools)
+
+
+def _spend_budget(max_turns: int):
+    settings = attrs.evolve(SETTINGS, max_turns=max_turns)
+    state = turn(session(*TOOLS, settings=settings))
+    for i in range(max_turns):
+        assert decide_next(state, config=settings).next == PrepareCall()
+        assert decide_budget(state, config=settings).events == ()
+        c = call(f"c{i}", "read")
+        state = answered(state, reply(None, c))
+        state = then(state, decide_next(state, config=settings), ran(c))
+    return settings, state
+
+
+def test_budget_exhausted_then_summary_without_tools_then_max_iterations() -> None:
+    settings, state = _spend_budget(2)
+    assert state.turn.api_calls == 2
+    assert decide_next(state, config=settings).next == PrepareCall()
+
+    budget = decide_budget(state, config=settings)
+    assert budget.events == (ev.BudgetExhausted(api_calls=2, max_turns=2, prompt=BUDGET_PROMPT),)
+    state = then(state, budget)
+    assert state.messages[-1].role == "user" and state.messages[-1].content == BUDGET_PROMPT
+    assert decide_budget(state, config=settings).events == ()  # only once per turn
+
+    request = decide_request(state, config=settings)
+    (asked,) = request.events
+    assert asked.purpose == "budget_summary" and asked.tool_count == 0
+    assert request.next.request.tools == () and request.next.request.purpose == "budget_summary"
+    state = then(state, request, reply("Here is where I got to."))
+
+    decision = decide_next(state, config=settings)
+    assert decision.events == (ev.TurnFinished(
+        exit_reason="max_iterations_reached(2/2)", final_response="Here is where I got to.",
+        completed=False),)
+    state = then(state, decision)
+    assert state.turn.api_calls == 3
+    assert violations(state.messages) == []
+
+
+def test_a_summary_reply_with_tool_calls_gets_them_rejected() -> None:
+    settings, state = _spend_budget(1)
+    state = then(state, decide_budget(state, config=settings),
+                 decide_request(state, config=settings).events)
+    greedy = reply(None, call("x1", "read"), call("x2", "nope"))
+    state = then(state, greedy)
+    decision = decide_next(state, config=settings)
+    *rejected, finished = decision.events
+    assert [(r.call.id, r.reason) for r in rejected] == [("x1", "budget_exhausted"),
+                                                         ("x2", "budget_exhausted")]
+    assert "iteration budget is used up" in json.loads(rejected[0].content)["error"]
+    assert finished.final_response == NO_SUMMARY_TEXT
+    assert finished.exit_reason == "max_iterations_reached(1/1)" and not finished.completed
+    state = then(state, decision)
+    assert state.turn.pending == ()
+    assert violations(state.messages) == []
+
+
+def test_interruption_closes_pending_calls_with_rejections() -> None:
+    state = answered(turn(session(*TOOLS)), reply("let me look", call("c1", "read"),
+                                                   call("c2", "read")))
+    state = then(state, ev.Interrupted(during="between_steps"))
+    decision = decide_next(state, config=SETTINGS)
+    *rejected, finished = decision.events
+    assert [(r.call.id, r.reason) for r in rejected] == [("c1", "interrupted"),
+                                                         ("c2", "interrupted")]
+    assert json.loads(rejected[0].content) == {"error": "interrupted by user"}
+    assert finished == ev.TurnFinished(exit_reason="interrupted_by_user", final_response=None,
+                                       completed=False, interrupted=True, note=None)
+    state = then(state, decision)
+    assert violations(state.messages) == []
+
+
+def test_interruption_right_after_the_user_message_adds_a_note() -> None:
+    state = then(turn(session()), ev.Interrupted(during="between_steps"))
+    decision = decide_next(state, config=SETTINGS)
+    finished = _finished(decision)
+    assert decision.events == (finished,)
+    assert finished.note == "[no reply: interrupted by user]" and finished.interrupted
+    state = then(state, decision)
+    assert state.messages[-1].role == "assistant"
+    assert state.messages[-1].content == "[no reply: interrupted by user]"
+    assert violations(state.messages) == []
+
+
+def test_interruption_during_the_model_call() -> None:
+    state = then(turn(session()), requested(turn(session())),
+                 ev.Interrupted(during="model_call"))
+    finished = _finished(decide_next(state, config=SETTINGS))
+    assert finished.exit_reason == "interrupted_during_api_call"
+
+
+def test_interruption_after_tool_results_needs_no_note() -> None:
+    c = call("c1", "read")
+    state = answered(turn(session(*TOOLS)), reply(None, c))
+    state = then(state, decide_next(state, config=SETTINGS), ran(c),
+                 ev.Interrupted(during="between_steps"))
+    decision = decide_next(state, config=SETTINGS)
+    assert decision.events == (ev.TurnFinished(exit_reason="interrupted_by_user",
+                                               final_response=None, completed=False,
+                                               interrupted=True),)
+
+
+def test_model_failure_closes_the_turn_as_failed() -> None:
+    state = turn(session())
+    state = then(state, requested(state), ev.ModelFailed(error_type="ProviderHTTPError",
+                                                         message="boom", status=500))
+    decision = decide_next(state, config=SETTINGS)
+    finished = _finished(decision)
+    assert finished.failed and not finished.completed and not finished.interrupted
+    assert finished.exit_reason == "model_error(ProviderHTTPError)"
+    assert finished.error == "ProviderHTTPError: boom"
+    assert finished.note == "[no reply: the model call failed: boom]"
+    assert violations(then(state, decision).messages) == []
+
+
+def test_interruption_wins_over_a_failure() -> None:
+    state = turn(session())
+    state = then(state, requested(state), ev.ModelFailed(error_type="E", message="m"),
+                 ev.Interrupted(during="between_steps"))
+    assert _finished(decide_next(state, config=SETTINGS)).interrupted
+
+
+def test_abandon_closes_an_open_turn() -> None:
+    state = answered(turn(session(*TOOLS)), reply(None, call("c1", "read")))
+    decision = decide_abandon(state)
+    *rejected, finished = decision.events
+    assert [r.reason for r in rejected] == ["abandoned"]
+    assert finished.exit_reason == "abandoned" and finished.failed
+    assert finished.error == "the process stopped before the turn finished"
+    assert isinstance(decision.next, Finish)
+    assert violations(then(state, decision).messages) == []
+
+
+def test_abandon_after_the_user_message_adds_a_note() -> None:
+    decision = decide_abandon(turn(session()))
+    (finished,) = decision.events
+    assert finished.note == "[no reply: the process stopped before the turn finished]"
+
+
+def test_abandon_does_nothing_without_an_open_turn() -> None:
+    assert decide_abandon(session()) == Decision()
+    done = answered(turn(session()), reply("hi"))
+    done = then(done, decide_next(done, config=SETTINGS))
+    assert decide_abandon(done) == Decision()
