@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import attrs
-import structlog
 
+from effects.logs import get_logger
 from effects.envelope import (
     GENESIS_HASH,
     SUFFIX,
@@ -49,7 +49,7 @@ __all__ = [
     "verify",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Durability = Literal["durable", "flush"]
 AppendItem = tuple[str, int, dict[str, Any], str]  # (kind, schema_version, payload, recorded_at)

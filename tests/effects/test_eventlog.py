@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import hashlib
 import json
 import multiprocessing
@@ -15,7 +17,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from structlog.testing import capture_logs
 
 from effects.envelope import GENESIS_HASH, decode_line, encode_line
 from effects.eventlog import (
@@ -187,7 +188,7 @@ def _bad_hash_line(path: Path) -> bytes:
     ],
     ids=["half-line", "garbage", "unparsable-line", "bad-hash-line"],
 )
-def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail) -> None:
+def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail, caplog) -> None:
     written = write_log(tmp_path, "torn", 3)
     path = session_path(tmp_path, "torn")
     good = path.read_bytes()
@@ -200,13 +201,14 @@ def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail) -> None:
     with pytest.raises(LogCorruptError, match="line 4"):
         list(read_envelopes(path, tolerate_torn_tail=False))
 
-    with capture_logs() as logs, SessionLog.open(tmp_path, "torn", durability="durable") as log:
+    caplog.set_level(logging.WARNING, logger="effects.eventlog")
+    with SessionLog.open(tmp_path, "torn", durability="durable") as log:
         assert path.read_bytes() == good
         assert log.next_seq == 3
         log.append("note", 1, {"i": 3}, T0)
-    [warning] = [entry for entry in logs if entry["log_level"] == "warning"]
-    assert warning["session_id"] == "torn"
-    assert warning["bytes_cut"] == len(junk)
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "event='event_log.torn_tail_cut'" in warning and "session_id='torn'" in warning
+    assert f"bytes_cut={len(junk)}" in warning
     report = verify(path)
     assert (report.ok, report.torn_tail, report.count) == (True, False, 4)
 
@@ -350,7 +352,7 @@ def _check_truncation(root: Path, data: bytes, written: list[Envelope], cut: int
     path = session_path(root, "cut")
     path.write_bytes(data[:cut])
     survivors = data[:cut].count(b"\n")
-    with capture_logs(), SessionLog.open(root, "cut", durability="flush") as log:
+    with SessionLog.open(root, "cut", durability="flush") as log:
         assert log.next_seq == survivors
         assert list(read_envelopes(path)) == written[:survivors]
         log.append("after", 1, {"cut": cut}, T0)

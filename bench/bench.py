@@ -1,0 +1,616 @@
+"""mibyan benchmark: local overhead against the raw ``openai`` SDK, import time, memory,
+event-log and replay throughput. Not part of the test suite.
+
+    uv run python bench/bench.py              # the full report (about 1-2 minutes)
+    uv run python bench/bench.py --quick      # fewer turns, a smoke run
+    uv run python bench/bench.py --profile 2000   # cProfile of mibyan's turn path at 2,000 msgs
+
+See bench/README.md for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
+
+# --- workload -----------------------------------------------------------------------------------
+
+MESSAGE_CHARS = 400
+SIZES = (0, 200, 2000)
+# (warm-up turns, measured turns) per history size; every variant runs the same turns.
+TURNS = {0: (5, 40), 200: (3, 30), 2000: (2, 14)}
+QUICK_TURNS = {0: (2, 10), 200: (1, 6), 2000: (1, 3)}
+STREAM_PIECE = 4  # characters per streamed content chunk (about one token, like real providers)
+TARGETS = {0: 0.8, 200: 0.2, 2000: 0.05}
+API_KEY = "sk-bench"
+MODEL = "m"
+
+_LOREM = ("The quick brown fox jumps over the lazy dog while the agent loop reads its event log "
+          "and replays every stage of the session from the first record to the last. ")
+
+
+def text(i: int, chars: int = MESSAGE_CHARS) -> str:
+    """A distinct ~``chars``-character message (distinct so nothing can be deduplicated)."""
+    head = f"[{i}] "
+    body = (_LOREM * (chars // len(_LOREM) + 2))[: chars - len(head)]
+    return head + body
+
+
+def prior_history(n: int) -> list[dict]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": text(i)} for i in range(n)]
+
+
+REPLY_TEXT = text(-1)
+
+
+class BenchServer(FakeOpenAIServer):
+    """The in-tree fake server, minus request retention (which would grow the heap by the whole
+    history on every call), plus exact accounting: ``wait_done(n)`` returns once ``n`` requests
+    have added their handler time, so a turn's server time is never attributed to the next."""
+
+    def __init__(self, default: Reply) -> None:
+        super().__init__(default=default)
+        self._cond = threading.Condition(self._lock)
+        self.done = 0
+        self.received = 0
+
+    def _record(self, body, headers):  # noqa: ANN001, ANN202
+        with self._lock:
+            self.received += 1
+            if body is None:
+                return None
+            if self._queue:
+                return self._queue.popleft()
+            return self.default
+
+    def _add_seconds(self, dt: float) -> None:
+        with self._cond:
+            self._seconds += dt
+            self.done += 1
+            self._cond.notify_all()
+
+    def settled(self, n: int) -> float:
+        """Wait until ``n`` requests are fully accounted; return the cumulative handler time."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.done >= n, timeout=30):
+                raise RuntimeError(f"fake server: {self.done}/{n} requests accounted")
+            return self._seconds
+
+
+def bench_server() -> BenchServer:
+    return BenchServer(default=Reply.text(REPLY_TEXT, piece_size=STREAM_PIECE))
+
+
+# --- the loops under test -------------------------------------------------------------------------
+
+
+class RawLoop:
+    """What a user writes by hand on the official SDK: one client, a list of dicts."""
+
+    def __init__(self, srv: BenchServer, prior: list[dict], *, stream: bool) -> None:
+        import openai
+        self.client = openai.OpenAI(base_url=srv.base_url, api_key=API_KEY, max_retries=0)
+        self.history = [dict(m) for m in prior]
+        self.stream = stream
+
+    def turn(self, message: str) -> None:
+        self.history.append({"role": "user", "content": message})
+        if self.stream:
+            parts = []
+            for chunk in self.client.chat.completions.create(
+                    model=MODEL, messages=self.history, stream=True,
+                    stream_options={"include_usage": True}):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+            content = "".join(parts)
+        else:
+            reply = self.client.chat.completions.create(model=MODEL, messages=self.history)
+            content = reply.choices[0].message.content
+        assert content == REPLY_TEXT
+        self.history.append({"role": "assistant", "content": content})
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class MibyanLoop:
+    """``Agent.run_conversation``; the prior history is passed once, on the first (warm-up)
+    turn, then the session grows its own history."""
+
+    def __init__(self, srv: BenchServer, prior: list[dict], *, stream: bool, durability: str,
+                 home: Path) -> None:
+        from pipeline.agent import Agent
+        self.agent = Agent(model=MODEL, base_url=srv.base_url, api_key=API_KEY, home=home,
+                           durability=durability, stream=stream)
+        self.prior: list[dict] | None = prior
+
+    def turn(self, message: str) -> None:
+        prior, self.prior = self.prior, None
+        result = self.agent.run_conversation(message, conversation_history=prior)
+        assert result["completed"] and result["api_calls"] == 1, result["turn_exit_reason"]
+        assert result["final_response"] == REPLY_TEXT
+
+    def close(self) -> None:
+        self.agent.close()
+
+
+VARIANTS = {
+    # name: (factory, description)
+    "raw": (lambda srv, prior, home: RawLoop(srv, prior, stream=False),
+            "openai SDK loop, non-streaming"),
+    "mibyan/flush": (lambda srv, prior, home: MibyanLoop(srv, prior, stream=False,
+                                                         durability="flush", home=home),
+                     "Agent(stream=False, durability='flush')"),
+    "mibyan/durable": (lambda srv, prior, home: MibyanLoop(srv, prior, stream=False,
+                                                           durability="durable", home=home),
+                       "Agent(stream=False, durability='durable'): fsync at every turn end"),
+    "raw/stream": (lambda srv, prior, home: RawLoop(srv, prior, stream=True),
+                   "openai SDK loop, stream=True, include_usage"),
+    "mibyan/stream": (lambda srv, prior, home: MibyanLoop(srv, prior, stream=True,
+                                                          durability="flush", home=home),
+                      "Agent(stream=True, durability='flush')"),
+}
+
+
+def worker_overhead(size: int, warmup: int, measured: int, variants: list[str]) -> dict:
+    """Run every variant turn by turn (round-robin, rotating order) against one fake server;
+    return each variant's per-turn local overhead in seconds (wall minus server time)."""
+    import gc
+    home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
+    try:
+        with bench_server() as srv:
+            prior = prior_history(size)
+            loops = {name: VARIANTS[name][0](srv, prior, home) for name in variants}
+            del prior
+            gc.collect()
+            samples: dict[str, list[float]] = {name: [] for name in variants}
+            server: dict[str, list[float]] = {name: [] for name in variants}
+            order = list(variants)
+            for round_ in range(warmup + measured):
+                order = order[1:] + order[:1]
+                for name in order:
+                    expected = srv.received + 1
+                    s0 = srv.settled(srv.received)
+                    t0 = time.perf_counter()
+                    loops[name].turn(text(100_000 + round_))
+                    t1 = time.perf_counter()
+                    s1 = srv.settled(expected)
+                    if round_ >= warmup:
+                        samples[name].append((t1 - t0) - (s1 - s0))
+                        server[name].append(s1 - s0)
+            for loop in loops.values():
+                loop.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return {"overhead": samples, "server": server}
+
+
+def worker_profile(size: int, turns: int) -> None:
+    import cProfile
+    import pstats
+    home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
+    try:
+        with bench_server() as srv:
+            loop = MibyanLoop(srv, prior_history(size), stream=False, durability="flush", home=home)
+            for i in range(3):
+                loop.turn(text(i))
+            profiler = cProfile.Profile()
+            t0 = time.perf_counter()
+            profiler.enable()
+            for i in range(turns):
+                loop.turn(text(1000 + i))
+            profiler.disable()
+            wall = time.perf_counter() - t0
+            loop.close()
+        print(f"cProfile of {turns} mibyan turns at {size} prior messages "
+              f"(wall {wall * 1000 / turns:.2f} ms/turn under the profiler, incl. server)")
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(40)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- memory -----------------------------------------------------------------------------------------
+
+
+def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) -> dict:
+    """A session in a process of its own (the fake server runs in the parent)."""
+    import gc
+    import resource
+    import tracemalloc
+
+    class _Remote:
+        pass
+
+    srv = _Remote()
+    srv.base_url = base_url  # type: ignore[attr-defined]
+    home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
+    try:
+        import openai  # noqa: F401 - both loops need it; count it in the baseline
+        import pipeline.agent  # noqa: F401
+        gc.collect()
+        rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        prior = prior_history(size)
+        if trace:
+            tracemalloc.start()
+        if kind == "mibyan":
+            loop = MibyanLoop(srv, prior, stream=False, durability="flush", home=home)  # type: ignore[arg-type]
+        else:
+            loop = RawLoop(srv, prior, stream=False)  # type: ignore[arg-type]
+        del prior
+        for i in range(turns):
+            loop.turn(text(100_000 + i))
+        out = {"rss_imports": rss_imports,
+               "rss_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        if trace:
+            current, peak = tracemalloc.get_traced_memory()
+            out.update(traced_current=current, traced_peak=peak)
+            tracemalloc.stop()
+        loop.close()
+        return out
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- event log ----------------------------------------------------------------------------------
+
+
+def sample_event():
+    from stages.events import ModelReplied, Usage
+    from stages.messages import Message
+    return ModelReplied(
+        message=Message(role="assistant", content=text(7, 150)),
+        finish_reason="stop", usage=Usage(input_tokens=1234, output_tokens=56),
+        model="gpt-4o-mini", latency_ms=812.345)
+
+
+def bench_eventlog(n_flush: int, n_durable: int) -> dict:
+    from effects.clock import SystemClock
+    from effects.codec import to_payload
+    from effects.envelope import encode_line
+    from effects.eventlog import SessionLog
+    from pipeline.journal import LiveJournal
+
+    event = sample_event()
+    payload = to_payload(event)
+    payload_bytes = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+    line_bytes = len(encode_line("s", 0, event.kind, 1, SystemClock().now(), "0" * 64, payload)) + 1
+    recorded_at = SystemClock().now()
+    out: dict = {"payload_bytes": payload_bytes, "line_bytes": line_bytes}
+    root = Path(tempfile.mkdtemp(prefix="mibyan-bench-log-"))
+    try:
+        def rate(durability: str, n: int, fn_name: str) -> float:
+            log = SessionLog.open(root, f"{durability}-{fn_name}", durability=durability)
+            journal = LiveJournal(log, SystemClock(), (API_KEY,))
+            for _ in range(50):  # warm-up
+                log.append(event.kind, 1, payload, recorded_at)
+            t0 = time.perf_counter()
+            if fn_name == "append":
+                for _ in range(n):
+                    log.append(event.kind, 1, payload, recorded_at)
+                    log.sync()  # a no-op in flush mode
+            else:  # the runner's path: codec + clock + append
+                for _ in range(n):
+                    journal.record("bench", event)
+                    log.sync()
+            dt = time.perf_counter() - t0
+            log.close()
+            return n / dt
+
+        out["flush_append"] = rate("flush", n_flush, "append")
+        out["flush_record"] = rate("flush", n_flush, "record")
+        out["durable_append"] = rate("durable", n_durable, "append")
+        out["n_flush"], out["n_durable"] = n_flush, n_durable
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+# --- replay -----------------------------------------------------------------------------------------
+
+
+def bench_replay(turns: int, repeats: int) -> dict:
+    from effects.codec import from_payload
+    from effects.eventlog import read_envelopes, session_path
+    from pipeline.agent import Agent
+    from pipeline.replay import replay
+    from pipeline.tools import tool
+    from stages.fold import fold
+
+    @tool(read_only=True)
+    def lookup(query: str) -> str:
+        """Look something up.
+
+        Args:
+            query: What to look up.
+        """
+        return text(len(query), 200)
+
+    home = Path(tempfile.mkdtemp(prefix="mibyan-bench-replay-"))
+    try:
+        with bench_server() as srv:
+            for i in range(turns):
+                srv.script(Reply.tool_calls([("lookup", json.dumps({"query": f"q{i}"}))]),
+                           Reply.text(text(i, 200)))
+            with Agent(model=MODEL, base_url=srv.base_url, api_key=API_KEY, home=home,
+                       durability="flush", stream=False, tools=[lookup]) as agent:
+                t0 = time.perf_counter()
+                for i in range(turns):
+                    result = agent.run_conversation(text(i, 200))
+                    assert result["completed"] and result["api_calls"] == 2
+                live = time.perf_counter() - t0
+                session_id = agent.session_id
+        root = home / "sessions"
+        times, report = [], None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            report = replay(root, session_id)
+            times.append(time.perf_counter() - t0)
+        assert report is not None and report.identical, report.describe() if report else None
+        fold_times = []
+        path = session_path(root, session_id)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            state = fold(from_payload(e.kind, e.schema_version, e.payload)
+                         for e in read_envelopes(path))
+            fold_times.append(time.perf_counter() - t0)
+        assert state.turns == turns
+        return {"turns": turns, "events": report.events, "bytes": path.stat().st_size,
+                "replay_s": statistics.median(times), "fold_s": statistics.median(fold_times),
+                "live_s": live, "describe": report.describe()}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- start-up ---------------------------------------------------------------------------------------
+
+
+def _wall(cmd: list[str], runs: int) -> float:
+    times = []
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _importtime(module: str) -> float:
+    """Cumulative import time (seconds) of ``module`` as ``python -X importtime`` reports it."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    for line in reversed(proc.stderr.splitlines()):
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[2] == module:
+            return int(parts[1]) / 1e6
+    raise RuntimeError(f"no importtime line for {module}")
+
+
+def bench_startup(runs: int) -> dict:
+    python = sys.executable
+    mibyan = shutil.which("mibyan") or str(Path(python).parent / "mibyan")
+    base = _wall([python, "-c", "pass"], runs)
+    out = {"python -c pass": (base, None)}
+    for module in ("pipeline", "pipeline.agent", "pipeline.cli", "openai"):
+        _wall([python, "-c", f"import {module}"], 1)  # warm the page cache / bytecode
+        wall = _wall([python, "-c", f"import {module}"], runs)
+        cumulative = statistics.median(_importtime(module) for _ in range(runs))
+        out[f"import {module}"] = (wall - base, cumulative)
+    _wall([mibyan, "--help"], 1)
+    out["mibyan --help"] = (_wall([mibyan, "--help"], runs), None)
+    return out
+
+
+# --- orchestration and report -----------------------------------------------------------------------
+
+
+def run_worker(args: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--worker", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {args} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.3f}"
+
+
+def mb(n: float) -> str:
+    return f"{n / 2**20:7.1f} MB"
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def configuration(turns: dict, variants: list[str]) -> None:
+    import openai
+    try:
+        import httpx2
+        http = f"httpx2 {httpx2.__version__}"
+    except ImportError:  # pragma: no cover
+        import httpx
+        http = f"httpx {httpx.__version__}"
+    print("mibyan benchmark")
+    print("=" * 100)
+    print(f"machine     : {platform.machine()} {platform.processor() or ''} "
+          f"{os.cpu_count()} cpus, load average at start {os.getloadavg()[0]:.2f} "
+          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(f"python      : {platform.python_implementation()} {platform.python_version()} "
+          f"({sys.executable}), GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms")
+    print(f"libraries   : openai {openai.__version__}, {http}")
+    fs = subprocess.run(["df", "-T", tempfile.gettempdir()], capture_output=True, text=True)
+    fs_type = fs.stdout.splitlines()[-1].split()[1] if fs.returncode == 0 else "?"
+    print(f"temp dir    : {tempfile.gettempdir()} ({fs_type}; event logs and fsyncs go here)")
+    print("server      : tests.fake_openai.FakeOpenAIServer on loopback, zero added latency, "
+          "keep-alive, in the same process as the loop (request bodies not retained)")
+    print(f"workload    : prior history of N alternating user/assistant messages of "
+          f"{MESSAGE_CHARS} chars; every turn adds a {MESSAGE_CHARS}-char user message and the "
+          f"server's {len(REPLY_TEXT)}-char reply")
+    print(f"              streamed replies come in {STREAM_PIECE}-char chunks "
+          f"({len(REPLY_TEXT) // STREAM_PIECE} content chunks + role, finish, usage)")
+    print("overhead    : per turn, wall time of the turn minus the fake server's handler time; "
+          "median over the measured turns")
+    print("              variants run turn by turn in rotating order in one fresh process per "
+          "history size, so machine noise hits all alike")
+    for name in variants:
+        print(f"              {name:15s} {VARIANTS[name][1]}")
+    print("turns       : " + ", ".join(f"N={n}: {w} warm-up + {m} measured" for n, (w, m)
+                                        in turns.items()))
+    print()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few turns; a smoke run")
+    parser.add_argument("--no-stream", action="store_true", help="skip the streaming variants")
+    parser.add_argument("--profile", type=int, metavar="N",
+                        help="only profile mibyan's turn path at N prior messages")
+    parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        what, *rest = args.worker
+        if what == "overhead":
+            size, warmup, measured = (int(x) for x in rest[:3])
+            result = worker_overhead(size, warmup, measured, rest[3].split(","))
+        elif what == "memory":
+            result = worker_memory(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4] == "1")
+        else:
+            raise SystemExit(f"unknown worker {what}")
+        print(json.dumps(result))
+        return 0
+    if args.profile is not None:
+        worker_profile(args.profile, 20 if args.profile >= 2000 else 100)
+        return 0
+
+    started = time.perf_counter()
+    turns = QUICK_TURNS if args.quick else TURNS
+    variants = ["raw", "mibyan/flush", "mibyan/durable"]
+    if not args.no_stream:
+        variants += ["raw/stream", "mibyan/stream"]
+    configuration(turns, variants)
+
+    # 1. per-turn overhead ---------------------------------------------------------------------
+    print("1. Per-turn local overhead (ms; wall minus fake-server handler time)")
+    print("-" * 100)
+    header = (f"{'prior msgs':>10} {'variant':15} {'median':>8} {'p25':>8} {'p75':>8} "
+              f"{'server':>8} {'x raw':>7}  target")
+    print(header)
+    misses = []
+    for size in SIZES:
+        warmup, measured = turns[size]
+        data = run_worker(["overhead", str(size), str(warmup), str(measured), ",".join(variants)])
+        med = {name: statistics.median(v) for name, v in data["overhead"].items()}
+        for name in variants:
+            values = data["overhead"][name]
+            peer = "raw/stream" if name == "mibyan/stream" else "raw"
+            ratio = med[name] / med[peer] if name.startswith("mibyan") else None
+            target = ""
+            if ratio is not None:
+                goal = TARGETS[size]
+                ok = ratio <= goal
+                target = f"<= {goal:g}x  {'met' if ok else 'MISSED'}"
+                if not ok and name in ("mibyan/flush", "mibyan/stream"):
+                    misses.append((size, name, ratio, goal))
+                if name == "mibyan/durable":
+                    target = (f"fsync cost {(med[name] - med['mibyan/flush']) * 1000:+.3f} ms/turn "
+                              f"vs flush")
+            print(f"{size:>10} {name:15} {ms(med[name])} {ms(pct(values, 0.25))} "
+                  f"{ms(pct(values, 0.75))} {ms(statistics.median(data['server'][name]))} "
+                  f"{(f'{ratio:6.3f}x' if ratio is not None else '      -'):>7}  {target}")
+        print()
+    print("Targets apply to mibyan in flush mode (the peers persist nothing); 'x raw' compares "
+          "mibyan/stream with raw/stream and the others with raw.")
+    print()
+
+    # 2. start-up ------------------------------------------------------------------------------
+    print("2. Start-up (median of 5 fresh processes)")
+    print("-" * 100)
+    print(f"{'command':28} {'wall ms':>9} {'-X importtime cumulative ms':>28}")
+    for name, (wall, cumulative) in bench_startup(5).items():
+        extra = f"{cumulative * 1000:28.1f}" if cumulative is not None else f"{'':>28}"
+        label = name if name in ("python -c pass", "mibyan --help") else name + " (- pass)"
+        print(f"{label:28} {wall * 1000:9.1f} {extra}")
+    print()
+
+    # 3. memory --------------------------------------------------------------------------------
+    mem_turns = 5 if args.quick else 30
+    print(f"3. Peak memory: a session with 2,000 prior messages, {mem_turns} turns, "
+          "in a process of its own (server in another process)")
+    print("-" * 100)
+    with bench_server() as srv:
+        mib = run_worker(["memory", srv.base_url, "mibyan", "2000", str(mem_turns), "0"])
+        mib_t = run_worker(["memory", srv.base_url, "mibyan", "2000", str(mem_turns), "1"])
+        raw = run_worker(["memory", srv.base_url, "raw", "2000", "5", "0"])
+    print(f"mibyan/flush   max RSS {mb(mib['rss_peak'])} (after imports {mb(mib['rss_imports'])},"
+          f" growth {mb(mib['rss_peak'] - mib['rss_imports'])}); tracemalloc peak "
+          f"{mb(mib_t['traced_peak'])}, live at end {mb(mib_t['traced_current'])}")
+    print(f"raw SDK loop   max RSS {mb(raw['rss_peak'])} (after imports {mb(raw['rss_imports'])},"
+          f" growth {mb(raw['rss_peak'] - raw['rss_imports'])}), 5 turns, for reference")
+    print(f"(the history itself: {2000 + 2 * mem_turns} messages x ~{MESSAGE_CHARS} chars = "
+          f"{mb((2000 + 2 * mem_turns) * MESSAGE_CHARS)} of text)")
+    print()
+
+    # 4. event log -----------------------------------------------------------------------------
+    n_flush, n_durable = (2000, 50) if args.quick else (20000, 300)
+    log = bench_eventlog(n_flush, n_durable)
+    print(f"4. Event-log appends (ModelReplied payload {log['payload_bytes']} bytes, "
+          f"line {log['line_bytes']} bytes)")
+    print("-" * 100)
+    print(f"SessionLog.append, flush mode             {log['flush_append']:10,.0f} /s   "
+          f"({1e6 / log['flush_append']:.1f} us each, n={log['n_flush']})")
+    print(f"LiveJournal.record (codec+clock+append)   {log['flush_record']:10,.0f} /s   "
+          f"({1e6 / log['flush_record']:.1f} us each, n={log['n_flush']})")
+    print(f"SessionLog.append + sync, durable mode    {log['durable_append']:10,.0f} /s   "
+          f"({1e3 / log['durable_append']:.2f} ms each, n={log['n_durable']}; one fsync per append)")
+    print()
+
+    # 5. replay --------------------------------------------------------------------------------
+    rep = bench_replay(40 if args.quick else 200, 3)
+    print(f"5. Replay: a session of {rep['turns']} turns, each a tool call + its result + a text "
+          f"answer ({rep['events']} events, {rep['bytes'] / 1024:.0f} KiB log)")
+    print("-" * 100)
+    print(f"pipeline.replay.replay        {rep['events'] / rep['replay_s']:10,.0f} events/s   "
+          f"({rep['replay_s'] * 1000:.1f} ms, median of 3; {rep['describe']})")
+    print(f"read_envelopes + decode + fold {rep['events'] / rep['fold_s']:9,.0f} events/s   "
+          f"({rep['fold_s'] * 1000:.1f} ms; what opening/resuming a session costs)")
+    print(f"(recording it live took {rep['live_s'] * 1000:.0f} ms for {2 * rep['turns']} model "
+          f"calls and {rep['turns']} tool runs)")
+    print()
+
+    print("=" * 100)
+    if misses:
+        print("targets missed: " + "; ".join(f"{n} msgs {name} {r:.3f}x > {g:g}x"
+                                             for n, name, r, g in misses))
+        print("run `uv run python bench/bench.py --profile N` to see where mibyan's turn spends it")
+    else:
+        print("all overhead targets met")
+    print(f"total {time.perf_counter() - started:.0f} s; load average at end "
+          f"{os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The chat-completions adapter against the fake OpenAI server (real HTTP, JSON and SSE)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from effects.openai_chat import OpenAIChatClient, request_body, shared_client
+from stages.decision import ModelRequest
+from stages.errors import (
+    ModelBehaviourError, ProviderHTTPError, ProviderTimeoutError, ProviderUnavailableError,
+)
+from stages.messages import Message, ToolCall
+from stages.tools import ToolSpec
+from tests.fake_openai import FakeOpenAIServer, Reply, Usage
+
+SPEC = ToolSpec(name="lookup", description="Look up.", parameters='{"type":"object"}')
+
+
+def request(stream: bool, **kw) -> ModelRequest:
+    history = (Message(role="user", content="hi"),
+               Message(role="assistant", content=None, reasoning="hidden thoughts",
+                       tool_calls=(ToolCall(id="c1", name="lookup", arguments='{"q":"x"}'),)),
+               Message(role="tool", content="found", tool_call_id="c1", name="lookup"))
+    return ModelRequest(model="m", provider="fake", api_mode="chat_completions", purpose="step",
+                        system_prompt="be brief", messages=history, tools=(SPEC,),
+                        stream=stream, **kw)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(piece_size=2) as srv:
+        yield srv
+        srv.assert_done()
+
+
+def client(server, timeout=5.0) -> OpenAIChatClient:
+    return OpenAIChatClient(base_url=server.base_url, api_key="k", provider="fake",
+                            timeout=timeout)
+
+
+def test_request_body_is_the_openai_shape_without_private_fields():
+    body = json.loads(request_body(request(True, max_tokens=64)))
+    assert body["messages"][0] == {"role": "system", "content": "be brief"}
+    assert "reasoning" not in body["messages"][2]
+    assert body["messages"][2]["tool_calls"][0]["function"] == {"name": "lookup",
+                                                               "arguments": '{"q":"x"}'}
+    assert body["tools"][0]["function"]["name"] == "lookup"
+    assert body["max_tokens"] == 64 and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_tool_call_reply_is_assembled(server, stream):
+    server.script(Reply.tool_calls([("lookup", '{"q": "first query"}'), ("lookup", '{"q": 2}')],
+                                   ids=["call_a", "call_b"], content="Let me check.", reasoning="think",
+                                   usage=Usage(prompt=100, completion=20, cached=60,
+                                               reasoning=7)))
+    deltas: list[str] = []
+    reply = client(server).complete(request(stream), on_delta=deltas.append)
+    message = reply.message
+    assert message.content == "Let me check." and message.reasoning == "think"
+    assert [(c.id, c.name, c.arguments) for c in message.tool_calls] == [
+        ("call_a", "lookup", '{"q":"first query"}'), ("call_b", "lookup", '{"q":2}')]
+    assert reply.finish_reason == "tool_calls" and reply.streamed is stream
+    assert (reply.usage.input_tokens, reply.usage.cache_read_tokens, reply.usage.output_tokens,
+            reply.usage.reasoning_tokens) == (40, 60, 20, 7)
+    assert ("".join(deltas) == "Let me check.") if stream else not deltas
+
+
+def test_one_sdk_client_per_endpoint_for_the_process(server):
+    assert shared_client(server.base_url, "k", 5.0) is shared_client(server.base_url, "k", 5.0)
+    assert shared_client(server.base_url, "k", 5.0) is not shared_client(server.base_url, "k2", 5.0)
+
+
+def test_http_errors_are_mapped_with_status_code_and_retry_after(server):
+    server.script(Reply.error(429, "Rate limit reached", type="requests", code="rate_limit_exceeded",
+                              headers={"Retry-After": "7"}))
+    with pytest.raises(ProviderHTTPError) as caught:
+        client(server).complete(request(True))
+    err = caught.value
+    assert (err.status, err.code, err.retry_after, err.provider) == (429, "rate_limit_exceeded",
+                                                                     7.0, "fake")
+    assert "Rate limit reached" in err.body
+
+
+def test_dropped_stream_and_timeout_and_garbage(server):
+    server.script(Reply.drop_stream(after_chunks=1), Reply.hang(3), Reply.raw(200, b"{oops"))
+    with pytest.raises(ProviderUnavailableError):
+        client(server).complete(request(True))
+    with pytest.raises(ProviderTimeoutError):
+        client(server, timeout=0.5).complete(request(False))
+    with pytest.raises(ModelBehaviourError, match="not JSON"):
+        client(server).complete(request(False))
