@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import cattrs
 
@@ -11,10 +12,23 @@ from stages.errors import LogCorruptError
 from stages.upcast import upcast
 
 
+def _strict(kind: type, accepted: tuple[type, ...]) -> Callable[[object, type], object]:
+    def structure(value: object, _: type) -> object:
+        # bool is an int subclass; a log that says true where a count belongs is corrupt.
+        if type(value) not in accepted:
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+        return kind(value)
+    return structure
+
+
 @functools.cache
 def make_converter() -> cattrs.Converter:
-    """Built once per process: cattrs generates and caches (un)structuring code per class."""
-    return cattrs.Converter(forbid_extra_keys=True)
+    """Built once per process: cattrs generates and caches (un)structuring code per class.
+    Scalars are checked, not coerced: a wrongly typed field means a corrupt log."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind, accepted in ((str, (str,)), (int, (int,)), (float, (float, int)), (bool, (bool,))):
+        converter.register_structure_hook(kind, _strict(kind, accepted))
+    return converter
 
 
 def to_payload(event: Event) -> dict:
