@@ -1,1 +1,8 @@
-"""mibyan effects."""
+"""mibyan's effects: the only code that touches the network, disk, clock, randomness, threads."""
+
+from effects.eventlog import SessionLog, read_envelopes, verify
+from effects.protocols import Clock, IdSource, ModelClient
+from effects.tool_runner import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
+
+__all__ = sorted(["Clock", "IdSource", "ModelClient", "ScriptedToolRunner", "SessionLog",
+                  "ThreadPoolToolRunner", "ToolRunner", "read_envelopes", "verify"])

@@ -1,1 +1,10 @@
-"""mibyan stages."""
+"""mibyan's pure core: immutable state, the event types, one fold, and a module per stage."""
+
+from stages.decision import Decision, Next
+from stages.errors import MibyanError
+from stages.events import EVENT_TYPES, Event
+from stages.fold import apply_event, fold
+from stages.state import State
+
+__all__ = sorted(["Decision", "EVENT_TYPES", "Event", "MibyanError", "Next", "State",
+                  "apply_event", "fold"])
