@@ -25,6 +25,15 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     stream: bool = True
+    base_url: str | None = None
+    # A label naming which pooled key to use; the adapter maps it to the secret.
+    credential_id: str | None = None
+    # "auto", "none", "required", or the name of a tool the model must call.
+    tool_choice: str | None = None
+    # Anthropic cache_control breakpoints: indices into ``messages``; -1 is the system prompt.
+    cache_marks: tuple[int, ...] = ()
+    cache_ttl: str = "5m"
+    reasoning_effort: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -57,6 +57,8 @@ class ProviderError(EffectError):
         code: str | None = None,
         retry_after: float | None = None,
         provider: str | None = None,
+        rate_limits: tuple[tuple[str, str], ...] = (),
+        partial: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -64,6 +66,8 @@ class ProviderError(EffectError):
         self.code = code
         self.retry_after = retry_after
         self.provider = provider
+        self.rate_limits = rate_limits
+        self.partial = partial
 
 
 class ProviderHTTPError(ProviderError):

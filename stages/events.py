@@ -124,6 +124,8 @@ class ModelReplied:
     model: str
     latency_ms: float
     streamed: bool = False
+    # x-ratelimit-* response headers, lower-cased, as sent.
+    rate_limits: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -134,6 +136,12 @@ class ModelFailed:
     message: str
     status: int | None = None
     latency_ms: float = 0.0
+    code: str | None = None
+    body: str | None = None
+    retry_after: float | None = None
+    rate_limits: tuple[tuple[str, str], ...] = ()
+    # Part of a streamed answer had already reached the user when the call failed.
+    partial: bool = False
 
 
 @attrs.frozen(kw_only=True)
