@@ -46,12 +46,20 @@ def request_body(request: ModelRequest) -> bytes:
     parts = ['{"model":', json.dumps(request.model), ',"messages":[', ",".join(messages), "]"]
     if request.tools:
         parts += [',"tools":[', ",".join(t.wire for t in request.tools), "]"]
+        if request.tool_choice is not None:
+            parts += [',"tool_choice":', json.dumps(_tool_choice(request.tool_choice))]
     if request.max_tokens is not None:
         parts.append(f',"max_tokens":{int(request.max_tokens)}')
     if request.stream:
         parts.append(',"stream":true,"stream_options":{"include_usage":true}')
     parts.append("}")
     return "".join(parts).encode()
+
+
+def _tool_choice(choice: str) -> object:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def usage_from(raw: dict | None) -> Usage:

@@ -37,7 +37,8 @@ class Agent:
         self, model: str | None = None, *, tools: Iterable[Tool | Callable[..., Any]] = (),
         base_url: str | None = None, api_key: str | None = None, provider: str | None = None,
         max_turns: int = 500, max_tokens: int | None = None, context_length: int | None = None,
-        stream: bool = True, identity: str | None = None, session_id: str | None = None,
+        stream: bool = True, identity: str | None = None, tool_choice: str | None = None,
+        session_id: str | None = None,
         home: str | Path | None = None, durability: Durability = "durable",
         delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
         parent_session_id: str | None = None, client: ModelClient | None = None,
@@ -61,7 +62,7 @@ class Agent:
         self.settings = SessionSettings(
             model=model or "scripted", provider=provider or "custom", base_url=base_url,
             max_turns=max_turns, max_tokens=max_tokens, context_length=context_length,
-            stream=stream, identity=identity)
+            stream=stream, identity=identity, tool_choice=tool_choice)
         self.durability = durability
         self.delegation_max_iterations = delegation_max_iterations
         self.parent_session_id = parent_session_id

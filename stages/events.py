@@ -63,6 +63,8 @@ class SessionSettings:
     preflight_threshold: float = 0.5
     compression_enabled: bool = False
     protect_last_n: int = 20
+    # "auto" (None), "none", "required", or a tool name the model must call.
+    tool_choice: str | None = None
 
 
 # --- observations -----------------------------------------------------------------------------

@@ -20,5 +20,6 @@ def decide_request(state: State, *, config: SessionSettings) -> Decision:
     request = ModelRequest(model=config.model, provider=config.provider, api_mode=config.api_mode,
                            purpose=purpose, system_prompt=state.system_prompt,
                            messages=state.messages, tools=tools, max_tokens=config.max_tokens,
-                           stream=config.stream)
+                           stream=config.stream, base_url=config.base_url,
+                           tool_choice=config.tool_choice if tools else None)
     return Decision(events=(event,), next=CallModel(request=request))

@@ -93,3 +93,12 @@ def test_dropped_stream_and_timeout_and_garbage(server):
         client(server, timeout=0.5).complete(request(False))
     with pytest.raises(ModelBehaviourError, match="not JSON"):
         client(server).complete(request(False))
+
+
+@pytest.mark.parametrize("choice, wire", [
+    ("auto", "auto"), ("none", "none"), ("required", "required"),
+    ("lookup", {"type": "function", "function": {"name": "lookup"}}),
+])
+def test_tool_choice_is_sent_in_openai_shape(choice, wire):
+    body = json.loads(request_body(request(False, tool_choice=choice)))
+    assert body["tool_choice"] == wire
