@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from effects.protocols import DeltaSink
+from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError, ProviderError, ProviderHTTPError, ProviderTimeoutError,
@@ -131,7 +131,8 @@ def map_error(exc: BaseException, provider: str) -> ProviderError:
         code = exc.body.get("code") if isinstance(exc.body, dict) else None
         return ProviderHTTPError(f"HTTP {exc.status_code} from {provider}: {exc.message}",
                                  status=exc.status_code, body=body, code=code, provider=provider,
-                                 retry_after=_seconds(retry_after))
+                                 retry_after=_seconds(retry_after),
+                                 rate_limits=rate_limit_headers(response.headers))
     if isinstance(exc, openai.APITimeoutError):
         return ProviderTimeoutError(f"{provider} did not answer in time", provider=provider)
     return ProviderUnavailableError(f"{provider} unreachable or dropped the connection: {exc}",
@@ -145,8 +146,18 @@ def _seconds(value: str | None) -> float | None:
         return None
 
 
+def rate_limit_headers(headers: Any) -> tuple[tuple[str, str], ...]:
+    """The response's rate-limit headers, lower-cased, in a stable order."""
+    return tuple(sorted((k.lower(), v) for k, v in headers.items()
+                        if k.lower().startswith(("x-ratelimit-", "anthropic-ratelimit-"))))
+
+
 class OpenAIChatClient:
-    """A ``ModelClient`` for any OpenAI-compatible ``/chat/completions`` endpoint."""
+    """A ``ModelClient`` for any OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Both modes open the response in the SDK's streaming mode, so that a ``CancelToken`` can
+    close it from another thread; a JSON body (no SSE) is read whole.
+    """
 
     def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
                  timeout: float = 600.0) -> None:
@@ -154,23 +165,46 @@ class OpenAIChatClient:
         self.provider = provider
         self._client = shared_client(base_url, api_key, timeout)
 
-    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelReplied:
+    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
+                 cancel: CancelToken | None = None) -> ModelReplied:
         import httpx2
         import openai
         started = time.perf_counter()
+        assembly = _StreamAssembly(on_delta)
         try:
-            if request.stream:
-                return self._stream(request, on_delta, started)
-            raw = self._client.post("/chat/completions", cast_to=object,
-                                    content=request_body(request),
-                                    options={"headers": {"Content-Type": "application/json"}})
+            stream = self._client.post("/chat/completions", cast_to=object,
+                                       content=request_body(request), stream=True,
+                                       stream_cls=openai.Stream[object],
+                                       options={"headers": {"Content-Type": "application/json"}})
+            if cancel is not None:
+                cancel.on_cancel(stream.response.close)
+            with stream:
+                limits = rate_limit_headers(stream.response.headers)
+                if not stream.response.headers.get("content-type", "").startswith(
+                        "text/event-stream"):
+                    # Unstreamed requests, and servers that ignore "stream": true.
+                    return self._reply(json.loads(stream.response.read()), request, started,
+                                       limits)
+                for chunk in stream:
+                    if not isinstance(chunk, dict):
+                        raise ModelBehaviourError(f"{self.provider} sent a non-object chunk")
+                    assembly.feed(chunk)
         except (openai.APIError, httpx2.TransportError) as exc:
-            raise map_error(exc, self.provider) from exc
+            error = map_error(exc, self.provider)
+            error.partial = bool(assembly.content)
+            raise error from exc
         except ValueError as exc:
             raise ModelBehaviourError(f"{self.provider} sent a body that is not JSON: {exc}") from exc
-        return self._reply(raw, request, started)
+        if assembly.finish_reason is None:
+            raise ProviderUnavailableError(
+                f"{self.provider} ended the stream before the reply was complete",
+                provider=self.provider, partial=bool(assembly.content))
+        return ModelReplied(message=assembly.message(), finish_reason=assembly.finish_reason,
+                            usage=usage_from(assembly.usage), model=assembly.model or request.model,
+                            latency_ms=_ms(started), streamed=True, rate_limits=limits)
 
-    def _reply(self, raw: object, request: ModelRequest, started: float) -> ModelReplied:
+    def _reply(self, raw: object, request: ModelRequest, started: float,
+               limits: tuple[tuple[str, str], ...]) -> ModelReplied:
         try:
             choice = raw["choices"][0]  # type: ignore[index]
             message = choice["message"]
@@ -180,41 +214,11 @@ class OpenAIChatClient:
             return ModelReplied(message=reply, finish_reason=choice.get("finish_reason") or "stop",
                                 usage=usage_from(raw.get("usage")),  # type: ignore[union-attr]
                                 model=raw.get("model") or request.model,  # type: ignore[union-attr]
-                                latency_ms=_ms(started))
+                                latency_ms=_ms(started), rate_limits=limits)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelBehaviourError(
                 f"{self.provider} returned a reply without a usable choice: {str(raw)[:300]}"
             ) from exc
-
-    def _stream(self, request: ModelRequest, on_delta: DeltaSink | None,
-                started: float) -> ModelReplied:
-        import openai
-        assembly = _StreamAssembly(on_delta)
-        stream = self._client.post("/chat/completions", cast_to=object,
-                                   content=request_body(request), stream=True,
-                                   stream_cls=openai.Stream[object],
-                                   options={"headers": {"Content-Type": "application/json"}})
-        with stream:
-            kind = stream.response.headers.get("content-type", "")
-            if not kind.startswith("text/event-stream"):
-                # Some servers ignore "stream": true and answer with one JSON body.
-                try:
-                    raw = json.loads(stream.response.read())
-                except ValueError as exc:
-                    raise ModelBehaviourError(
-                        f"{self.provider} sent a body that is not JSON ({kind}): {exc}") from exc
-                return self._reply(raw, request, started)
-            for chunk in stream:
-                if not isinstance(chunk, dict):
-                    raise ModelBehaviourError(f"{self.provider} sent a non-object chunk: {chunk!r}")
-                assembly.feed(chunk)
-        if assembly.finish_reason is None:
-            raise ProviderUnavailableError(
-                f"{self.provider} ended the stream before the reply was complete",
-                provider=self.provider)
-        return ModelReplied(message=assembly.message(), finish_reason=assembly.finish_reason,
-                            usage=usage_from(assembly.usage), model=assembly.model or request.model,
-                            latency_ms=_ms(started), streamed=True)
 
 
 def _ms(started: float) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
@@ -15,7 +16,8 @@ class ModelClient(Protocol):
     """One provider API. Returns the reply as the event to record; raises ``ProviderError``
     (or ``ModelBehaviourError`` for an unusable reply) on failure."""
 
-    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelReplied:
+    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
+                 cancel: CancelToken | None = None) -> ModelReplied:
         ...
 
 
@@ -34,3 +36,34 @@ class IdSource(Protocol):
 
     def new_id(self) -> str:
         ...
+
+
+class CancelToken:
+    """Lets the runner close an in-flight request from another thread. Adapters register how
+    to abort (close the HTTP response) as soon as they have something to close."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], object]] = []
+        self.cancelled = False
+
+    def on_cancel(self, callback: Callable[[], object]) -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._callbacks.append(callback)
+                return
+        _quietly(callback)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _quietly(callback)
+
+
+def _quietly(callback: Callable[[], object]) -> None:
+    try:
+        callback()
+    except Exception:  # noqa: BLE001 - closing a dying connection may fail in any way
+        pass

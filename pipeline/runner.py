@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from effects.protocols import Clock, DeltaSink, IdSource, ModelClient
+from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline.journal import Journal
 from stages.cache_marks import decide_cache_marks
@@ -32,6 +32,8 @@ from stages.state import State
 from stages.step import decide_abandon, decide_next
 from stages.tools import ToolSpec
 
+INTERRUPT_POLL_SECONDS = 0.02
+
 PRE_CALL_STAGES: tuple[tuple[str, Callable[..., Decision]], ...] = (
     ("budget", decide_budget),
     ("preflight", decide_preflight),
@@ -50,6 +52,17 @@ class Effects:
     ids: IdSource
     model: ModelClient | None = None
     tools: ToolRunner | None = None
+
+
+def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
+    """A provider failure as plain facts the classifier can read (and replay can serve)."""
+    body = getattr(exc, "body", None)
+    return ModelFailed(error_type=type(exc).__name__, message=str(exc),
+                       status=getattr(exc, "status", None), latency_ms=round(elapsed * 1000, 3),
+                       code=getattr(exc, "code", None), body=body[:2000] if body else None,
+                       retry_after=getattr(exc, "retry_after", None),
+                       rate_limits=getattr(exc, "rate_limits", ()),
+                       partial=getattr(exc, "partial", False))
 
 
 class SessionRunner:
@@ -143,20 +156,43 @@ class SessionRunner:
             self.emit(name, stage(self.state, config=self.settings))
         call = self.emit("request", decide_request(self.state, config=self.settings))
         assert isinstance(call, CallModel)
-        self.observe("model_call", (ModelReplied, ModelFailed),
+        self.observe("model_call", (ModelReplied, ModelFailed, Interrupted),
                      lambda: (self._call_model(call.request, on_delta),))
 
     def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
-        if self.effects.model is None:
+        """The call runs on a worker thread; this thread waits for it or for an interrupt,
+        which closes the in-flight response and returns at once (the reply is discarded)."""
+        model = self.effects.model
+        if model is None:
             raise MibyanError("this session has no model client")
-        clock = self.effects.clock
-        started = clock.monotonic()
-        try:
-            return self.effects.model.complete(request, on_delta=on_delta)
-        except (ProviderError, ModelBehaviourError) as exc:
-            return ModelFailed(error_type=type(exc).__name__, message=str(exc),
-                               status=getattr(exc, "status", None),
-                               latency_ms=round((clock.monotonic() - started) * 1000, 3))
+        cancel = CancelToken()
+        outcome: list[Event | BaseException] = []
+        started = self.effects.clock.monotonic()
+
+        def deliver(delta: str) -> None:
+            if on_delta is not None and not cancel.cancelled:
+                on_delta(delta)
+
+        def work() -> None:
+            try:
+                outcome.append(model.complete(request, on_delta=deliver, cancel=cancel))
+            except (ProviderError, ModelBehaviourError) as exc:
+                outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=work, name="mibyan-model-call", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(INTERRUPT_POLL_SECONDS)
+            if self.interrupt.is_set() and worker.is_alive():
+                cancel.cancel()
+                self.interrupt.clear()
+                return Interrupted(during="model_call")
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def _run_tools(self, step: RunTools) -> None:
         if step.sync_first:

@@ -243,3 +243,23 @@ def test_secrets_never_reach_the_log(server, home):
     assert KEY not in text and leaked not in text
     assert KEY not in json.dumps(result["messages"])
     assert replay(home / "sessions", result["session_id"]).identical
+
+
+@pytest.mark.parametrize("reply", [Reply.hang(10), Reply.text("x" * 300, chunk_delay=0.05)])
+def test_interrupt_during_a_model_call_returns_and_closes_the_request(server, home, reply):
+    import time
+    server.script(reply)
+    deltas: list[str] = []
+    with make(server, home) as agent:
+        timer = threading.Timer(0.4, agent.interrupt)
+        timer.start()
+        started = time.monotonic()
+        result = agent.run_conversation("slow", stream_callback=deltas.append)
+        elapsed = time.monotonic() - started
+    assert result["interrupted"] and result["turn_exit_reason"] == "interrupted_during_api_call"
+    assert elapsed < 0.4 + 0.5
+    assert result["messages"][-1] == {"role": "assistant", "content": "[no reply: interrupted by user]"}
+    kinds = [e.kind for e in read_envelopes(session_path(home / "sessions",
+                                                          result["session_id"]))]
+    assert "interrupted" in kinds and "model_replied" not in kinds
+    assert replay(home / "sessions", result["session_id"]).identical
