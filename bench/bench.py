@@ -1,7 +1,7 @@
 """mibyan benchmark: local overhead against the raw ``openai`` SDK, import time, memory,
 event-log and replay throughput. Not part of the test suite.
 
-    uv run python bench/bench.py              # the full report (about 1-2 minutes)
+    uv run python bench/bench.py              # the full report (1.5-2.5 min, 2 busy cores)
     uv run python bench/bench.py --quick      # fewer turns, a smoke run
     uv run python bench/bench.py --profile 2000   # cProfile of mibyan's turn path at 2,000 msgs
 
@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -29,16 +30,17 @@ if str(ROOT) not in sys.path:
 
 from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
 
-# --- workload -----------------------------------------------------------------------------------
+# --- workload -------------------------------------------------------------------------------------
 
 MESSAGE_CHARS = 400
 SIZES = (0, 200, 2000)
-# (warm-up turns, measured turns) per history size; every variant runs the same turns.
-TURNS = {0: (5, 40), 200: (3, 30), 2000: (2, 14)}
-QUICK_TURNS = {0: (2, 10), 200: (1, 6), 2000: (1, 3)}
+# History size: (warm-up turns, epochs, turns per epoch); see ``schedule``.
+TURNS = {0: (5, 40, 0), 200: (2, 4, 8), 2000: (1, 3, 4)}
+QUICK_TURNS = {0: (2, 10, 0), 200: (1, 2, 3), 2000: (1, 1, 2)}
 STREAM_PIECE = 4  # characters per streamed content chunk (about one token, like real providers)
 TARGETS = {0: 0.8, 200: 0.2, 2000: 0.05}
 API_KEY = "sk-bench"
+WORKER_TIMEOUT = 240  # seconds; a worker past it dumps its stacks and exits
 MODEL = "m"
 
 _LOREM = ("The quick brown fox jumps over the lazy dog while the agent loop reads its event log "
@@ -61,18 +63,18 @@ REPLY_TEXT = text(-1)
 
 class BenchServer(FakeOpenAIServer):
     """The in-tree fake server, minus request retention (which would grow the heap by the whole
-    history on every call), plus exact accounting: ``wait_done(n)`` returns once ``n`` requests
-    have added their handler time, so a turn's server time is never attributed to the next."""
+    history on every call), plus exact accounting: ``settled(n)`` returns once ``n`` requests
+    have added their handler time, so a turn's server time is never attributed to the next
+    (``server_seconds`` is added after the response is written, racing the client)."""
 
     def __init__(self, default: Reply) -> None:
         super().__init__(default=default)
         self._cond = threading.Condition(self._lock)
         self.done = 0
-        self.received = 0
+        self.received = 0  # kept by the client: requests it has made
 
     def _record(self, body, headers):  # noqa: ANN001, ANN202
         with self._lock:
-            self.received += 1
             if body is None:
                 return None
             if self._queue:
@@ -97,19 +99,59 @@ def bench_server() -> BenchServer:
     return BenchServer(default=Reply.text(REPLY_TEXT, piece_size=STREAM_PIECE))
 
 
+def worker_server() -> None:
+    """Host a BenchServer for another process: print its base URL, then answer ``wait N``
+    with the cumulative handler time once N requests are accounted, until ``quit``."""
+    with bench_server() as srv:
+        print(srv.base_url, flush=True)
+        for line in sys.stdin:
+            command, *arg = line.split()
+            if command == "quit":
+                break
+            print(repr(srv.settled(int(arg[0]))), flush=True)
+
+
+class RemoteServer:
+    """The client side of :func:`worker_server`: the same ``base_url``/``settled`` interface,
+    with the server in a process of its own (no GIL or garbage collector shared with the loop
+    under test). ``received`` counts requests on the client side: every turn makes one."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", "server"], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     bufsize=1)
+        self.base_url = self.proc.stdout.readline().strip()
+        self.received = 0
+
+    def settled(self, n: int) -> float:
+        self.proc.stdin.write(f"wait {n}\n")
+        return float(self.proc.stdout.readline())
+
+    def __enter__(self) -> RemoteServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
 # --- the loops under test -------------------------------------------------------------------------
 
 
 class RawLoop:
     """What a user writes by hand on the official SDK: one client, a list of dicts."""
 
-    def __init__(self, srv: BenchServer, prior: list[dict], *, stream: bool) -> None:
+    def __init__(self, srv: Any, prior: list[dict], *, stream: bool) -> None:
         import openai
         self.client = openai.OpenAI(base_url=srv.base_url, api_key=API_KEY, max_retries=0)
-        self.history = [dict(m) for m in prior]
+        self.prior = prior
+        self.history: list[dict] = []
         self.stream = stream
 
-    def turn(self, message: str) -> None:
+    def turn(self, message: str, *, reset: bool = False) -> None:
+        if reset:
+            self.history = [dict(m) for m in self.prior]
         self.history.append({"role": "user", "content": message})
         if self.stream:
             parts = []
@@ -130,19 +172,20 @@ class RawLoop:
 
 
 class MibyanLoop:
-    """``Agent.run_conversation``; the prior history is passed once, on the first (warm-up)
-    turn, then the session grows its own history."""
+    """``Agent.run_conversation`` on one session: a reset turn passes the prior history in
+    (``conversation_history=``, which replaces the session's); the turns after it let the
+    session grow its own history."""
 
-    def __init__(self, srv: BenchServer, prior: list[dict], *, stream: bool, durability: str,
+    def __init__(self, srv: Any, prior: list[dict], *, stream: bool, durability: str,
                  home: Path) -> None:
         from pipeline.agent import Agent
         self.agent = Agent(model=MODEL, base_url=srv.base_url, api_key=API_KEY, home=home,
                            durability=durability, stream=stream)
-        self.prior: list[dict] | None = prior
+        self.prior = prior
 
-    def turn(self, message: str) -> None:
-        prior, self.prior = self.prior, None
-        result = self.agent.run_conversation(message, conversation_history=prior)
+    def turn(self, message: str, *, reset: bool = False) -> None:
+        result = self.agent.run_conversation(
+            message, conversation_history=self.prior if reset else None)
         assert result["completed"] and result["api_calls"] == 1, result["turn_exit_reason"]
         assert result["final_response"] == REPLY_TEXT
 
@@ -168,66 +211,124 @@ VARIANTS = {
 }
 
 
-def worker_overhead(size: int, warmup: int, measured: int, variants: list[str]) -> dict:
+def schedule(size: int, warmup: int, epochs: int, per_epoch: int) -> list[tuple[bool, str | None]]:
+    """The turns every variant runs: ``(reset, sample)`` pairs. A reset turn starts over from
+    the N-message prior history (mibyan: ``conversation_history=prior``; raw: a fresh copy of
+    the list), so the history stays near N instead of drifting up by two messages a turn; the
+    turns after it continue the conversation. At N=0 every turn is a reset (a one-shot
+    conversation). ``sample`` names the series a measured turn goes to (None: warm-up)."""
+    if size == 0:
+        return [(True, None)] * (1 + warmup) + [(True, "turn")] * epochs
+    plan: list[tuple[bool, str | None]] = [(True, None)] + [(False, None)] * warmup
+    for _ in range(epochs):
+        plan += [(True, "reset")] + [(False, "turn")] * per_epoch
+    return plan
+
+
+def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: list[str],
+                    remote: bool) -> dict:
     """Run every variant turn by turn (round-robin, rotating order) against one fake server;
     return each variant's per-turn local overhead in seconds (wall minus server time)."""
     import gc
+    fsync_seconds = [0.0]
+    real_fsync = os.fsync
+
+    def timed_fsync(fd: int) -> None:  # the event log calls os.fsync; time it where it runs
+        t0 = time.perf_counter()
+        try:
+            real_fsync(fd)
+        finally:
+            fsync_seconds[0] += time.perf_counter() - t0
+
+    os.fsync = timed_fsync
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
     try:
-        with bench_server() as srv:
+        with (RemoteServer() if remote else bench_server()) as srv:
             prior = prior_history(size)
             loops = {name: VARIANTS[name][0](srv, prior, home) for name in variants}
-            del prior
             gc.collect()
-            samples: dict[str, list[float]] = {name: [] for name in variants}
-            server: dict[str, list[float]] = {name: [] for name in variants}
+            samples: dict = {name: {"turn": [], "reset": [], "server": [], "fsync": []}
+                             for name in variants}
             order = list(variants)
-            for round_ in range(warmup + measured):
+            for index, (reset, sample) in enumerate(plan):
                 order = order[1:] + order[:1]
                 for name in order:
                     expected = srv.received + 1
                     s0 = srv.settled(srv.received)
+                    f0 = fsync_seconds[0]
                     t0 = time.perf_counter()
-                    loops[name].turn(text(100_000 + round_))
+                    loops[name].turn(text(100_000 + index), reset=reset)
                     t1 = time.perf_counter()
+                    srv.received = expected  # every turn is one request (the loops assert it)
                     s1 = srv.settled(expected)
-                    if round_ >= warmup:
-                        samples[name].append((t1 - t0) - (s1 - s0))
-                        server[name].append(s1 - s0)
+                    if sample is not None:
+                        samples[name][sample].append((t1 - t0) - (s1 - s0))
+                        if sample == "turn":
+                            samples[name]["server"].append(s1 - s0)
+                            samples[name]["fsync"].append(fsync_seconds[0] - f0)
             for loop in loops.values():
                 loop.close()
     finally:
+        os.fsync = real_fsync
         shutil.rmtree(home, ignore_errors=True)
-    return {"overhead": samples, "server": server}
+    return samples
+
+
+def _package(filename: str, name: str) -> str:
+    """Who a profiled function belongs to: a site-packages distribution, a mibyan layer, the
+    standard library, built-ins, or socket I/O (which includes waiting for the server)."""
+    if filename == "~" and "_socket.socket" in name:
+        return "socket send/recv (waits)"
+    path = filename.replace(os.sep, "/")
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    root = str(ROOT).replace(os.sep, "/") + "/"
+    if path.startswith(root):
+        return "mibyan:" + path[len(root):].split("/", 1)[0]
+    return "builtins" if path == "~" else "stdlib"
 
 
 def worker_profile(size: int, turns: int) -> None:
+    """cProfile ``turns`` mibyan turns at ``size`` prior messages (fake server in its own
+    process, so its work stays out of the profile); print time by package and the top
+    functions."""
     import cProfile
     import pstats
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
     try:
-        with bench_server() as srv:
+        with RemoteServer() as srv:
             loop = MibyanLoop(srv, prior_history(size), stream=False, durability="flush", home=home)
             for i in range(3):
-                loop.turn(text(i))
+                loop.turn(text(i), reset=(i == 0 or size == 0))
             profiler = cProfile.Profile()
             t0 = time.perf_counter()
             profiler.enable()
             for i in range(turns):
-                loop.turn(text(1000 + i))
+                loop.turn(text(1000 + i), reset=(size == 0))
             profiler.disable()
             wall = time.perf_counter() - t0
             loop.close()
-        print(f"cProfile of {turns} mibyan turns at {size} prior messages "
-              f"(wall {wall * 1000 / turns:.2f} ms/turn under the profiler, incl. server)")
         stats = pstats.Stats(profiler)
+        by_package: dict[str, float] = {}
+        raw_stats: dict = stats.stats  # type: ignore[attr-defined]
+        for (filename, _line, name), (_cc, _nc, tottime, _ct, _callers) in raw_stats.items():
+            key = _package(filename, name)
+            by_package[key] = by_package.get(key, 0.0) + tottime
+        total = sum(by_package.values())
+        print(f"cProfile of {turns} mibyan/flush turns at {size} prior messages: "
+              f"{wall * 1000 / turns:.2f} ms/turn wall under the profiler (server in another "
+              "process; socket waits show as recv)")
+        print("\nown time by package (ms per turn, share):")
+        for key, value in sorted(by_package.items(), key=lambda kv: -kv[1]):
+            if value / total >= 0.005:
+                print(f"  {key:28} {value * 1000 / turns:7.3f}  {value / total:6.1%}")
         stats.sort_stats("tottime").print_stats(25)
-        stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(r"/(pipeline|effects|stages)/", 40)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
 
-# --- memory -----------------------------------------------------------------------------------------
+# --- memory ---------------------------------------------------------------------------------------
 
 
 def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) -> dict:
@@ -236,11 +337,7 @@ def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) 
     import resource
     import tracemalloc
 
-    class _Remote:
-        pass
-
-    srv = _Remote()
-    srv.base_url = base_url  # type: ignore[attr-defined]
+    srv = argparse.Namespace(base_url=base_url)
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
     try:
         import openai  # noqa: F401 - both loops need it; count it in the baseline
@@ -251,12 +348,12 @@ def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) 
         if trace:
             tracemalloc.start()
         if kind == "mibyan":
-            loop = MibyanLoop(srv, prior, stream=False, durability="flush", home=home)  # type: ignore[arg-type]
+            loop = MibyanLoop(srv, prior, stream=False, durability="flush", home=home)
         else:
-            loop = RawLoop(srv, prior, stream=False)  # type: ignore[arg-type]
+            loop = RawLoop(srv, prior, stream=False)
         del prior
         for i in range(turns):
-            loop.turn(text(100_000 + i))
+            loop.turn(text(100_000 + i), reset=(i == 0))
         out = {"rss_imports": rss_imports,
                "rss_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
         if trace:
@@ -269,14 +366,14 @@ def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) 
         shutil.rmtree(home, ignore_errors=True)
 
 
-# --- event log ----------------------------------------------------------------------------------
+# --- event log ------------------------------------------------------------------------------------
 
 
 def sample_event():
     from stages.events import ModelReplied, Usage
     from stages.messages import Message
     return ModelReplied(
-        message=Message(role="assistant", content=text(7, 150)),
+        message=Message(role="assistant", content="It is sunny in Oslo today."),
         finish_reason="stop", usage=Usage(input_tokens=1234, output_tokens=56),
         model="gpt-4o-mini", latency_ms=812.345)
 
@@ -296,34 +393,44 @@ def bench_eventlog(n_flush: int, n_durable: int) -> dict:
     out: dict = {"payload_bytes": payload_bytes, "line_bytes": line_bytes}
     root = Path(tempfile.mkdtemp(prefix="mibyan-bench-log-"))
     try:
-        def rate(durability: str, n: int, fn_name: str) -> float:
-            log = SessionLog.open(root, f"{durability}-{fn_name}", durability=durability)
-            journal = LiveJournal(log, SystemClock(), (API_KEY,))
-            for _ in range(50):  # warm-up
+        logs = {
+            (durability, path): SessionLog.open(root, f"{durability}-{path}", durability=durability)
+            for durability in ("flush", "durable") for path in ("append", "record")}
+        journals = {key: LiveJournal(log, SystemClock(), (API_KEY,)) for key, log in logs.items()}
+        for log in logs.values():
+            for _ in range(20):  # warm-up
                 log.append(event.kind, 1, payload, recorded_at)
+
+        def batch(durability: str, path: str, n: int) -> float:
+            log, journal = logs[durability, path], journals[durability, path]
             t0 = time.perf_counter()
-            if fn_name == "append":
+            if path == "append":
                 for _ in range(n):
                     log.append(event.kind, 1, payload, recorded_at)
                     log.sync()  # a no-op in flush mode
-            else:  # the runner's path: codec + clock + append
+            else:  # the runner's path: codec, clock, append
                 for _ in range(n):
                     journal.record("bench", event)
                     log.sync()
-            dt = time.perf_counter() - t0
-            log.close()
-            return n / dt
+            return n / (time.perf_counter() - t0)
 
-        out["flush_append"] = rate("flush", n_flush, "append")
-        out["flush_record"] = rate("flush", n_flush, "record")
-        out["durable_append"] = rate("durable", n_durable, "append")
+        rates: dict = {key: [] for key in logs}
+        for _ in range(5):  # alternating batches; the median batch rate is reported
+            for key in (("flush", "append"), ("flush", "record")):
+                rates[key].append(batch(*key, n_flush // 5))
+            rates["durable", "append"].append(batch("durable", "append", n_durable // 5))
+        for log in logs.values():
+            log.close()
+        out["flush_append"] = statistics.median(rates["flush", "append"])
+        out["flush_record"] = statistics.median(rates["flush", "record"])
+        out["durable_append"] = statistics.median(rates["durable", "append"])
         out["n_flush"], out["n_durable"] = n_flush, n_durable
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return out
 
 
-# --- replay -----------------------------------------------------------------------------------------
+# --- replay ---------------------------------------------------------------------------------------
 
 
 def bench_replay(turns: int, repeats: int) -> dict:
@@ -379,7 +486,7 @@ def bench_replay(turns: int, repeats: int) -> dict:
         shutil.rmtree(home, ignore_errors=True)
 
 
-# --- start-up ---------------------------------------------------------------------------------------
+# --- start-up -------------------------------------------------------------------------------------
 
 
 def _wall(cmd: list[str], runs: int) -> float:
@@ -414,17 +521,21 @@ def bench_startup(runs: int) -> dict:
         wall = _wall([python, "-c", f"import {module}"], runs)
         cumulative = statistics.median(_importtime(module) for _ in range(runs))
         out[f"import {module}"] = (wall - base, cumulative)
+    construct = ("from pipeline.agent import Agent; Agent(model='m', api_key='sk-x', "
+                 "base_url='http://127.0.0.1:9/v1', home='/nonexistent-mibyan-home')")
+    _wall([python, "-c", construct], 1)
+    out["Agent(...) first use"] = (_wall([python, "-c", construct], runs) - base, None)
     _wall([mibyan, "--help"], 1)
     out["mibyan --help"] = (_wall([mibyan, "--help"], runs), None)
     return out
 
 
-# --- orchestration and report -----------------------------------------------------------------------
+# --- orchestration and report ---------------------------------------------------------------------
 
 
 def run_worker(args: list[str]) -> dict:
     proc = subprocess.run([sys.executable, __file__, "--worker", *args], cwd=ROOT,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=WORKER_TIMEOUT + 30)
     if proc.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -463,7 +574,7 @@ def configuration(turns: dict, variants: list[str]) -> None:
     fs_type = fs.stdout.splitlines()[-1].split()[1] if fs.returncode == 0 else "?"
     print(f"temp dir    : {tempfile.gettempdir()} ({fs_type}; event logs and fsyncs go here)")
     print("server      : tests.fake_openai.FakeOpenAIServer on loopback, zero added latency, "
-          "keep-alive, in the same process as the loop (request bodies not retained)")
+          "keep-alive (request bodies not retained)")
     print(f"workload    : prior history of N alternating user/assistant messages of "
           f"{MESSAGE_CHARS} chars; every turn adds a {MESSAGE_CHARS}-char user message and the "
           f"server's {len(REPLY_TEXT)}-char reply")
@@ -472,11 +583,18 @@ def configuration(turns: dict, variants: list[str]) -> None:
     print("overhead    : per turn, wall time of the turn minus the fake server's handler time; "
           "median over the measured turns")
     print("              variants run turn by turn in rotating order in one fresh process per "
-          "history size, so machine noise hits all alike")
+          "history size, so machine noise hits all alike;")
+    print("              the fake server runs in a process of its own (--in-process-server: a "
+          "thread of the measuring process)")
+    print("              history: a reset turn starts over from the N prior messages (mibyan: "
+          "conversation_history=), the next turns")
+    print("              continue the session (its own growing history); N=0: every turn is a "
+          "one-shot conversation")
     for name in variants:
         print(f"              {name:15s} {VARIANTS[name][1]}")
-    print("turns       : " + ", ".join(f"N={n}: {w} warm-up + {m} measured" for n, (w, m)
-                                        in turns.items()))
+    print("turns       : " + "; ".join(
+        f"N={n}: {w} warm-up + {e} measured" if not k else
+        f"N={n}: {w} warm-up + {e} x (reset + {k} measured)" for n, (w, e, k) in turns.items()))
     print()
 
 
@@ -485,16 +603,25 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few turns; a smoke run")
     parser.add_argument("--no-stream", action="store_true", help="skip the streaming variants")
+    parser.add_argument("--in-process-server", action="store_true",
+                        help="run the fake server in a thread of the measuring process")
     parser.add_argument("--profile", type=int, metavar="N",
                         help="only profile mibyan's turn path at N prior messages")
     parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
+        import faulthandler
         what, *rest = args.worker
+        if what != "server":  # a stuck worker prints where it is stuck, then exits
+            faulthandler.dump_traceback_later(WORKER_TIMEOUT, exit=True)
         if what == "overhead":
-            size, warmup, measured = (int(x) for x in rest[:3])
-            result = worker_overhead(size, warmup, measured, rest[3].split(","))
+            size, warmup, epochs, per_epoch = (int(x) for x in rest[:4])
+            result = worker_overhead(size, schedule(size, warmup, epochs, per_epoch),
+                                     rest[4].split(","), rest[5] == "1")
+        elif what == "server":
+            worker_server()
+            return 0
         elif what == "memory":
             result = worker_memory(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4] == "1")
         else:
@@ -505,6 +632,9 @@ def main() -> int:
         worker_profile(args.profile, 20 if args.profile >= 2000 else 100)
         return 0
 
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    import faulthandler
+    faulthandler.dump_traceback_later(900, exit=True)  # a safety net: never hang a CI box
     started = time.perf_counter()
     turns = QUICK_TURNS if args.quick else TURNS
     variants = ["raw", "mibyan/flush", "mibyan/durable"]
@@ -515,16 +645,17 @@ def main() -> int:
     # 1. per-turn overhead ---------------------------------------------------------------------
     print("1. Per-turn local overhead (ms; wall minus fake-server handler time)")
     print("-" * 100)
-    header = (f"{'prior msgs':>10} {'variant':15} {'median':>8} {'p25':>8} {'p75':>8} "
+    header = (f"{'prior msgs':>10} {'variant':16} {'median':>8} {'p25':>8} {'p75':>8} "
               f"{'server':>8} {'x raw':>7}  target")
     print(header)
     misses = []
     for size in SIZES:
-        warmup, measured = turns[size]
-        data = run_worker(["overhead", str(size), str(warmup), str(measured), ",".join(variants)])
-        med = {name: statistics.median(v) for name, v in data["overhead"].items()}
+        warmup, epochs, per_epoch = turns[size]
+        data = run_worker(["overhead", str(size), str(warmup), str(epochs), str(per_epoch),
+                           ",".join(variants), "0" if args.in_process_server else "1"])
+        med = {name: statistics.median(d["turn"]) for name, d in data.items()}
         for name in variants:
-            values = data["overhead"][name]
+            values = data[name]["turn"]
             peer = "raw/stream" if name == "mibyan/stream" else "raw"
             ratio = med[name] / med[peer] if name.startswith("mibyan") else None
             target = ""
@@ -535,24 +666,36 @@ def main() -> int:
                 if not ok and name in ("mibyan/flush", "mibyan/stream"):
                     misses.append((size, name, ratio, goal))
                 if name == "mibyan/durable":
-                    target = (f"fsync cost {(med[name] - med['mibyan/flush']) * 1000:+.3f} ms/turn "
-                              f"vs flush")
-            print(f"{size:>10} {name:15} {ms(med[name])} {ms(pct(values, 0.25))} "
-                  f"{ms(pct(values, 0.75))} {ms(statistics.median(data['server'][name]))} "
+                    fsyncs = data[name]["fsync"]
+                    target = (f"{(med[name] - med['mibyan/flush']) * 1000:+.3f} ms over flush; "
+                              f"fsync itself {statistics.median(fsyncs) * 1000:.2f} ms median, "
+                              f"{statistics.fmean(fsyncs) * 1000:.2f} mean")
+            print(f"{size:>10} {name:16} {ms(med[name])} {ms(pct(values, 0.25))} "
+                  f"{ms(pct(values, 0.75))} {ms(statistics.median(data[name]['server']))} "
                   f"{(f'{ratio:6.3f}x' if ratio is not None else '      -'):>7}  {target}")
+        if size and data["mibyan/flush"]["reset"]:
+            passed = statistics.median(data["mibyan/flush"]["reset"])
+            print(f"{size:>10} {'  history in':16} {ms(passed)} {'':>8} {'':>8} {'':>8} "
+                  f"{passed / med['raw']:6.3f}x  mibyan/flush turn given conversation_history= "
+                  f"of {size} msgs (n={len(data['mibyan/flush']['reset'])})")
         print()
     print("Targets apply to mibyan in flush mode (the peers persist nothing); 'x raw' compares "
-          "mibyan/stream with raw/stream and the others with raw.")
+          "mibyan/stream with\nraw/stream and the others with raw. 'server' is the median "
+          "handler time the overhead excludes.")
     print()
 
     # 2. start-up ------------------------------------------------------------------------------
     print("2. Start-up (median of 5 fresh processes)")
     print("-" * 100)
-    print(f"{'command':28} {'wall ms':>9} {'-X importtime cumulative ms':>28}")
+    print(f"{'command':30} {'wall ms':>9} {'-X importtime cumulative ms':>28}")
     for name, (wall, cumulative) in bench_startup(5).items():
         extra = f"{cumulative * 1000:28.1f}" if cumulative is not None else f"{'':>28}"
         label = name if name in ("python -c pass", "mibyan --help") else name + " (- pass)"
-        print(f"{label:28} {wall * 1000:9.1f} {extra}")
+        if name.startswith("Agent"):
+            label = "import + Agent(...) (- pass)"
+        print(f"{label:30} {wall * 1000:9.1f} {extra}")
+    print("('- pass': minus the bare interpreter start-up; Agent(...) builds the OpenAI client, "
+          "which imports the openai SDK)")
     print()
 
     # 3. memory --------------------------------------------------------------------------------
@@ -584,7 +727,8 @@ def main() -> int:
     print(f"LiveJournal.record (codec+clock+append)   {log['flush_record']:10,.0f} /s   "
           f"({1e6 / log['flush_record']:.1f} us each, n={log['n_flush']})")
     print(f"SessionLog.append + sync, durable mode    {log['durable_append']:10,.0f} /s   "
-          f"({1e3 / log['durable_append']:.2f} ms each, n={log['n_durable']}; one fsync per append)")
+          f"({1e3 / log['durable_append']:.2f} ms each, n={log['n_durable']}; "
+          "one fsync per append)")
     print()
 
     # 5. replay --------------------------------------------------------------------------------

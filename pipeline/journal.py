@@ -20,7 +20,8 @@ from effects.envelope import Envelope
 from effects.eventlog import SessionLog
 from effects.protocols import Clock
 from stages.errors import ReplayDivergenceError
-from stages.events import Event, SessionResumed
+from stages.events import TURN_CUTS, Event, ModelReplied
+from stages.messages import unique_call_ids
 from stages.redact import redact_event
 
 Perform = Callable[[], Sequence[Event]]
@@ -41,6 +42,14 @@ class Journal(Protocol):
     def sync(self) -> None: ...
 
 
+def _clean(event: Event) -> Event:
+    if isinstance(event, ModelReplied):
+        message = unique_call_ids(event.message)
+        if message is not event.message:
+            return attrs.evolve(event, message=message)
+    return event
+
+
 class LiveJournal:
     def __init__(self, log: SessionLog, clock: Clock, secrets: tuple[str, ...] = ()) -> None:
         self.log = log
@@ -53,7 +62,7 @@ class LiveJournal:
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:
-        events = [redact_event(e, self.secrets) for e in perform()]
+        events = [_clean(redact_event(e, self.secrets)) for e in perform()]
         if len(events) != count:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
         for event in events:
@@ -69,14 +78,14 @@ class LiveJournal:
 
 
 class EndOfLog(Exception):
-    """The replay needs an event the log does not have here: the log ends, or (``resumed``)
-    the live process died at this point and a later process resumed the session."""
+    """The replay needs an event the log does not have here: the log ends, or (``cut``)
+    the live turn stopped at this point (its process died, or the turn raised)."""
 
-    def __init__(self, stage: str, produced: str, *, resumed: bool = False) -> None:
+    def __init__(self, stage: str, produced: str, *, cut: bool = False) -> None:
         super().__init__(f"the log ended before stage {stage} produced {produced}")
         self.stage = stage
         self.produced = produced
-        self.resumed = resumed
+        self.cut = cut
 
 
 def _text(payload: dict) -> str:
@@ -99,8 +108,8 @@ class ReplayJournal:
         envelope = self.peek()
         if envelope is None:
             raise EndOfLog(stage, produced)
-        if envelope.kind == SessionResumed.kind and SessionResumed.kind not in kinds:
-            raise EndOfLog(stage, produced, resumed=True)
+        if envelope.kind in TURN_CUTS and envelope.kind not in kinds:
+            raise EndOfLog(stage, produced, cut=True)
         return envelope
 
     def record(self, stage: str, event: Event) -> None:

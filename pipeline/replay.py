@@ -13,8 +13,9 @@ from pipeline.journal import EndOfLog, ReplayJournal
 from pipeline.runner import Effects, SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.events import (
-    HistoryLoaded, SessionResumed, SessionStarted, ToolsDeclared, TurnStarted,
+    HistoryLoaded, SessionResumed, SessionStarted, ToolsDeclared, TurnAborted, TurnStarted,
 )
+from stages.step import decide_abandon
 from stages.fold import fold
 
 
@@ -53,13 +54,16 @@ def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
                          parent_session_id=event.parent_session_id)
         elif isinstance(event, SessionResumed):
             runner.resume(event.settings)
+        elif isinstance(event, TurnAborted):
+            runner.observe("recovery", (TurnAborted,), lambda: ())
+            runner.emit("recovery", decide_abandon(runner.state))
         elif isinstance(event, ToolsDeclared):
             runner.declare_tools(event.tools)
         elif isinstance(event, HistoryLoaded | TurnStarted):
             try:
                 runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)
             except EndOfLog as cut:
-                if not cut.resumed:
+                if not cut.cut:
                     raise
         else:
             raise ReplayDivergenceError(
@@ -83,7 +87,9 @@ def replay(root: Path, session_id: str) -> ReplayReport:
         return ReplayReport(session_id=session_id, events=journal.cursor, divergence=exc)
     except EndOfLog as end:
         logged = fold(from_payload(e.kind, e.schema_version, e.payload) for e in envelopes)
-        if logged.turn is None or logged.turn.finished is not None:
+        between_history_and_turn = envelopes[-1].kind == HistoryLoaded.kind
+        if not between_history_and_turn and (logged.turn is None
+                                             or logged.turn.finished is not None):
             return ReplayReport(session_id=session_id, events=journal.cursor,
                                 divergence=ReplayDivergenceError(
                                     f"replay went on past the log's end in stage {end.stage}",

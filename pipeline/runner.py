@@ -10,15 +10,15 @@ import attrs
 
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
-from pipeline.journal import Journal
+from pipeline.journal import EndOfLog, Journal
 from stages.cache_marks import decide_cache_marks
 from stages.compression import decide_compression
 from stages.credentials import decide_credentials
 from stages.decision import CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RunTools
-from stages.errors import MibyanError, ModelBehaviourError, ProviderError
+from stages.errors import LogError, MibyanError, ModelBehaviourError, ProviderError
 from stages.events import (
     Event, HistoryLoaded, Interrupted, ModelFailed, ModelReplied, SessionResumed, SessionSettings,
-    SessionStarted, ToolRan, ToolsDeclared, TurnStarted,
+    SessionStarted, ToolRan, ToolsDeclared, TurnAborted, TurnStarted,
 )
 from stages.fold import apply_event
 from stages.hints import decide_hints
@@ -126,6 +126,15 @@ class SessionRunner:
         self.observe("input", (TurnStarted,), lambda: (TurnStarted(
             turn_id=ids.new_id(), task_id=task_id or ids.new_id(), started_at=clock.now(),
             user_message=user_message, system_message=system_message),))
+        try:
+            self._drive_turn(on_delta)
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        self.journal.sync()
+        return self.state
+
+    def _drive_turn(self, on_delta: DeltaSink | None) -> None:
         config = self.settings
         self.emit("hints", decide_hints(self.state, config=config))
         self.emit("prompt", decide_prompt(self.state, (), config=config))
@@ -133,13 +142,26 @@ class SessionRunner:
             self._poll_interrupt("between_steps")
             step = self.emit("step", decide_next(self.state, config=self.settings))
             if isinstance(step, Finish):
-                break
+                return
             if isinstance(step, PrepareCall):
                 self._prepare_and_call(on_delta)
             elif isinstance(step, RunTools):
                 self._run_tools(step)
-        self.journal.sync()
-        return self.state
+
+    def _abort(self, exc: BaseException) -> None:
+        """Close a turn an exception broke, so the session's next turn starts clean. If even
+        the log cannot take that, the next process to resume closes it instead."""
+        if isinstance(exc, (EndOfLog, LogError)) or self.state.turn is None:
+            return
+        if self.state.turn.finished is not None:
+            return
+        try:
+            error = f"{type(exc).__name__}: {exc}"
+            self.observe("recovery", (TurnAborted,), lambda: (TurnAborted(error=error),))
+            self.emit("recovery", decide_abandon(self.state))
+            self.journal.sync()
+        except Exception:  # noqa: BLE001 - the original exception is the one to report
+            pass
 
     def _poll_interrupt(self, during: str) -> None:
         def perform() -> Event | None:

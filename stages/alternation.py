@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from stages.messages import Message
@@ -17,7 +18,7 @@ def violations(messages: Sequence[Message], *, open_tail_ok: bool = False) -> li
     """Every rule broken by ``messages``; ``open_tail_ok`` allows the last assistant's calls to
     still await results (the state between a model reply and its tool runs)."""
     problems: list[str] = []
-    open_calls: set[str] = set()
+    open_calls: Counter[str] = Counter()
     previous: Message | None = None
     for index, message in enumerate(messages):
         where = f"message {index} ({message.role})"
@@ -25,12 +26,13 @@ def violations(messages: Sequence[Message], *, open_tail_ok: bool = False) -> li
             if index != 0:
                 problems.append(f"{where}: a system message may only come first")
         elif message.role == "tool":
-            if message.tool_call_id not in open_calls:
+            if open_calls[message.tool_call_id or ""] <= 0:
                 problems.append(f"{where}: result for a call that is not open")
-            open_calls.discard(message.tool_call_id or "")
+            else:
+                open_calls[message.tool_call_id or ""] -= 1
         else:
-            if open_calls:
-                problems.append(f"{where}: calls {sorted(open_calls)} have no result yet")
+            if +open_calls:
+                problems.append(f"{where}: calls {sorted(+open_calls)} have no result yet")
                 open_calls.clear()
             if previous is None or previous.role == "system":
                 if message.role != "user":
@@ -38,8 +40,8 @@ def violations(messages: Sequence[Message], *, open_tail_ok: bool = False) -> li
             elif previous.role == message.role:
                 problems.append(f"{where}: two {message.role} messages in a row")
             if message.role == "assistant":
-                open_calls = {call.id for call in message.tool_calls}
+                open_calls = Counter(call.id for call in message.tool_calls)
         previous = message
-    if open_calls and not open_tail_ok:
-        problems.append(f"end: calls {sorted(open_calls)} have no result")
+    if +open_calls and not open_tail_ok:
+        problems.append(f"end: calls {sorted(+open_calls)} have no result")
     return problems

@@ -154,6 +154,15 @@ class ToolRan:
 
 
 @attrs.frozen(kw_only=True)
+class TurnAborted:
+    """The turn stopped on an exception in this process (Ctrl-C, a bug, a failed write)."""
+
+    kind: ClassVar[str] = "turn_aborted"
+    schema_version: ClassVar[int] = 1
+    error: str
+
+
+@attrs.frozen(kw_only=True)
 class Interrupted:
     kind: ClassVar[str] = "interrupted"
     schema_version: ClassVar[int] = 1
@@ -238,12 +247,16 @@ class TurnFinished:
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
-         | ModelReplied | ModelFailed | ToolRan | Interrupted | SystemPromptSet | ContextPressure
+         | ModelReplied | ModelFailed | ToolRan | TurnAborted | Interrupted | SystemPromptSet | ContextPressure
          | BudgetExhausted | ModelRequested | ToolCallRejected | ToolsPlanned | TurnFinished)
 
 EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
 OBSERVED: frozenset[str] = frozenset({
     SessionStarted.kind, SessionResumed.kind, ToolsDeclared.kind, HistoryLoaded.kind,
-    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, Interrupted.kind,
+    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, TurnAborted.kind,
+    Interrupted.kind,
 })
+
+# Where these appear, the live process stopped the turn in progress: replay stops it there too.
+TURN_CUTS: frozenset[str] = frozenset({SessionResumed.kind, TurnAborted.kind})

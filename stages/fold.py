@@ -29,8 +29,11 @@ def _turn(state: State, **changes: object) -> State:
 
 def _answer(state: State, call_id: str, name: str, content: str) -> State:
     state = _append(state, Message(role="tool", content=content, tool_call_id=call_id, name=name))
-    pending = tuple(c for c in _current(state).pending if c.id != call_id)
-    return _turn(state, pending=pending)
+    pending = list(_current(state).pending)
+    index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
+    if index is not None:
+        del pending[index]
+    return _turn(state, pending=tuple(pending))
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
@@ -88,6 +91,7 @@ _APPLY: dict[type, Callable[[State, object], State]] = {
     ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
     ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),
+    ev.TurnAborted: lambda s, e: s,
     ev.TurnFinished: _turn_finished,
 }
 

@@ -6,6 +6,7 @@ so the per-turn cost of sending history does not grow with re-validation of old 
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import attrs
@@ -90,3 +91,19 @@ def from_openai(raw: dict) -> Message:
     return Message(role=raw["role"], content=content, tool_calls=calls,
                    tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
                    reasoning=raw.get("reasoning") or raw.get("reasoning_content"))
+
+
+def unique_call_ids(message: Message) -> Message:
+    """The message with every tool call id present and unique; a missing or repeated id is
+    replaced by a deterministic one (stable across replays and provider cache prefixes)."""
+    seen: set[str] = set()
+    calls = []
+    for index, call in enumerate(message.tool_calls):
+        if not call.id or call.id in seen:
+            digest = hashlib.sha256(f"{call.name}:{call.arguments}:{index}".encode()).hexdigest()
+            call = attrs.evolve(call, id=f"call_{digest[:12]}")
+        seen.add(call.id)
+        calls.append(call)
+    if calls == list(message.tool_calls):
+        return message
+    return attrs.evolve(message, tool_calls=tuple(calls))

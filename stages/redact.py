@@ -41,7 +41,17 @@ def mask(secret: str) -> str:
     return f"{secret[:6]}...{secret[-4:]}"
 
 
+def scrub_surrogates(text: str) -> str:
+    """Lone UTF-16 surrogates (half an emoji, legal in JSON) cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def redact(text: str, known: Iterable[str] = ()) -> str:
+    text = scrub_surrogates(text)
     for secret in known:
         if secret and len(secret) >= 8 and secret in text:
             text = text.replace(secret, mask(secret))
@@ -70,6 +80,8 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
     if isinstance(value, ToolOutcome):
         return attrs.evolve(value, content=redact(value.content, known),
                             error=None if value.error is None else redact(value.error, known))
+    if isinstance(value, tuple):
+        return tuple(_redact_value(item, known) for item in value)
     if isinstance(value, Message):
         return attrs.evolve(
             value, content=None if value.content is None else redact(value.content, known),
@@ -80,6 +92,7 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
 
 
 _TEXT_FIELDS = {
+    "HistoryLoaded": ("messages",),
     "TurnStarted": ("user_message", "system_message"),
     "ModelReplied": ("message",),
     "ModelFailed": ("message",),

@@ -56,7 +56,10 @@ def decide_next(state: State, *, config: SessionSettings) -> Decision:
     turn = state.turn
     if turn is None or turn.finished is not None:
         return Decision(next=Finish())
-    if turn.interruption is not None:
+    last = state.last_message
+    answered = (last is not None and last.role == "assistant"
+                and (turn.budget_exhausted or not last.tool_calls))
+    if turn.interruption is not None and not answered:
         during = turn.interruption.during
         return _close(state, reason="interrupted", text="interrupted by user", interrupted=True,
                       exit_reason=("interrupted_during_api_call" if during == "model_call"
@@ -69,8 +72,7 @@ def decide_next(state: State, *, config: SessionSettings) -> Decision:
     if turn.pending and not turn.budget_exhausted:
         plan = decide_tool_plan(state, config=config)
         return plan if plan.next is not None else Decision(events=plan.events, next=PrepareCall())
-    last = state.last_message
-    if last is not None and last.role == "assistant":
+    if answered:
         return _answer(state, config)
     return Decision(next=PrepareCall())
 

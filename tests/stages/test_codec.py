@@ -14,7 +14,7 @@ from effects.codec import from_payload, make_converter, to_payload
 from effects.envelope import decode_line, encode_line
 from stages import events as ev
 from stages.errors import LogCorruptError
-from tests.strategies.events import EVENT_STRATEGIES, any_event
+from tests.strategies.events import EVENT_STRATEGIES, any_event, uncovered_fields
 
 
 def test_event_types_cover_the_event_union() -> None:
@@ -33,6 +33,11 @@ def test_observed_kinds_are_known() -> None:
 
 def test_every_kind_has_a_strategy() -> None:
     assert set(EVENT_STRATEGIES) == set(ev.EVENT_TYPES)
+
+
+def test_strategies_generate_every_field() -> None:
+    """No field of an event (or of what it nests) is left at its default by the strategies."""
+    assert uncovered_fields() == []
 
 
 def test_events_are_frozen_and_keyword_only() -> None:
@@ -77,7 +82,7 @@ def test_payload_is_plain_json_data(event: ev.Event) -> None:
     def plain(value: object) -> bool:
         if value is None or isinstance(value, (str, int, float, bool)):
             return True
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):  # a tuple is written as a JSON array
             return all(plain(v) for v in value)
         if isinstance(value, dict):
             return all(isinstance(k, str) and plain(v) for k, v in value.items())

@@ -143,3 +143,12 @@ def test_an_invalid_call_in_the_middle_splits_the_plan_so_results_keep_call_orde
 def test_plan_needs_an_open_turn() -> None:
     with pytest.raises(ValueError):
         decide_tool_plan(session(spec("read")), config=SETTINGS)
+
+
+def test_duplicate_call_ids_in_one_reply_keep_alternation() -> None:
+    dup = call("same", "read")
+    state = _pending(dup, call("same", "write"))
+    state = then(state, decide_next(state, config=SETTINGS))
+    state = then(state, ran(dup))
+    state = then(state, ran(call("same", "write")))
+    assert violations(state.messages) == []

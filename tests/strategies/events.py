@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import attrs
 from hypothesis import strategies as st
 
 from stages import events as ev
@@ -25,6 +26,7 @@ __all__ = [
     "messages",
     "session_settings",
     "texts",
+    "uncovered_fields",
     "tool_calls",
     "tool_outcomes",
     "tool_specs",
@@ -66,19 +68,54 @@ timestamps = st.datetimes(timezones=st.just(dt.timezone.utc)).map(
     lambda d: d.isoformat(timespec="microseconds"))
 
 
+_UNCOVERED: set[str] = set()
+
+
+def _by_type() -> dict[object, st.SearchStrategy]:
+    return {
+        str: texts, int: small_ints, float: finite_floats, bool: st.booleans(),
+        str | None: st.none() | texts, int | None: st.none() | small_ints,
+        float | None: st.none() | finite_floats, bool | None: st.none() | st.booleans(),
+        tuple[str, ...]: st.lists(identifiers, max_size=3).map(tuple),
+        tuple[tuple[str, str], ...]: st.lists(st.tuples(identifiers, texts),
+                                              max_size=3).map(tuple),
+    }
+
+
+def _full(cls: type, **given: st.SearchStrategy) -> st.SearchStrategy:
+    """``st.builds(cls, **given)``, with every other field generated from its type, so that
+    fields added later are exercised too (``uncovered_fields`` names any that cannot be)."""
+    hints = attrs.resolve_types(cls)
+    by_type = _by_type()
+    for field in attrs.fields(hints):
+        if not field.init or field.name in given:
+            continue
+        if field.type in by_type:
+            given[field.name] = by_type[field.type]
+        else:
+            _UNCOVERED.add(f"{cls.__name__}.{field.name}: {field.type}")
+    return st.builds(cls, **given)
+
+
+def uncovered_fields() -> list[str]:
+    """Fields of event classes (or nested classes) the strategies leave at their default."""
+    return sorted(_UNCOVERED)
+
+
 def tool_calls(names: st.SearchStrategy[str] = identifiers,
                arguments: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[ToolCall]:
     args = arguments if arguments is not None else st.one_of(
         json_objects.map(canonical_json), texts)
-    return st.builds(ToolCall, id=identifiers, name=names, arguments=args)
+    return _full(ToolCall, id=identifiers, name=names, arguments=args)
 
 
 def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", "assistant",
                                                                    "tool"))
              ) -> st.SearchStrategy[Message]:
     def build(role: str) -> st.SearchStrategy[Message]:
-        calls = st.lists(tool_calls(), max_size=3).map(tuple) if role == "assistant" else st.just(())
-        return st.builds(
+        calls = (st.lists(tool_calls(), max_size=3).map(tuple) if role == "assistant"
+                 else st.just(()))
+        return _full(
             Message, role=st.just(role), content=st.none() | texts, tool_calls=calls,
             tool_call_id=identifiers if role == "tool" else st.none() | identifiers,
             name=st.none() | identifiers,
@@ -86,20 +123,20 @@ def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", 
     return roles.flatmap(build)
 
 
-tool_specs = st.builds(
+tool_specs = _full(
     ToolSpec, name=identifiers, description=texts,
     parameters=json_objects.map(canonical_json),
     interactive=st.booleans(), read_only=st.booleans())
 
-tool_outcomes = st.builds(
+tool_outcomes = _full(
     ToolOutcome, call_id=identifiers, name=identifiers, content=texts, ok=st.booleans(),
     error=st.none() | texts, duration_ms=finite_floats)
 
-usages = st.builds(
+usages = _full(
     ev.Usage, input_tokens=small_ints, output_tokens=small_ints, cache_read_tokens=small_ints,
     cache_write_tokens=small_ints, reasoning_tokens=small_ints)
 
-session_settings = st.builds(
+session_settings = _full(
     ev.SessionSettings, model=identifiers, provider=identifiers, base_url=st.none() | texts,
     api_mode=st.sampled_from(("chat_completions", "responses", "anthropic_messages")),
     max_turns=st.integers(1, 1000), max_tokens=st.none() | st.integers(1, 10**6),
@@ -111,47 +148,48 @@ session_settings = st.builds(
 _opt_text = st.none() | texts
 
 EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
-    ev.SessionStarted.kind: st.builds(
+    ev.SessionStarted.kind: _full(
         ev.SessionStarted, session_id=identifiers, started_at=timestamps,
         settings=session_settings, parent_session_id=st.none() | identifiers),
-    ev.SessionResumed.kind: st.builds(
+    ev.SessionResumed.kind: _full(
         ev.SessionResumed, resumed_at=timestamps, settings=session_settings),
-    ev.ToolsDeclared.kind: st.builds(
+    ev.ToolsDeclared.kind: _full(
         ev.ToolsDeclared, tools=st.lists(tool_specs, max_size=3).map(tuple)),
-    ev.HistoryLoaded.kind: st.builds(
+    ev.HistoryLoaded.kind: _full(
         ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
-    ev.TurnStarted.kind: st.builds(
+    ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
         user_message=texts, system_message=_opt_text),
-    ev.ModelReplied.kind: st.builds(
+    ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
         usage=usages, model=identifiers, latency_ms=finite_floats, streamed=st.booleans()),
-    ev.ModelFailed.kind: st.builds(
+    ev.ModelFailed.kind: _full(
         ev.ModelFailed, error_type=identifiers, message=texts,
         status=st.none() | st.integers(100, 599), latency_ms=finite_floats),
-    ev.ToolRan.kind: st.builds(ev.ToolRan, outcome=tool_outcomes),
-    ev.Interrupted.kind: st.builds(
+    ev.ToolRan.kind: _full(ev.ToolRan, outcome=tool_outcomes),
+    ev.TurnAborted.kind: _full(ev.TurnAborted, error=texts),
+    ev.Interrupted.kind: _full(
         ev.Interrupted, during=st.sampled_from(("between_steps", "model_call", "tools")),
         message=_opt_text),
-    ev.SystemPromptSet.kind: st.builds(ev.SystemPromptSet, text=texts),
-    ev.ContextPressure.kind: st.builds(
+    ev.SystemPromptSet.kind: _full(ev.SystemPromptSet, text=texts),
+    ev.ContextPressure.kind: _full(
         ev.ContextPressure, estimated_tokens=small_ints, threshold_tokens=small_ints),
-    ev.BudgetExhausted.kind: st.builds(
+    ev.BudgetExhausted.kind: _full(
         ev.BudgetExhausted, api_calls=small_ints, max_turns=small_ints, prompt=texts),
-    ev.ModelRequested.kind: st.builds(
+    ev.ModelRequested.kind: _full(
         ev.ModelRequested, call_index=small_ints,
         purpose=st.sampled_from(("step", "budget_summary")), model=identifiers,
         provider=identifiers, message_count=small_ints, tool_count=small_ints,
         estimated_tokens=small_ints),
-    ev.ToolCallRejected.kind: st.builds(
+    ev.ToolCallRejected.kind: _full(
         ev.ToolCallRejected, call=tool_calls(),
         reason=st.sampled_from(("unknown_tool", "invalid_arguments", "interrupted")),
         content=texts),
-    ev.ToolsPlanned.kind: st.builds(
+    ev.ToolsPlanned.kind: _full(
         ev.ToolsPlanned, call_ids=st.lists(identifiers, max_size=4).map(tuple),
         concurrent=st.booleans()),
-    ev.TurnFinished.kind: st.builds(
+    ev.TurnFinished.kind: _full(
         ev.TurnFinished, exit_reason=identifiers, final_response=_opt_text,
         completed=st.booleans(), failed=st.booleans(), interrupted=st.booleans(),
         error=_opt_text, note=_opt_text),

@@ -1,0 +1,397 @@
+"""OpenAI Responses API adapter (api mode ``codex_responses``), through the official SDK.
+
+The canonical (OpenAI chat) history becomes Responses ``input`` items: the system prompt is sent
+as ``instructions``; user text as ``message`` items with ``input_text`` parts; assistant text as
+``message`` items with string content (the SDK's ``EasyInputMessage``: typed ``output_text`` parts
+need the server's item id and status, which a stateless client does not keep); assistant tool
+calls as ``function_call`` items; tool results as ``function_call_output`` items. Requests are
+stateless (``store: false``). Each message's items are converted once and cached as JSON text,
+so a request body is a join of ready strings, as in :mod:`effects.openai_chat`.
+
+Replies are mapped onto mibyan's closed finish-reason set: ``tool_calls``, ``length``
+(incomplete at ``max_output_tokens``), ``content_filter``, ``incomplete`` (queued, in progress,
+incomplete for another reason, an incomplete item, commentary without a final answer, or
+reasoning with no visible text and no call: the loop continues it) and ``stop``. A ``failed`` or
+``cancelled`` response raises :class:`ModelBehaviourError`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from effects.openai_chat import map_error, shared_client
+from effects.protocols import DeltaSink
+from stages.decision import ModelRequest
+from stages.errors import ModelBehaviourError, ProviderError, ProviderUnavailableError, UsageError
+from stages.events import ModelReplied, Usage
+from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
+from stages.tools import ToolSpec
+
+_JSON = {"headers": {"Content-Type": "application/json"}}
+_items_cache: weakref.WeakKeyDictionary[Message, str] = weakref.WeakKeyDictionary()
+_tools_cache: weakref.WeakKeyDictionary[ToolSpec, str] = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+# --- request ------------------------------------------------------------------------------------
+
+def _message_items(message: Message) -> list[dict]:
+    if message.role == "tool":
+        return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
+                 "output": message.content or ""}]
+    if message.role != "assistant":
+        return [{"type": "message", "role": message.role,
+                 "content": [{"type": "input_text", "text": message.content or ""}]}]
+    items: list[dict] = []
+    if message.content or not message.tool_calls:
+        items.append({"type": "message", "role": "assistant", "content": message.content or ""})
+    items.extend({"type": "function_call", "call_id": call.id, "name": call.name,
+                  "arguments": call.arguments} for call in message.tool_calls)
+    return items
+
+
+def _cached(cache: weakref.WeakKeyDictionary, key: Any, build: Any) -> str:
+    with _cache_lock:
+        text = cache.get(key)
+    if text is None:
+        text = build(key)
+        with _cache_lock:
+            cache[key] = text
+    return text
+
+
+def _items_json(message: Message) -> str:
+    """The message's input items as comma-joined JSON (empty for an empty assistant message)."""
+    return _cached(_items_cache, message,
+                   lambda m: ",".join(canonical_json(item) for item in _message_items(m)))
+
+
+def _tool_json(spec: ToolSpec) -> str:
+    return _cached(_tools_cache, spec, lambda s: canonical_json({
+        "type": "function", "name": s.name, "description": s.description,
+        "parameters": json.loads(s.parameters), "strict": False}))
+
+
+def _tool_choice(value: str | None) -> str | dict:
+    if value is None or value in ("auto", "none", "required"):
+        return value or "auto"
+    return {"type": "function", "name": value}
+
+
+def request_body(request: ModelRequest) -> bytes:
+    """The ``POST /responses`` body: settings first, then the joined input items."""
+    head: dict[str, Any] = {"model": request.model, "store": False}
+    if request.system_prompt is not None:
+        head["instructions"] = request.system_prompt
+    if request.tools:
+        head["tool_choice"] = _tool_choice(request.tool_choice)
+        head["parallel_tool_calls"] = True
+    if request.max_tokens is not None:
+        head["max_output_tokens"] = int(request.max_tokens)
+    if request.reasoning_effort is not None:
+        head["reasoning"] = {"effort": request.reasoning_effort, "summary": "auto"}
+    if request.stream:
+        head["stream"] = True
+    parts = [canonical_json(head)[:-1]]
+    if request.tools:
+        parts += [',"tools":[', ",".join(_tool_json(t) for t in request.tools), "]"]
+    items = (_items_json(m) for m in request.messages)
+    parts += [',"input":[', ",".join(i for i in items if i), "]}"]
+    return "".join(parts).encode()
+
+
+def to_responses_input(request: ModelRequest) -> dict:
+    """The request body as a dict, exactly as it is sent (pure; for tests and inspection)."""
+    return json.loads(request_body(request))
+
+
+# --- reply --------------------------------------------------------------------------------------
+
+def responses_usage(raw: dict | None) -> Usage:
+    """Responses counts cached (and cache-written) tokens inside input_tokens; mibyan keeps
+    them apart."""
+    if not raw:
+        return Usage()
+    details = raw.get("input_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_write_tokens") or 0
+    reasoning = (raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    return Usage(input_tokens=max(0, (raw.get("input_tokens") or 0) - cached - written),
+                 output_tokens=raw.get("output_tokens") or 0, cache_read_tokens=cached,
+                 cache_write_tokens=written, reasoning_tokens=reasoning)
+
+
+class _Output:
+    """What the output items say, in mibyan's terms."""
+
+    def __init__(self, output: list) -> None:
+        self.texts: list[str] = []
+        self.refusals: list[str] = []
+        self.thoughts: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.phases: set[str] = set()
+        self.incomplete_item = False
+        for item in output:
+            self._item(item)
+
+    def _item(self, item: dict) -> None:
+        kind = item.get("type")
+        if kind == "message":
+            parts = item.get("content") or ()
+            text = "".join(p.get("text") or "" for p in parts if p.get("type") == "output_text")
+            if text:
+                self.texts.append(text)
+            self.refusals += [p.get("refusal") or "" for p in parts if p.get("type") == "refusal"]
+            self.phases.add(item.get("phase") or "")
+        elif kind == "function_call":
+            self.calls.append(ToolCall(
+                id=item.get("call_id") or item.get("id") or f"call_{len(self.calls)}",
+                name=item.get("name") or "",
+                arguments=canonical_arguments(item.get("arguments") or "")))
+        elif kind == "reasoning":
+            summary = [s.get("text") or "" for s in item.get("summary") or ()]
+            self.thoughts += summary or [c.get("text") or "" for c in item.get("content") or ()]
+        self.incomplete_item |= item.get("status") == "incomplete"
+
+    def message(self) -> Message:
+        content = "\n\n".join(self.texts) or "\n\n".join(self.refusals)
+        return Message(role="assistant", content=content or (None if self.calls else ""),
+                       tool_calls=tuple(self.calls),
+                       reasoning="\n\n".join(t for t in self.thoughts if t) or None)
+
+
+def finish_reason(status: str, reason: str | None, out: _Output) -> str:
+    """The reply's finish reason on mibyan's closed set."""
+    if status == "incomplete" and reason == "max_output_tokens":
+        return "length"
+    if (status == "incomplete" and reason == "content_filter") or (out.refusals
+                                                                     and not out.texts):
+        return "content_filter"
+    if out.calls and not out.incomplete_item:
+        return "tool_calls"
+    if status != "completed" or out.incomplete_item:
+        return "incomplete"
+    if "commentary" in out.phases and "final_answer" not in out.phases:
+        return "incomplete"
+    if not out.texts:  # only reasoning, no visible text and no call
+        return "incomplete"
+    return "stop"
+
+
+def rate_limits(headers: Any) -> tuple[tuple[str, str], ...]:
+    """The ``x-ratelimit-*`` headers, lower-cased, in the order sent."""
+    return tuple((k.lower(), v) for k, v in headers.items()
+                 if k.lower().startswith("x-ratelimit-"))
+
+
+# --- streaming ----------------------------------------------------------------------------------
+
+def _slot(parts: list, index: int, blank: dict) -> dict:
+    while len(parts) <= index:
+        parts.append(dict(blank))
+    return parts[index]
+
+
+class _StreamAssembly:
+    """Folds Responses SSE events into one response object; items are keyed by output_index."""
+
+    def __init__(self, on_delta: DeltaSink | None, provider: str) -> None:
+        self.on_delta = on_delta
+        self.provider = provider
+        self.items: dict[int, dict] = {}
+        self.final: dict | None = None
+        self.model: str | None = None
+        self.delivered = False
+
+    def feed(self, event: dict) -> None:
+        kind = event.get("type") or ""
+        handler = self._HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, event)
+        elif kind.startswith("response.") and isinstance(event.get("response"), dict):
+            self.model = event["response"].get("model") or self.model
+
+    def _item(self, event: dict, kind: str) -> dict:
+        return self.items.setdefault(event.get("output_index", 0), {"type": kind})
+
+    def _added(self, event: dict) -> None:
+        item = dict(event.get("item") or {})
+        for key in ("content", "summary"):
+            if isinstance(item.get(key), list):
+                item[key] = [dict(p) for p in item[key]]
+        self.items[event.get("output_index", len(self.items))] = item
+
+    def _text(self, event: dict) -> None:
+        item = self._item(event, "message")
+        part = _slot(item.setdefault("content", []), event.get("content_index", 0),
+                     {"type": "output_text", "text": ""})
+        delta = event.get("delta") or ""
+        part["text"] = (part.get("text") or "") + delta
+        if delta:
+            self.delivered = True
+            if self.on_delta is not None:
+                self.on_delta(delta)
+
+    def _arguments(self, event: dict) -> None:
+        item = self._item(event, "function_call")
+        item["arguments"] = (item.get("arguments") or "") + (event.get("delta") or "")
+
+    def _arguments_done(self, event: dict) -> None:
+        self._item(event, "function_call")["arguments"] = event.get("arguments") or ""
+
+    def _summary(self, event: dict) -> None:
+        item = self._item(event, "reasoning")
+        part = _slot(item.setdefault("summary", []), event.get("summary_index", 0),
+                     {"type": "summary_text", "text": ""})
+        part["text"] = (part.get("text") or "") + (event.get("delta") or "")
+
+    def _reasoning_text(self, event: dict) -> None:
+        item = self._item(event, "reasoning")
+        part = _slot(item.setdefault("content", []), event.get("content_index", 0),
+                     {"type": "reasoning_text", "text": ""})
+        part["text"] = (part.get("text") or "") + (event.get("delta") or "")
+
+    def _done(self, event: dict) -> None:
+        if isinstance(event.get("item"), dict):
+            self.items[event.get("output_index", len(self.items))] = event["item"]
+
+    def _terminal(self, event: dict) -> None:
+        self.final = event.get("response") if isinstance(event.get("response"), dict) else {}
+
+    def _error(self, event: dict) -> None:
+        code, message = event.get("code"), event.get("message") or "stream error"
+        raise ProviderUnavailableError(
+            f"{self.provider} sent an error event: {code}: {message}", code=code,
+            body=canonical_json(event)[:4000], provider=self.provider, partial=self.delivered)
+
+    _HANDLERS = {
+        "response.output_item.added": _added,
+        "response.output_text.delta": _text,
+        "response.function_call_arguments.delta": _arguments,
+        "response.function_call_arguments.done": _arguments_done,
+        "response.reasoning_summary_text.delta": _summary,
+        "response.reasoning_text.delta": _reasoning_text,
+        "response.output_item.done": _done,
+        "response.completed": _terminal,
+        "response.incomplete": _terminal,
+        "response.failed": _terminal,
+        "error": _error,
+    }
+
+    def response(self) -> dict:
+        """The final response; its output is rebuilt from the items when it came empty."""
+        if self.final is None:
+            raise ProviderUnavailableError(
+                f"{self.provider} ended the stream before the response was complete",
+                provider=self.provider, partial=self.delivered)
+        response = dict(self.final)
+        if not response.get("output"):
+            response["output"] = [self.items[i] for i in sorted(self.items)]
+        response.setdefault("model", self.model)
+        return response
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+class OpenAIResponsesClient:
+    """A ``ModelClient`` for ``POST /responses`` (OpenAI, Codex and compatible servers).
+
+    ``keys`` maps credential labels (``ModelRequest.credential_id``) to secrets; a request
+    without a label uses ``api_key``.
+    """
+
+    def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
+                 timeout: float = 600.0, keys: Mapping[str, str] | None = None) -> None:
+        self.base_url = base_url
+        self.provider = provider
+        self._timeout = timeout
+        self._keys = dict(keys or {})
+        self._client = shared_client(base_url, api_key, timeout)
+
+    def _client_for(self, credential_id: str | None) -> Any:
+        if credential_id is None:
+            return self._client
+        key = self._keys.get(credential_id)
+        if key is None:
+            raise UsageError(f"no key labelled {credential_id!r} is configured for "
+                             f"{self.provider} (known: {sorted(self._keys)})")
+        return shared_client(self.base_url, key, self._timeout)
+
+    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelReplied:
+        import httpx2
+        import openai
+        client = self._client_for(request.credential_id)
+        started = time.perf_counter()
+        assembly = _StreamAssembly(on_delta, self.provider)
+        try:
+            if request.stream:
+                return self._stream(client, request, assembly, started)
+            raw = client.post("/responses", cast_to=httpx2.Response,
+                              content=request_body(request), options=_JSON)
+            return self._from_http(raw, request, started, streamed=False)
+        except (openai.APIError, httpx2.TransportError) as exc:
+            raise self._mapped(exc, assembly.delivered) from exc
+        except ValueError as exc:
+            raise ModelBehaviourError(
+                f"{self.provider} sent a body that is not JSON: {exc}") from exc
+
+    def _mapped(self, exc: BaseException, partial: bool) -> ProviderError:
+        import openai
+        error = map_error(exc, self.provider)
+        if isinstance(exc, openai.APIStatusError):
+            error.rate_limits = rate_limits(exc.response.headers)
+        error.partial = partial
+        return error
+
+    def _from_http(self, raw: Any, request: ModelRequest, started: float, *,
+                   streamed: bool) -> ModelReplied:
+        data = json.loads(raw.read())
+        return self._reply(data, request, started, rate_limits(raw.headers), streamed=streamed)
+
+    def _stream(self, client: Any, request: ModelRequest, assembly: _StreamAssembly,
+                started: float) -> ModelReplied:
+        import openai
+        stream = client.post("/responses", cast_to=object, content=request_body(request),
+                             stream=True, stream_cls=openai.Stream[object], options=_JSON)
+        with stream:
+            if not stream.response.headers.get("content-type", "").startswith("text/event-stream"):
+                # A server that ignores "stream": true answers with one JSON body.
+                return self._from_http(stream.response, request, started, streamed=False)
+            for event in stream:
+                if not isinstance(event, dict):
+                    raise ModelBehaviourError(f"{self.provider} sent a non-object event: {event!r}")
+                assembly.feed(event)
+        return self._reply(assembly.response(), request, started,
+                           rate_limits(stream.response.headers), streamed=True)
+
+    def _reply(self, data: Any, request: ModelRequest, started: float,
+               limits: tuple[tuple[str, str], ...], *, streamed: bool) -> ModelReplied:
+        try:
+            status = data.get("status") or "completed"
+            if status in ("failed", "cancelled"):
+                error = data.get("error") or {}
+                raise ModelBehaviourError(
+                    f"{self.provider} response {status}: {error.get('code')}: "
+                    f"{error.get('message') or 'no message'}")
+            out = _Output(data["output"])
+            if not data["output"] and status == "completed":
+                raise ModelBehaviourError(f"{self.provider} returned a response with no output")
+            reason = (data.get("incomplete_details") or {}).get("reason")
+            return ModelReplied(message=out.message(),
+                                finish_reason=finish_reason(status, reason, out),
+                                usage=responses_usage(data.get("usage")),
+                                model=data.get("model") or request.model, latency_ms=_ms(started),
+                                streamed=streamed, rate_limits=limits)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ModelBehaviourError(
+                f"{self.provider} returned a response without usable output: {str(data)[:300]}"
+            ) from exc
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000.0, 3)

@@ -1,0 +1,492 @@
+"""An in-tree fake Anthropic Messages server.
+
+Real HTTP/1.1 on loopback (keep-alive, chunked SSE with ``event:`` lines in the real event
+sequence), no mocking of any SDK::
+
+    with FakeAnthropicServer() as srv:
+        srv.script(Reply.text("hi"), Reply.tool_use([("ls", '{"path": "."}')]))
+        client = anthropic.Anthropic(base_url=srv.base_url, api_key="k", max_retries=0)
+        ...
+        srv.assert_done()
+
+Only ``POST /v1/messages`` is served. Scripted replies are consumed in order; when none is
+left the ``default`` reply answers, or (without a default) the request gets a 500
+``api_error`` and the server remembers it had an unexpected request.
+
+Streamed replies follow the documented sequence: ``message_start``, then per content block
+``content_block_start`` / ``content_block_delta``... / ``content_block_stop`` (a ``ping`` after
+the first block start), ``message_delta`` (stop reason, output tokens) and ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["FakeAnthropicServer", "Reply", "Usage"]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_MAX_HANG = 60.0
+_tool_ids = itertools.count(1)
+_DEFAULT_MODEL = "claude-fake"
+# Anthropic's error types and the HTTP status each comes with.
+ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+                "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
+                "overloaded_error": 529}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as Anthropic reports them (``input`` excludes cache reads and writes)."""
+
+    input: int
+    output: int
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"input_tokens": self.input, "cache_creation_input_tokens": self.cache_write,
+                "cache_read_input_tokens": self.cache_read, "output_tokens": self.output,
+                "service_tier": "standard"}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer. Build it with the class-method constructors."""
+
+    kind: str  # "message" | "error" | "raw" | "drop" | "error_event"
+    content: str | None = None
+    thinking: str | None = None
+    calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, input JSON text)
+    stop_reason: str = "end_turn"
+    usage: Usage | None = None
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    after_events: int = 0
+    error_type: str = "overloaded_error"
+    hang_seconds: float = 0.0
+    piece_size: int | None = None
+
+    @classmethod
+    def text(cls, content: str, *, thinking: str | None = None, stop_reason: str = "end_turn",
+             usage: Usage | None = None, headers: Mapping[str, str] | None = None,
+             piece_size: int | None = None) -> Reply:
+        """A text answer, optionally preceded by a thinking block."""
+        return cls(kind="message", content=content, thinking=thinking, stop_reason=stop_reason,
+                   usage=usage, headers=tuple((headers or {}).items()), piece_size=piece_size)
+
+    @classmethod
+    def tool_use(cls, calls: Iterable[tuple[str, str]], content: str | None = None,
+                 ids: Sequence[str] | None = None, *, thinking: str | None = None,
+                 stop_reason: str = "tool_use", usage: Usage | None = None,
+                 headers: Mapping[str, str] | None = None) -> Reply:
+        """``tool_use`` blocks for ``[(name, input_json_text), ...]``; ids default ``toolu_<n>``."""
+        calls = list(calls)
+        ids = list(ids) if ids is not None else [f"toolu_{next(_tool_ids):04d}" for _ in calls]
+        if len(ids) != len(calls):
+            raise ValueError("ids must have one entry per call")
+        return cls(kind="message", content=content, thinking=thinking,
+                   calls=tuple((i, n, a) for i, (n, a) in zip(ids, calls)),
+                   stop_reason=stop_reason, usage=usage, headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def error(cls, status: int, message: str, *, type: str | None = None,  # noqa: A002
+              headers: Mapping[str, str] | None = None) -> Reply:
+        """``status`` with Anthropic's body ``{"type":"error","error":{"type","message"}}``."""
+        if type is None:
+            type = next((t for t, s in ERROR_STATUS.items() if s == status), "api_error")
+        body = _error_body(type, message)
+        return cls(kind="error", status=status, body=body, headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def overloaded(cls, *, headers: Mapping[str, str] | None = None) -> Reply:
+        """529 ``overloaded_error``, as Anthropic sends it when it is at capacity."""
+        return cls.error(529, "Overloaded", type="overloaded_error", headers=headers)
+
+    @classmethod
+    def raw(cls, status: int, body: bytes | str, content_type: str = "application/json", *,
+            headers: Mapping[str, str] | None = None) -> Reply:
+        """Exactly ``body`` with ``status`` (malformed JSON, garbage SSE...)."""
+        return cls(kind="raw", status=status, body=body.encode() if isinstance(body, str) else body,
+                   content_type=content_type, headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def drop_stream(cls, after_events: int = 0, *,
+                    content: str = "This answer is cut off before it ends.") -> Reply:
+        """Streaming: ``message_start`` then ``after_events`` more events, then the socket
+        closes mid-body. Non-streaming: the connection closes without a response."""
+        return cls(kind="drop", content=content, after_events=after_events)
+
+    @classmethod
+    def error_event(cls, type: str = "overloaded_error",  # noqa: A002
+                    message: str = "Overloaded", *, after_events: int = 0,
+                    content: str = "Partial answer") -> Reply:
+        """Streaming: ``message_start``, ``after_events`` events of a text answer, then
+        ``event: error`` and the end of the body. Non-streaming: the error's HTTP status."""
+        return cls(kind="error_event", content=content, after_events=after_events,
+                   error_type=type, body=_error_body(type, message))
+
+    @classmethod
+    def hang(cls, seconds: float) -> Reply:
+        """Sleep ``seconds`` (at most 60, cut short by ``close()``), then answer text "late"."""
+        return cls(kind="message", content="late", hang_seconds=min(float(seconds), _MAX_HANG))
+
+
+def _error_body(type_: str, message: str) -> bytes:
+    return _dumps({"type": "error", "error": {"type": type_, "message": message},
+                   "request_id": "req_fake"}).encode()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _event(name: str, payload: Mapping[str, Any] | bytes) -> bytes:
+    """One HTTP/1.1 chunk holding one SSE event."""
+    data = payload if isinstance(payload, bytes) else _dumps(payload).encode()
+    frame = b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(frame), frame)
+
+
+def _prompt_chars(body: Mapping[str, Any]) -> int:
+    return len(json.dumps(body.get("messages") or [])) + len(json.dumps(body.get("system") or ""))
+
+
+def _usage(reply: Reply, body: Mapping[str, Any]) -> Usage:
+    if reply.usage is not None:
+        return reply.usage
+    out = len(reply.content or "") + len(reply.thinking or "")
+    out += sum(len(n) + len(a) for _, n, a in reply.calls)
+    return Usage(input=max(1, _prompt_chars(body) // 4), output=out // 4 + 1)
+
+
+def _blocks(reply: Reply) -> list[dict[str, Any]]:
+    """The reply's content blocks as a non-streaming message holds them."""
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking:
+        blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": "sig_fake"})
+    if reply.content:
+        blocks.append({"type": "text", "text": reply.content})
+    blocks.extend({"type": "tool_use", "id": i, "name": n, "input": json.loads(a or "{}")}
+                  for i, n, a in reply.calls)
+    return blocks
+
+
+def _message(msg_id: str, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
+    return {"id": msg_id, "type": "message", "role": "assistant",
+            "model": body.get("model") or _DEFAULT_MODEL, "content": _blocks(reply),
+            "stop_reason": reply.stop_reason, "stop_sequence": None,
+            "usage": _usage(reply, body).to_json()}
+
+
+def _block_events(index: int, block: Mapping[str, Any], size: int) -> list[bytes]:
+    kind = block["type"]
+    if kind == "text":
+        start = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], size)]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p}
+                  for p in _pieces(block["thinking"], size)]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        text = _dumps(block["input"])
+        deltas = [{"type": "input_json_delta", "partial_json": ""}]
+        deltas += [{"type": "input_json_delta", "partial_json": p} for p in _pieces(text, size)]
+    out = [_event("content_block_start",
+                  {"type": "content_block_start", "index": index, "content_block": start})]
+    if index == 0:
+        out.append(_event("ping", {"type": "ping"}))
+    out += [_event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                           "delta": d}) for d in deltas]
+    out.append(_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return out
+
+
+def stream_events(msg_id: str, reply: Reply, body: Mapping[str, Any],
+                  size: int) -> list[bytes]:
+    """Every HTTP chunk of the SSE body of ``reply`` (without the terminating chunk)."""
+    message = _message(msg_id, reply, body)
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {**usage, "output_tokens": 1}}
+    events = [_event("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        events += _block_events(index, block, size)
+    events.append(_event("message_delta", {
+        "type": "message_delta", "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(_event("message_stop", {"type": "message_stop"}))
+    return events
+
+
+_LAST_CHUNK = b"0\r\n\r\n"
+_NO_REPLY = _error_body("api_error", "fake server: no scripted reply left")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.server.fake._unexpected(f"GET {self.path}")
+        self._send(404, "application/json", _error_body("not_found_error", "no route"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        try:
+            self._post(self.server.fake)
+        except OSError:  # the client went away (timeout, reset, broken pipe)
+            self.close_connection = True
+
+    def _post(self, fake: FakeAnthropicServer) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
+            fake._unexpected(f"POST {self.path}")
+            self._send(404, "application/json", _error_body("not_found_error", "no route"))
+            return
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            fake._record(None, headers)
+            fake._unexpected(f"unparseable request body: {exc}")
+            self._send(400, "application/json", _error_body("invalid_request_error", str(exc)))
+            return
+        reply = fake._record(body, headers)
+        if reply is None:
+            self._send(500, "application/json", _NO_REPLY)
+            return
+        if reply.hang_seconds and fake._stopping.wait(reply.hang_seconds):
+            self.close_connection = True
+            return
+        self._answer(fake, reply, body)
+
+    def _answer(self, fake: FakeAnthropicServer, reply: Reply, body: Mapping[str, Any]) -> None:
+        stream = bool(body.get("stream"))
+        extra = (("request-id", fake._next_id("req")),) + reply.headers
+        if reply.kind in ("error", "raw"):
+            self._send(reply.status, reply.content_type, reply.body, extra)
+        elif reply.kind == "error_event" and not stream:
+            self._send(ERROR_STATUS.get(reply.error_type, 500), "application/json", reply.body,
+                       extra)
+        elif reply.kind == "drop" and not stream:
+            self._abort()
+        elif stream:
+            self._stream(fake, reply, body, extra)
+        else:
+            payload = _dumps(_message(fake._next_id("msg"), reply, body)).encode()
+            self._send(200, "application/json", payload, extra)
+
+    def _send(self, status: int, content_type: str, body: bytes,
+              extra: Iterable[tuple[str, str]] = ()) -> None:
+        head = [f"HTTP/1.1 {status} {_phrase(status)}", f"Content-Type: {content_type}",
+                f"Content-Length: {len(body)}"]
+        head.extend(f"{k}: {v}" for k, v in extra)
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+
+    def _stream(self, fake: FakeAnthropicServer, reply: Reply, body: Mapping[str, Any],
+                extra: Iterable[tuple[str, str]]) -> None:
+        head = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream; charset=utf-8",
+                "Transfer-Encoding: chunked", "Cache-Control: no-cache"]
+        head.extend(f"{k}: {v}" for k, v in extra)
+        size = max(1, reply.piece_size or fake.piece_size)
+        events = stream_events(fake._next_id("msg"), reply, body, size)
+        if reply.kind == "drop":
+            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                             + b"".join(events[:1 + reply.after_events]))
+            self.wfile.flush()
+            self._abort()
+            return
+        if reply.kind == "error_event":
+            events = events[:1 + reply.after_events] + [_event("error", reply.body)]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                         + b"".join(events) + _LAST_CHUNK)
+
+    def _abort(self) -> None:
+        """Close the connection right here: no (further) response bytes."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Overloaded" if status == 529 else "Unknown"
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeAnthropicServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+        if isinstance(sys.exc_info()[1], OSError) or self.fake._stopping.is_set():
+            return
+        super().handle_error(request, client_address)
+
+
+class FakeAnthropicServer:
+    """A loopback Anthropic Messages server. Use as a context manager (or call close())."""
+
+    def __init__(self, default: Reply | None = None, *, piece_size: int = 3) -> None:
+        self.default = default
+        self.piece_size = piece_size
+        self._lock = threading.Lock()
+        self._queue: deque[Reply] = deque()
+        self._requests: list[dict[str, Any] | None] = []
+        self._headers: list[dict[str, str]] = []
+        self._unexpected_list: list[str] = []
+        self._ids = itertools.count(1)
+        self._conns: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._closed = False
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self.port: int = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={
+            "poll_interval": 0.02}, name=f"fake-anthropic-{self.port}", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> FakeAnthropicServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving, wake hanging replies and cut any open keep-alive connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    @property
+    def base_url(self) -> str:
+        """The SDK's ``base_url`` (it appends ``/v1/messages`` itself)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: Reply) -> FakeAnthropicServer:
+        """Queue replies, answered in order by the next requests."""
+        for r in replies:
+            if not isinstance(r, Reply):
+                raise TypeError(f"expected Reply, got {type(r).__name__}")
+        with self._lock:
+            self._queue.extend(replies)
+        return self
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Parsed JSON bodies of every request, in arrival order (unparseable → ``None``)."""
+        with self._lock:
+            return list(self._requests)  # type: ignore[arg-type]
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """Headers of every request, keys lower-cased."""
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        with self._lock:
+            if not self._requests:
+                raise AssertionError("fake server: no request received")
+            return self._requests[-1]  # type: ignore[return-value]
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def unexpected(self) -> list[str]:
+        with self._lock:
+            return list(self._unexpected_list)
+
+    def assert_done(self) -> None:
+        """Fail if scripted replies are left over or an unexpected request arrived."""
+        with self._lock:
+            left, bad = len(self._queue), list(self._unexpected_list)
+        problems = []
+        if left:
+            problems.append(f"{left} scripted repl{'y' if left == 1 else 'ies'} never requested")
+        if bad:
+            problems.append("unexpected request(s): " + "; ".join(bad))
+        if problems:
+            raise AssertionError("fake server: " + " and ".join(problems))
+
+    def reset(self) -> None:
+        """Forget recorded requests, leftover replies and unexpected requests (the server and
+        its keep-alive connections stay up, so one server can serve a whole test module)."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._headers.clear()
+            self._unexpected_list.clear()
+
+    def _record(self, body: dict[str, Any] | None, headers: dict[str, str]) -> Reply | None:
+        with self._lock:
+            self._requests.append(body)
+            self._headers.append(headers)
+            if body is None:
+                return None
+            if self._queue:
+                return self._queue.popleft()
+            if self.default is not None:
+                return self.default
+            self._unexpected_list.append(f"request #{len(self._requests)} with no scripted reply")
+            return None
+
+    def _unexpected(self, what: str) -> None:
+        with self._lock:
+            self._unexpected_list.append(what)
+
+    def _next_id(self, prefix: str) -> str:
+        return f"{prefix}_fake{next(self._ids)}"
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            (self._conns.add if add else self._conns.discard)(conn)

@@ -1,0 +1,395 @@
+"""An in-tree fake OpenAI Responses API server (``POST /v1/responses``).
+
+Real HTTP/1.1 on loopback (keep-alive, chunked SSE with ``event:`` and ``data:`` lines in the
+real event order), no mocking of any SDK. It reuses the chat fake's server machinery (threads,
+lifecycle, request recording, ``assert_done``) and only swaps the request handler::
+
+    with FakeResponsesServer() as srv:
+        srv.script(ResponsesReply.text("hi"), ResponsesReply.function_calls([("ls", "{}")]))
+        ...
+        srv.assert_done()
+
+The stream of a reply is ``response.created``, ``response.in_progress``, then per output item
+(reasoning, message, function calls, in that order) ``response.output_item.added``, its part and
+delta events and ``response.output_item.done``, then ``response.completed`` /
+``response.incomplete`` / ``response.failed`` (or an ``error`` event). No ``[DONE]`` follows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from tests.fake_openai import FakeOpenAIServer, Usage, _Handler, _Headers
+
+__all__ = ["FakeResponsesServer", "ResponsesReply", "Usage"]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_ids = itertools.count(1)
+_MAX_HANG = 60.0
+_DEFAULT_MODEL = "gpt-fake"
+_LAST_CHUNK = b"0\r\n\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesReply:
+    """One scripted answer. Build it with the class-method constructors."""
+
+    kind: str  # "response" | "error" | "raw" | "drop"
+    content: str | None = None
+    reasoning: str | None = None
+    encrypted: bool = False  # the reasoning item carries opaque encrypted_content
+    calls: tuple[tuple[str, str, str], ...] = ()  # (call_id, name, arguments)
+    status: str = "completed"
+    incomplete_reason: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    stream_error: bool = False  # end the stream with an ``error`` event instead
+    empty_final_output: bool = False  # response.completed carries "output": [] (Codex quirk)
+    phase: str | None = None
+    usage: Usage | None = None
+    status_code: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    after_deltas: int = 0
+    clean_end: bool = False
+    delay: float = 0.0
+    piece_size: int | None = None
+
+    # ---- constructors -------------------------------------------------------------------
+
+    @classmethod
+    def text(cls, content: str, *, reasoning: str | None = None, usage: Usage | None = None,
+             phase: str | None = None, empty_final_output: bool = False,
+             piece_size: int | None = None) -> ResponsesReply:
+        """A completed response with one assistant message (after a reasoning item if given)."""
+        return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
+                   phase=phase, empty_final_output=empty_final_output, piece_size=piece_size)
+
+    @classmethod
+    def function_calls(cls, calls: Iterable[tuple[str, str]], *, content: str | None = None,
+                       ids: Sequence[str] | None = None, reasoning: str | None = None,
+                       usage: Usage | None = None, empty_final_output: bool = False,
+                       piece_size: int | None = None) -> ResponsesReply:
+        """``function_call`` items ``[(name, arguments_json_text), ...]``."""
+        calls = list(calls)
+        ids = list(ids) if ids is not None else [f"call_{next(_ids)}" for _ in calls]
+        if len(ids) != len(calls):
+            raise ValueError("ids must have one entry per call")
+        return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
+                   calls=tuple((i, n, a) for i, (n, a) in zip(ids, calls)),
+                   empty_final_output=empty_final_output, piece_size=piece_size)
+
+    @classmethod
+    def reasoning_only(cls, reasoning: str = "", *, usage: Usage | None = None) -> ResponsesReply:
+        """A completed response holding only a reasoning item (encrypted, maybe a summary)."""
+        return cls(kind="response", reasoning=reasoning, encrypted=True, usage=usage)
+
+    @classmethod
+    def incomplete(cls, content: str, reason: str = "max_output_tokens", *,
+                   usage: Usage | None = None) -> ResponsesReply:
+        """``status: incomplete`` with ``incomplete_details.reason``; the message is cut."""
+        return cls(kind="response", content=content, status="incomplete",
+                   incomplete_reason=reason, usage=usage)
+
+    @classmethod
+    def failed(cls, code: str = "server_error",
+               message: str = "The model failed to generate a response.") -> ResponsesReply:
+        """``status: failed`` with ``error {code, message}`` (a ``response.failed`` event)."""
+        return cls(kind="response", status="failed", error_code=code, error_message=message)
+
+    @classmethod
+    def stream_failure(cls, code: str = "server_error", message: str = "Something went wrong",
+                       *, content: str | None = None) -> ResponsesReply:
+        """Streaming: items as usual, then an ``error`` event and the end of the stream.
+        Not streaming: HTTP 500 with an OpenAI error body."""
+        return cls(kind="response", content=content, stream_error=True, error_code=code,
+                   error_message=message)
+
+    @classmethod
+    def error(cls, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
+              code: str | None = None, headers: Mapping[str, str] | None = None) -> ResponsesReply:
+        """``status`` with OpenAI's body ``{"error": {message, type, param, code}}``."""
+        body = _dumps({"error": {"message": message, "type": type, "param": None, "code": code}})
+        return cls(kind="error", status_code=status, body=body.encode(),
+                   headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def raw(cls, status: int, body: bytes | str, content_type: str = "application/json", *,
+            headers: Mapping[str, str] | None = None) -> ResponsesReply:
+        """Exactly ``body`` with ``status`` (garbage, or an SSE body written by hand)."""
+        return cls(kind="raw", status_code=status,
+                   body=body.encode() if isinstance(body, str) else body,
+                   content_type=content_type, headers=tuple((headers or {}).items()))
+
+    @classmethod
+    def drop_stream(cls, after_deltas: int = 0, *, content: str = "This answer is cut off.",
+                    clean_end: bool = False) -> ResponsesReply:
+        """Streaming: events up to the ``after_deltas``-th text delta, then the socket closes
+        mid-body (or, with ``clean_end``, the body ends properly but with no terminal event).
+        Not streaming: the connection closes without a response."""
+        return cls(kind="drop", content=content, after_deltas=after_deltas, clean_end=clean_end)
+
+    @classmethod
+    def hang(cls, seconds: float) -> ResponsesReply:
+        """Sleep ``seconds`` (at most 60, cut short by ``close()``), then answer text "late"."""
+        return cls(kind="response", content="late", delay=min(float(seconds), _MAX_HANG))
+
+    def with_headers(self, headers: Mapping[str, str]) -> ResponsesReply:
+        """The same reply with extra response headers (e.g. ``x-ratelimit-*``)."""
+        return replace(self, headers=self.headers + tuple(headers.items()))
+
+
+# ---- response objects --------------------------------------------------------------------
+
+
+def _input_chars(body: Mapping[str, Any]) -> int:
+    n = len(body.get("instructions") or "")
+    for item in body.get("input") or ():
+        if not isinstance(item, dict):
+            continue
+        content = item.get("content")
+        if isinstance(content, str):
+            n += len(content)
+        for part in content if isinstance(content, list) else ():
+            n += len(part.get("text") or "") if isinstance(part, dict) else 0
+        n += len(str(item.get("output") or "")) + len(str(item.get("arguments") or ""))
+    return n
+
+
+def _usage(reply: ResponsesReply, body: Mapping[str, Any]) -> dict[str, Any]:
+    u = reply.usage
+    if u is None:
+        out = len(reply.content or "") + sum(len(n) + len(a) for _, n, a in reply.calls)
+        thought = len(reply.reasoning or "") // 4 + (8 if reply.encrypted else 0)
+        u = Usage(prompt=max(1, _input_chars(body) // 4), completion=out // 4 + 1 + thought,
+                  reasoning=thought)
+    return {"input_tokens": u.prompt,
+            "input_tokens_details": {"cached_tokens": u.cached, "cache_write_tokens": 0},
+            "output_tokens": u.completion,
+            "output_tokens_details": {"reasoning_tokens": u.reasoning},
+            "total_tokens": u.prompt + u.completion}
+
+
+def _items(reply: ResponsesReply) -> list[dict[str, Any]]:
+    """The complete output items of a reply."""
+    item_status = "incomplete" if reply.status == "incomplete" else "completed"
+    items: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        item: dict[str, Any] = {"id": f"rs_fake{next(_ids)}", "type": "reasoning", "summary": (
+            [{"type": "summary_text", "text": reply.reasoning}] if reply.reasoning else [])}
+        if reply.encrypted:
+            item["encrypted_content"] = "gAAAAB-opaque-fake"
+        items.append(item)
+    if reply.content is not None:
+        message: dict[str, Any] = {
+            "id": f"msg_fake{next(_ids)}", "type": "message", "status": item_status,
+            "role": "assistant", "content": [
+                {"type": "output_text", "annotations": [], "logprobs": [], "text": reply.content}]}
+        if reply.phase is not None:
+            message["phase"] = reply.phase
+        items.append(message)
+    items.extend({"id": f"fc_fake{next(_ids)}", "type": "function_call", "status": "completed",
+                  "call_id": i, "name": n, "arguments": a} for i, n, a in reply.calls)
+    return items
+
+
+def _response(fake: FakeResponsesServer, reply: ResponsesReply,
+              body: Mapping[str, Any]) -> dict[str, Any]:
+    failed = reply.status == "failed"
+    return {
+        "id": fake._next_id(), "object": "response", "created_at": int(time.time()),
+        "status": reply.status, "background": False,
+        "error": ({"code": reply.error_code, "message": reply.error_message} if failed else None),
+        "incomplete_details": ({"reason": reply.incomplete_reason}
+                               if reply.status == "incomplete" else None),
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": body.get("model") or _DEFAULT_MODEL,
+        "output": [] if failed else _items(reply),
+        "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+        "previous_response_id": None,
+        "reasoning": {"effort": (body.get("reasoning") or {}).get("effort"), "summary": None},
+        "store": bool(body.get("store", True)), "temperature": 1.0,
+        "text": {"format": {"type": "text"}}, "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [], "top_p": 1.0, "truncation": "disabled",
+        "usage": None if failed else _usage(reply, body), "user": None, "metadata": {},
+    }
+
+
+# ---- the event stream --------------------------------------------------------------------
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _skeleton(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as ``response.output_item.added`` shows it: in progress, nothing generated."""
+    out = {**item, "status": "in_progress"}
+    if item["type"] == "message":
+        out["content"] = []
+    elif item["type"] == "function_call":
+        out["arguments"] = ""
+    else:
+        out = {**item, "summary": []}
+    return out
+
+
+def _item_events(index: int, item: Mapping[str, Any], size: int) -> list[dict[str, Any]]:
+    at = {"item_id": item["id"], "output_index": index}
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": index, "item": _skeleton(item)}]
+    if item["type"] == "message":
+        part = item["content"][0]
+        text = part["text"]
+        events.append({"type": "response.content_part.added", **at, "content_index": 0,
+                       "part": {**part, "text": ""}})
+        events += [{"type": "response.output_text.delta", **at, "content_index": 0,
+                    "delta": p, "logprobs": []} for p in _pieces(text, size)]
+        events.append({"type": "response.output_text.done", **at, "content_index": 0,
+                       "text": text, "logprobs": []})
+        events.append({"type": "response.content_part.done", **at, "content_index": 0,
+                       "part": part})
+    elif item["type"] == "function_call":
+        events += [{"type": "response.function_call_arguments.delta", **at, "delta": p}
+                   for p in _pieces(item["arguments"], size)]
+        events.append({"type": "response.function_call_arguments.done", **at,
+                       "name": item["name"], "arguments": item["arguments"]})
+    else:
+        for s, part in enumerate(item["summary"]):
+            where = {**at, "summary_index": s}
+            events.append({"type": "response.reasoning_summary_part.added", **where,
+                           "part": {**part, "text": ""}})
+            events += [{"type": "response.reasoning_summary_text.delta", **where, "delta": p}
+                       for p in _pieces(part["text"], size)]
+            events.append({"type": "response.reasoning_summary_text.done", **where,
+                           "text": part["text"]})
+            events.append({"type": "response.reasoning_summary_part.done", **where,
+                           "part": part})
+    events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    return events
+
+
+def _events(reply: ResponsesReply, response: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """Every SSE event of the reply, in the real order (sequence numbers added)."""
+    opening = {**response, "status": "in_progress", "output": [], "usage": None,
+               "error": None, "incomplete_details": None}
+    events = [{"type": "response.created", "response": opening},
+              {"type": "response.in_progress", "response": opening}]
+    for index, item in enumerate(response["output"]):
+        events += _item_events(index, item, size)
+    if reply.stream_error:
+        events.append({"type": "error", "code": reply.error_code,
+                       "message": reply.error_message, "param": None})
+    else:
+        final = {**response, "output": []} if reply.empty_final_output else response
+        kind = {"failed": "response.failed", "incomplete": "response.incomplete"}.get(
+            reply.status, "response.completed")
+        events.append({"type": kind, "response": final})
+    if reply.kind == "drop":
+        deltas = [i for i, e in enumerate(events) if e["type"] == "response.output_text.delta"]
+        cut = deltas[reply.after_deltas] if reply.after_deltas < len(deltas) else len(events) - 1
+        events = events[:cut]
+    return [{"type": e["type"], "sequence_number": n, **e} for n, e in enumerate(events)]
+
+
+def _sse_chunk(event: Mapping[str, Any]) -> bytes:
+    """One HTTP/1.1 chunk holding one SSE event (``event:`` line, then ``data:``)."""
+    data = b"event: %s\ndata: %s\n\n" % (event["type"].encode(), _dumps(event).encode())
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+# ---- the handler and the server ----------------------------------------------------------
+
+
+class _ResponsesHandler(_Handler):
+    def _post(self, fake: FakeResponsesServer) -> None:  # type: ignore[override]
+        if self.path.split("?", 1)[0].rstrip("/") != "/v1/responses":
+            self._not_found(fake)
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        headers = _Headers((k.lower(), v) for k, v in self.headers.items())
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            fake._record(None, headers)
+            fake._unexpected(f"unparseable request body: {exc}")
+            self._send_json(400, _error_body(f"fake server: bad JSON body: {exc}"))
+            return
+        reply = fake._record(body, headers)
+        if reply is None:
+            self._send_json(500, _error_body("fake server: no scripted reply left", "server_error"))
+            return
+        if reply.delay > 0 and fake._stopping.wait(reply.delay):
+            self.close_connection = True
+            return
+        self._answer(fake, reply, body)
+
+    def _answer(self, fake: FakeResponsesServer, reply: ResponsesReply,
+                body: dict[str, Any]) -> None:
+        stream = bool(body.get("stream"))
+        extra = (("x-request-id", "fake"), *reply.headers)
+        if reply.kind in ("error", "raw"):
+            self._send(reply.status_code, reply.content_type, reply.body, extra)
+        elif reply.kind == "drop" and not stream:
+            self._abort()
+        elif stream:
+            self._stream(fake, reply, body, extra)
+        elif reply.stream_error:
+            self._send(500, "application/json",
+                       _error_body(reply.error_message or "", "server_error", reply.error_code),
+                       extra)
+        else:
+            payload = _dumps(_response(fake, reply, body)).encode()
+            self._send(200, "application/json", payload, extra)
+
+    def _stream(self, fake: FakeResponsesServer, reply: ResponsesReply,  # type: ignore[override]
+                body: dict[str, Any], extra: Iterable[tuple[str, str]]) -> None:
+        head = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream; charset=utf-8",
+                "Transfer-Encoding: chunked", "Cache-Control: no-cache",
+                *(f"{k}: {v}" for k, v in extra)]
+        if self.close_connection:
+            head.append("Connection: close")
+        size = max(1, reply.piece_size or fake.piece_size)
+        events = _events(reply, _response(fake, reply, body), size)
+        payload = b"".join(_sse_chunk(e) for e in events)
+        ends = reply.kind != "drop" or reply.clean_end
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
+                         + (_LAST_CHUNK if ends else b""))
+        if not ends:
+            self._abort()
+
+
+def _error_body(message: str, type_: str = "invalid_request_error",
+                code: str | None = None) -> bytes:
+    return _dumps({"error": {"message": message, "type": type_, "param": None,
+                             "code": code}}).encode()
+
+
+class FakeResponsesServer(FakeOpenAIServer):
+    """A loopback Responses API server. Use as a context manager (or call close())."""
+
+    def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3) -> None:
+        super().__init__(default, piece_size=piece_size)  # type: ignore[arg-type]
+        # Nobody knows the port before the constructor returns, so no request has been served.
+        self._httpd.RequestHandlerClass = _ResponsesHandler
+
+    def script(self, *replies: ResponsesReply) -> FakeResponsesServer:  # type: ignore[override]
+        """Queue replies, answered in order by the next requests."""
+        for r in replies:
+            if not isinstance(r, ResponsesReply):
+                raise TypeError(f"expected ResponsesReply, got {type(r).__name__}")
+        with self._lock:
+            self._queue.extend(replies)  # type: ignore[arg-type]
+        return self
+
+    def _next_id(self) -> str:
+        return f"resp_fake{next(self._ids)}"

@@ -1,0 +1,108 @@
+"""Hypothesis properties of the pure stages, driven by a simulated model (no I/O at all).
+
+A tiny driver plays the part of ``pipeline.runner``: it runs the same stage chain, but its
+observations (turn starts, model replies, failures, interruptions, tool results) come from a
+generated script. After every event the history must alternate (calls may await results); at the
+end of every turn it must alternate strictly, every call must sit right before its results in
+call order, the budget must hold, and the fold of the whole log must equal the state the driver
+built incrementally.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stages import events as ev
+from stages.alternation import violations
+from stages.decision import Decision, Finish
+from stages.fold import apply_event, fold
+from stages.state import State
+from stages.step import decide_abandon, decide_next
+from tests.strategies.scripts import SessionScript, TurnScript, session_scripts
+from tests.strategies.simulation import Driver, check_pairs, drive
+
+
+def check_turn(driver: Driver, script: TurnScript, events: list[ev.Event]) -> None:
+    state = driver.state
+    turn = state.turn
+    assert turn is not None and turn.finished is not None and turn.pending == ()
+    assert violations(state.messages, open_tail_ok=False) == []
+    check_pairs(state.messages)
+    assert fold(driver.events) == state
+    assert turn.api_calls <= driver.settings.max_turns + 1
+    requested = [e for e in events if isinstance(e, ev.ModelRequested)]
+    assert [e.call_index for e in requested] == list(range(len(requested)))
+    assert len(requested) == turn.api_calls
+    summaries = [e for e in requested if e.purpose == "budget_summary"]
+    assert len(summaries) <= 1
+    if summaries:
+        assert requested[-1] is summaries[0] and turn.api_calls == driver.settings.max_turns + 1
+    finished = turn.finished
+    assert events[-1] is finished
+    assert sum(isinstance(e, ev.TurnFinished) for e in events) == 1
+    if any(isinstance(e, ev.Interrupted) for e in events) and not _answered_first(events, turn):
+        assert finished.interrupted and not finished.completed
+    elif any(isinstance(e, ev.ModelFailed) for e in events):
+        assert finished.failed and not finished.completed
+    elif finished.completed:
+        assert state.messages[-1].role == "assistant"
+        assert finished.final_response == (state.messages[-1].content or "")
+    else:
+        assert finished.exit_reason.startswith("max_iterations_reached")
+    answered = [e.call.id for e in events if isinstance(e, ev.ToolCallRejected)]
+    answered += [e.outcome.call_id for e in events if isinstance(e, ev.ToolRan)]
+    asked = [c.id for e in events if isinstance(e, ev.ModelReplied) for c in e.message.tool_calls]
+    assert sorted(answered) == sorted(asked)
+    assert decide_next(state, config=driver.settings) == Decision(next=Finish())
+
+
+def _answered_first(events, turn) -> bool:
+    """The model's final answer had arrived when the interrupt came: the answer wins."""
+    cut = max(i for i, e in enumerate(events) if isinstance(e, ev.Interrupted))
+    before = [e for e in events[:cut]
+              if isinstance(e, ev.ModelReplied | ev.ToolRan | ev.ToolCallRejected)]
+    return (bool(before) and isinstance(before[-1], ev.ModelReplied)
+            and (turn.budget_exhausted or not before[-1].message.tool_calls))
+
+
+@settings(max_examples=150, deadline=None)
+@given(session_scripts())
+def test_turn_loop_keeps_alternation_budget_and_fold_equality(script: SessionScript) -> None:
+    driver = drive(script, check_turn)
+    assert fold(driver.events) == driver.state
+    assert driver.state.turns == len(script.turns)
+    assert driver.state.history_chars == sum(m.chars for m in driver.state.messages)
+    assert driver.state.usage == sum(
+        (e.usage for e in driver.events if isinstance(e, ev.ModelReplied)), ev.Usage())
+
+
+@settings(max_examples=60, deadline=None)
+@given(session_scripts(max_turns=2), st.data())
+def test_abandoning_at_any_point_closes_the_turn(script: SessionScript,
+                                                 data: st.DataObject) -> None:
+    """A process killed after any event leaves a log whose fold, closed by ``decide_abandon``,
+    alternates strictly and can take another turn."""
+    events = drive(script).events
+    cut = data.draw(st.integers(2, len(events)), label="cut")
+    state = fold(events[:cut])
+    state = fold(decide_abandon(state).events, state)
+    assert violations(state.messages) == []
+    check_pairs(state.messages)
+    if state.turn is not None:
+        assert state.turn.finished is not None and state.turn.pending == ()
+    resumed = Driver(settings=state.settings, state=state, events=list(events[:cut]))
+    resumed.run_turn(99, TurnScript(user="are you there?", steps=()), None)
+    assert violations(resumed.state.messages) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(session_scripts(max_turns=1))
+def test_the_fold_is_deterministic_and_prefix_consistent(script: SessionScript) -> None:
+    events = drive(script).events
+    state = State()
+    for index, event in enumerate(events):
+        state = apply_event(state, event)
+        if index % 5 == 0:
+            assert fold(events[:index + 1]) == state
+            assert fold(events[index + 1:], fold(events[:index + 1])) == fold(events)

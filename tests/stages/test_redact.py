@@ -1,0 +1,125 @@
+"""Named examples for secret redaction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stages import events as ev
+from stages.messages import Message
+from stages.redact import mask, redact, redact_event
+from tests.stages.helpers import call, ran, reply
+
+OPENAI_KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0"
+
+
+def test_mask_keeps_a_little_of_long_tokens_only() -> None:
+    assert mask("short-secret") == "***"
+    assert mask(OPENAI_KEY) == "sk-pro...0123"
+
+
+@pytest.mark.parametrize("text, secret", [
+    (f"key is {OPENAI_KEY} ok", OPENAI_KEY),
+    (f"token {GITHUB_TOKEN}", GITHUB_TOKEN),
+    ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP"),
+    ("hf_abcdefghijklmnopqrstuvwxyz", "hf_abcdefghijklmnopqrstuvwxyz"),
+    ("stripe sk_live_abcdefghijklmnop1234", "sk_live_abcdefghijklmnop1234"),
+    ("Authorization: Bearer abc.def-ghi_jkl~mnopqrstuv", "abc.def-ghi_jkl~mnopqrstuv"),
+    ("OPENAI_API_KEY=supersecretvalue123", "supersecretvalue123"),
+    ("export DB_PASSWORD='hunter2hunter2'", "hunter2hunter2"),
+    ('{"api_key": "abcd1234efgh5678"}', "abcd1234efgh5678"),
+    ('{"client_secret":"zzzzyyyyxxxx"}', "zzzzyyyyxxxx"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlMTIz",
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlMTIz"),
+])
+def test_common_key_shapes_are_masked(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert out != text
+
+
+def test_private_keys_are_removed_whole() -> None:
+    pem = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n"
+           "-----END RSA PRIVATE KEY-----")
+    assert redact(f"before\n{pem}\nafter") == "before\n[REDACTED PRIVATE KEY]\nafter"
+
+
+def test_known_secrets_are_replaced_wherever_they_appear() -> None:
+    secret = "correct-horse-battery-staple"
+    out = redact(f"a{secret}b and again:{secret}", known=(secret,))
+    assert secret not in out
+    assert out.count(mask(secret)) == 2
+
+
+def test_short_or_empty_known_secrets_are_ignored() -> None:
+    assert redact("the word abc stays", known=("", "abc")) == "the word abc stays"
+
+
+@pytest.mark.parametrize("text", [
+    "", "hello world", "The token budget is 500 tokens.", "sk-short", "password: ",
+    '{"name": "Oslo", "temp": 3}', "naïve café 日本語 🙂", "Bearer",
+    "api key rotation policy",
+])
+def test_plain_text_is_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(whitelist_categories=("Ll", "Zs", "Nd", "P")), max_size=60))
+def test_lowercase_prose_is_untouched(text: str) -> None:
+    """No key shape starts with only lowercase letters, spaces, digits and punctuation —
+    unless it spells a vendor prefix, which is excluded here."""
+    from hypothesis import assume
+    lowered = text.lower()
+    assume(not any(p in lowered for p in ("sk-", "sk_", "gh", "xox", "hf_", "gsk_", "xai-",
+                                          "r8_", "npm_", "pypi-", "bearer", "github_pat_")))
+    assume(not any(w in lowered for w in ("key", "token", "secret", "passw", "credential")))
+    assert redact(text) == text
+
+
+def test_redact_event_on_tool_ran() -> None:
+    event = ran(call("c1", "env"), content=f"OPENAI_API_KEY={OPENAI_KEY}", ok=False)
+    out = redact_event(event)
+    assert OPENAI_KEY not in out.outcome.content and OPENAI_KEY not in out.outcome.error
+    assert out.outcome.call_id == "c1" and out.outcome.ok is False
+
+
+def test_redact_event_on_model_replied() -> None:
+    event = reply(f"use {OPENAI_KEY}", call("c1", "login", f'{{"token": "{OPENAI_KEY}"}}'))
+    event = ev.ModelReplied(
+        message=Message(role="assistant", content=event.message.content,
+                        tool_calls=event.message.tool_calls, reasoning=f"I saw {GITHUB_TOKEN}"),
+        finish_reason="tool_calls", usage=event.usage, model="m", latency_ms=1.0)
+    out = redact_event(event)
+    assert OPENAI_KEY not in out.message.content
+    assert GITHUB_TOKEN not in out.message.reasoning
+    assert OPENAI_KEY not in out.message.tool_calls[0].arguments
+    assert out.message.tool_calls[0].id == "c1"
+    assert out.usage == event.usage and out.finish_reason == "tool_calls"
+    assert "wire" not in repr(out) and OPENAI_KEY not in out.message.wire
+
+
+def test_redact_event_on_turn_started() -> None:
+    event = ev.TurnStarted(turn_id="t", task_id="k", started_at="now",
+                           user_message=f"my key is {OPENAI_KEY}",
+                           system_message="secret=abcdefgh12345")
+    out = redact_event(event, known=("abcdefgh12345",))
+    assert OPENAI_KEY not in out.user_message
+    assert "abcdefgh12345" not in out.system_message
+    assert out.turn_id == "t"
+    assert redact_event(ev.TurnStarted(turn_id="t", task_id="k", started_at="now",
+                                       user_message="hi")).system_message is None
+
+
+def test_redact_event_leaves_clean_and_decision_events_alone() -> None:
+    clean = ran(call("c1", "x"), content="plain")
+    assert redact_event(clean) == clean
+    decision = ev.SystemPromptSet(text=OPENAI_KEY)
+    assert redact_event(decision) is decision
+
+
+def test_redact_event_on_history_loaded() -> None:
+    event = ev.HistoryLoaded(messages=(Message(role="user", content=f"key {OPENAI_KEY}"),))
+    assert OPENAI_KEY not in redact_event(event).messages[0].content

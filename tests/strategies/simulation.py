@@ -1,0 +1,191 @@
+"""A pure simulation of the turn loop: ``Driver`` plays the part of ``pipeline.runner``, running
+the same stage chain, with every observation (turn start, model reply, failure, interruption,
+tool result) taken from a generated :class:`~tests.strategies.scripts.SessionScript`.
+
+After every event the driver checks that the history alternates (the last calls may still await
+results) and that the turn's model calls stay within ``max_turns + 1``. It records which script
+steps each turn consumed, so a real pipeline can be fed exactly the same replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from stages import events as ev
+from stages.alternation import violations
+from stages.budget import decide_budget
+from stages.cache_marks import decide_cache_marks
+from stages.compression import decide_compression
+from stages.credentials import decide_credentials
+from stages.decision import CallModel, Decision, Finish, Next, PrepareCall, RunTools
+from stages.fold import apply_event
+from stages.hints import decide_hints
+from stages.messages import Message, ToolCall
+from stages.preflight import decide_preflight
+from stages.prompt import decide_prompt
+from stages.request import decide_request
+from stages.routing import decide_routing
+from stages.state import State
+from stages.step import decide_next
+from stages.tools import ToolOutcome, ToolSpec
+from tests.strategies.scripts import (
+    CutStep, FailStep, ReplyStep, SessionScript, Step, TurnScript,
+)
+
+__all__ = ["FALLBACK", "PRE_CALL", "TOOLS", "Driver", "check_pairs", "drive", "history"]
+
+TOOLS = (
+    ToolSpec(name="read", description="Read a file.", parameters='{"type":"object"}',
+             read_only=True),
+    ToolSpec(name="write", description="Write a file.", parameters='{"type":"object"}'),
+    ToolSpec(name="ask", description="Ask the user.", parameters='{"type":"object"}',
+             interactive=True),
+)
+
+PRE_CALL: tuple[Callable[..., Decision], ...] = (
+    decide_budget, decide_preflight, decide_compression, decide_routing, decide_credentials,
+    decide_cache_marks,
+)
+
+FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
+
+
+def check_pairs(messages: tuple[Message, ...]) -> None:
+    """Every assistant's calls are followed, immediately and in call order, by their results."""
+    for index, message in enumerate(messages):
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        results = messages[index + 1:index + 1 + len(message.tool_calls)]
+        assert [m.role for m in results] == ["tool"] * len(message.tool_calls), (index, messages)
+        assert [m.tool_call_id for m in results] == [c.id for c in message.tool_calls]
+        assert [m.name for m in results] == [c.name for c in message.tool_calls]
+
+
+@attrs.define
+class Driver:
+    """A pure stand-in for ``SessionRunner``, fed by a script."""
+
+    settings: ev.SessionSettings
+    state: State = attrs.field(factory=State)
+    events: list[ev.Event] = attrs.field(factory=list)
+    calls_made: int = 0
+    consumed: list[list[Step]] = attrs.field(factory=list)
+    """The script steps each turn used, in order (``FALLBACK`` where the script ran out)."""
+
+    def add(self, event: ev.Event) -> None:
+        self.state = apply_event(self.state, event)
+        self.events.append(event)
+        problems = violations(self.state.messages, open_tail_ok=True)
+        assert problems == [], (event, problems)
+        turn = self.state.turn
+        if turn is not None:
+            assert turn.api_calls <= self.settings.max_turns + 1, turn
+
+    def emit(self, decision: Decision) -> Next | None:
+        for event in decision.events:
+            self.add(event)
+        return decision.next
+
+    def start(self) -> None:
+        self.add(ev.SessionStarted(session_id="s", started_at="t0", settings=self.settings))
+        self.add(ev.ToolsDeclared(tools=TOOLS))
+
+    def run_turn(self, index: int, script: TurnScript,
+                 history: tuple[Message, ...] | None) -> None:
+        if history is not None:
+            self.add(ev.HistoryLoaded(messages=history))
+        self.add(ev.TurnStarted(turn_id=f"turn{index}", task_id=f"task{index}", started_at="t",
+                                user_message=script.user, system_message=script.system_message))
+        config = self.settings
+        self.emit(decide_hints(self.state, config=config))
+        self.emit(decide_prompt(self.state, (), config=config))
+        steps = list(script.steps)
+        used: list[Step] = []
+        self.consumed.append(used)
+        interrupt, runs = script.interrupt_first, 0
+        for _ in range(200):
+            if interrupt:
+                self.add(ev.Interrupted(during="between_steps"))
+                interrupt = False
+            step = self.emit(decide_next(self.state, config=config))
+            if isinstance(step, Finish):
+                return
+            if isinstance(step, PrepareCall):
+                used.append(steps.pop(0) if steps else FALLBACK)
+                interrupt = self.call_model(used[-1], index)
+            else:
+                assert isinstance(step, RunTools), step
+                runs = self.run_tools(step, script.tool_ok, runs)
+        raise AssertionError("the turn did not finish")
+
+    def call_model(self, step: ReplyStep | FailStep | CutStep, index: int) -> bool:
+        for stage in PRE_CALL:
+            self.emit(stage(self.state, config=self.settings))
+        call = self.emit(decide_request(self.state, config=self.settings))
+        assert isinstance(call, CallModel)
+        request = call.request
+        assert request.messages is self.state.messages  # shared, never copied
+        assert violations(request.messages) == [], "a request must send a closed history"
+        if self.state.turn.budget_exhausted:
+            assert request.tools == () and request.purpose == "budget_summary"
+        if isinstance(step, CutStep):
+            self.add(ev.Interrupted(during="model_call"))
+            return False
+        if isinstance(step, FailStep):
+            self.add(ev.ModelFailed(error_type=step.error_type, message=step.message,
+                                    status=step.status))
+            return False
+        calls = []
+        for c in step.calls:
+            self.calls_made += 1
+            calls.append(ToolCall(id=f"call{index}_{self.calls_made}", name=c.name,
+                                  arguments=c.arguments))
+        message = Message(role="assistant", content=step.content, tool_calls=tuple(calls),
+                          reasoning=step.reasoning)
+        self.add(ev.ModelReplied(message=message,
+                                 finish_reason="tool_calls" if calls else "stop",
+                                 usage=ev.Usage(input_tokens=3, output_tokens=2), model="m",
+                                 latency_ms=1.0))
+        return step.then_interrupt
+
+    def run_tools(self, step: RunTools, tool_ok: tuple[bool, ...], runs: int) -> int:
+        pending = {c.id: c for c in self.state.turn.pending}
+        for invocation in step.calls:
+            call = pending[invocation.call_id]
+            assert invocation.name == call.name
+            assert self.state.tool(call.name) is not None
+        assert step.concurrent == (len(step.calls) > 1 and not any(
+            self.state.tool(c.name).interactive for c in step.calls))
+        for invocation in step.calls:
+            ok = tool_ok[runs % len(tool_ok)]
+            runs += 1
+            self.add(ev.ToolRan(outcome=ToolOutcome(
+                call_id=invocation.call_id, name=invocation.name, ok=ok,
+                content=f"result of {invocation.arguments}" if ok else '{"error":"failed"}',
+                error=None if ok else "failed")))
+        return runs
+
+
+def history(pairs: tuple[tuple[str, str], ...] | None) -> tuple[Message, ...] | None:
+    if pairs is None:
+        return None
+    return tuple(m for u, a in pairs for m in (Message(role="user", content=u),
+                                                Message(role="assistant", content=a)))
+
+
+def drive(script: SessionScript,
+          after_turn: Callable[[Driver, TurnScript, list[ev.Event]], None] | None = None) -> Driver:
+    """Run the whole session script; ``after_turn(driver, turn_script, turn_events)`` checks each
+    turn as it ends."""
+    config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
+                                context_length=script.context_length)
+    driver = Driver(settings=config)
+    driver.start()
+    for index, turn_script in enumerate(script.turns):
+        before = len(driver.events)
+        driver.run_turn(index, turn_script, history(script.history) if index == 0 else None)
+        if after_turn is not None:
+            after_turn(driver, turn_script, driver.events[before:])
+    return driver
