@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 import time
 import uuid
 
@@ -14,6 +15,12 @@ class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
 
+    def epoch(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
 
 class RandomIds:
     def session_id(self) -> str:
@@ -23,3 +30,6 @@ class RandomIds:
 
     def new_id(self) -> str:
         return uuid.uuid4().hex
+
+    def fraction(self) -> float:
+        return random.random()

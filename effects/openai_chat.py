@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError, ProviderError, ProviderHTTPError, ProviderTimeoutError,
-    ProviderUnavailableError,
+    ProviderUnavailableError, UsageError,
 )
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments
@@ -160,10 +161,20 @@ class OpenAIChatClient:
     """
 
     def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, keys: Mapping[str, str] | None = None) -> None:
         self.base_url = base_url
         self.provider = provider
+        self.timeout = timeout
+        self.keys = keys if keys is not None else {}
         self._client = shared_client(base_url, api_key, timeout)
+
+    def _client_for(self, credential_id: str | None) -> Any:
+        if credential_id is None:
+            return self._client
+        if credential_id not in self.keys:
+            raise UsageError(f"no key for credential {credential_id!r} (known: "
+                             f"{', '.join(sorted(self.keys)) or 'none'})")
+        return shared_client(self.base_url, self.keys[credential_id], self.timeout)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
@@ -171,8 +182,9 @@ class OpenAIChatClient:
         import openai
         started = time.perf_counter()
         assembly = _StreamAssembly(on_delta)
+        client = self._client_for(request.credential_id)
         try:
-            stream = self._client.post("/chat/completions", cast_to=object,
+            stream = client.post("/chat/completions", cast_to=object,
                                        content=request_body(request), stream=True,
                                        stream_cls=openai.Stream[object],
                                        options={"headers": {"Content-Type": "application/json"}})

@@ -29,12 +29,23 @@ class Clock(Protocol):
     def monotonic(self) -> float:
         ...
 
+    def epoch(self) -> float:
+        """Seconds since the Unix epoch (cooldowns and rate-limit resets are counted in it)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        ...
+
 
 class IdSource(Protocol):
     def session_id(self) -> str:
         ...
 
     def new_id(self) -> str:
+        ...
+
+    def fraction(self) -> float:
+        """A random number in [0, 1) (backoff jitter)."""
         ...
 
 

@@ -23,11 +23,13 @@ from effects.tool_runner import ThreadPoolToolRunner, ToolRunner
 from pipeline import config as cfg
 from pipeline.journal import LiveJournal
 from pipeline.result import turn_result
+from pipeline.providers import ProviderRouter, pooled_keys
 from pipeline.runner import Effects, SessionRunner
 from pipeline.tools import Tool, ToolRegistry
 from stages.budget import DELEGATION_MAX_ITERATIONS, child_budget
 from stages.errors import UsageError
-from stages.events import Event, SessionSettings
+from stages.api_mode import resolve_api_mode
+from stages.events import Event, ProviderEntry, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai
 
@@ -36,10 +38,15 @@ class Agent:
     def __init__(
         self, model: str | None = None, *, tools: Iterable[Tool | Callable[..., Any]] = (),
         base_url: str | None = None, api_key: str | None = None, provider: str | None = None,
-        max_turns: int = 500, max_tokens: int | None = None, context_length: int | None = None,
-        stream: bool = True, identity: str | None = None, tool_choice: str | None = None,
-        session_id: str | None = None,
+        api_mode: str | None = None, max_turns: int = 500, max_tokens: int | None = None,
+        context_length: int | None = None, stream: bool = True, identity: str | None = None,
+        tool_choice: str | None = None, session_id: str | None = None,
         home: str | Path | None = None, durability: Durability = "durable",
+        credentials: Sequence[str] = (), credential_strategy: str = "round_robin",
+        credential_refresh: Callable[[str], str | None] | None = None,
+        fallback_providers: Sequence[Mapping[str, str] | ProviderEntry] | None = None,
+        max_retries: int = 3, retry_base_delay: float = 2.0, prompt_caching: bool = True,
+        cache_ttl: str = "5m", timeout: float = 600.0,
         delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
         parent_session_id: str | None = None, client: ModelClient | None = None,
         tool_runner: ToolRunner | None = None, clock: Clock | None = None,
@@ -49,27 +56,42 @@ class Agent:
             raise UsageError(f"max_turns must be at least 1, got {max_turns}")
         self.home = Path(home).expanduser() if home is not None else cfg.home()
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        file = cfg.load_file(self.home)
+        default_key = api_key
         if client is None:
             resolved = cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
-                                            provider=provider, file=cfg.load_file(self.home))
-            from effects.openai_chat import OpenAIChatClient
-            client = OpenAIChatClient(base_url=resolved.base_url, api_key=resolved.api_key,
-                                      provider=resolved.provider)
+                                            provider=provider, file=file)
             model, provider, base_url = resolved.model, resolved.provider, resolved.base_url
-            self._secrets: tuple[str, ...] = (resolved.api_key,)
-        else:
-            self._secrets = (api_key,) if api_key else ()
+            default_key = resolved.api_key
+        section = file.get("model", {})
+        mode = resolve_api_mode(explicit=api_mode or section.get("api_mode"), provider=provider,
+                                base_url=base_url, model=model)
+        if fallback_providers is None:
+            fallback_providers = file.get("fallback_providers", ())
         self.settings = SessionSettings(
             model=model or "scripted", provider=provider or "custom", base_url=base_url,
-            max_turns=max_turns, max_tokens=max_tokens, context_length=context_length,
-            stream=stream, identity=identity, tool_choice=tool_choice)
+            api_mode=mode.mode, api_mode_reason=mode.reason, max_turns=max_turns,
+            max_tokens=max_tokens, context_length=context_length, stream=stream,
+            identity=identity, tool_choice=tool_choice,
+            credentials=tuple(credentials or section.get("credentials", ())),
+            credential_strategy=credential_strategy,
+            fallback_providers=tuple(cfg.provider_entry(f) for f in fallback_providers),
+            max_retries=max_retries, retry_base_delay=retry_base_delay,
+            prompt_caching=prompt_caching, cache_ttl=cache_ttl)
+        refresh = None
+        self._secrets: tuple[str, ...] = (default_key,) if default_key else ()
+        if client is None:
+            router = ProviderRouter(default_key=default_key or cfg.KEYLESS,
+                                    keys=pooled_keys(self.settings), timeout=timeout,
+                                    refresh_hook=credential_refresh)
+            client, refresh, self._secrets = router, router.refresh, router.secrets
         self.durability = durability
         self.delegation_max_iterations = delegation_max_iterations
         self.parent_session_id = parent_session_id
         self._requested_session = session_id
         self._interrupt = threading.Event()
         self._effects = Effects(
-            clock=clock or SystemClock(), ids=ids or RandomIds(), model=client,
+            clock=clock or SystemClock(), ids=ids or RandomIds(), model=client, refresh=refresh,
             tools=tool_runner or ThreadPoolToolRunner(self.registry, interrupt=self._interrupt))
         self._listener = event_listener
         self._runner: SessionRunner | None = None

@@ -10,9 +10,13 @@ so the file can be shared and nothing secret is ever copied into a log.
     api_key_env = "OPENAI_API_KEY"
     provider = "openai"
 
-    [agent]
-    max_turns = 500
-    durability = "durable"     # or "flush": no fsync, for batch generation
+    credentials = ["OPENAI_API_KEY", "OPENAI_API_KEY_2"]   # a pool: labels of env variables
+    api_mode = "chat_completions"  # or codex_responses, anthropic_messages (else detected)
+
+    [[fallback_providers]]
+    provider = "anthropic"
+    model = "claude-sonnet-4-5"
+    key_env = "ANTHROPIC_API_KEY"
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 
 import attrs
 
+from stages.api_mode import resolve_api_mode
 from stages.errors import ProviderNotConfiguredError, UsageError
+from stages.events import ProviderEntry
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -80,3 +86,24 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
         model = DEFAULT_OPENAI_MODEL
     return ProviderConfig(provider=provider or section.get("provider") or "openai", model=model,
                           base_url=base_url, api_key=api_key or KEYLESS)
+
+
+DEFAULT_BASE_URLS = {"anthropic_messages": "https://api.anthropic.com",
+                     "codex_responses": OPENAI_BASE_URL, "chat_completions": OPENAI_BASE_URL}
+
+
+def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
+    """A fallback provider from ``{provider, model, base_url?, api_mode?, key_env?}`` (the
+    shape of ``[[fallback_providers]]`` in config.toml)."""
+    if isinstance(raw, ProviderEntry):
+        return raw
+    unknown = set(raw) - {"provider", "model", "base_url", "api_mode", "key_env", "api_key_env"}
+    if unknown or "provider" not in raw or "model" not in raw:
+        raise UsageError(f"a fallback provider needs provider and model (and may have base_url, "
+                         f"api_mode, key_env); got {dict(raw)!r}")
+    mode = resolve_api_mode(explicit=raw.get("api_mode"), provider=raw["provider"],
+                            base_url=raw.get("base_url"), model=raw["model"]).mode
+    key_env = raw.get("key_env") or raw.get("api_key_env")
+    return ProviderEntry(provider=raw["provider"], model=raw["model"], api_mode=mode,
+                         base_url=raw.get("base_url") or DEFAULT_BASE_URLS[mode],
+                         credentials=(key_env,) if key_env else ())

@@ -11,37 +11,27 @@ import attrs
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline.journal import EndOfLog, Journal
-from stages.cache_marks import decide_cache_marks
-from stages.compression import decide_compression
-from stages.credentials import decide_credentials
-from stages.decision import CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RunTools
+from stages.chain import PRE_CALL_STAGES
+from stages.backoff import backoff_delay
+from stages.decision import (
+    CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RefreshCredential, RunTools, Wait,
+)
 from stages.errors import LogError, MibyanError, ModelBehaviourError, ProviderError
 from stages.events import (
-    Event, HistoryLoaded, Interrupted, ModelFailed, ModelReplied, SessionResumed, SessionSettings,
+    ClockRead, CredentialRefreshed, Event, HistoryLoaded, Interrupted, ModelFailed, ModelReplied,
+    SessionResumed, Waited, SessionSettings,
     SessionStarted, ToolRan, ToolsDeclared, TurnAborted, TurnStarted,
 )
 from stages.fold import apply_event
 from stages.hints import decide_hints
 from stages.messages import Message
-from stages.preflight import decide_preflight
 from stages.prompt import decide_prompt
 from stages.request import decide_request
-from stages.routing import decide_routing
-from stages.budget import decide_budget
 from stages.state import State
 from stages.step import decide_abandon, decide_next
 from stages.tools import ToolSpec
 
 INTERRUPT_POLL_SECONDS = 0.02
-
-PRE_CALL_STAGES: tuple[tuple[str, Callable[..., Decision]], ...] = (
-    ("budget", decide_budget),
-    ("preflight", decide_preflight),
-    ("compression", decide_compression),
-    ("routing", decide_routing),
-    ("credentials", decide_credentials),
-    ("cache_marks", decide_cache_marks),
-)
 
 
 @attrs.define
@@ -52,6 +42,8 @@ class Effects:
     ids: IdSource
     model: ModelClient | None = None
     tools: ToolRunner | None = None
+    # Renews a pooled key after an auth failure; True when it got a new one.
+    refresh: Callable[[str], bool] | None = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -147,6 +139,11 @@ class SessionRunner:
                 self._prepare_and_call(on_delta)
             elif isinstance(step, RunTools):
                 self._run_tools(step)
+            elif isinstance(step, Wait):
+                self.observe("backoff", (Waited, Interrupted), lambda: (self._wait(step),))
+            elif isinstance(step, RefreshCredential):
+                self.observe("credentials", (CredentialRefreshed,),
+                             lambda: (self._refresh(step.credential_id),))
 
     def _abort(self, exc: BaseException) -> None:
         """Close a turn an exception broke, so the session's next turn starts clean. If even
@@ -173,7 +170,28 @@ class SessionRunner:
         if event is not None:
             self._fold((event,))
 
+    def _wait(self, step: Wait) -> Event:
+        """Sleep the backoff in short slices so that an interrupt cuts it short."""
+        jitter = self.effects.ids.fraction()
+        seconds = backoff_delay(step.attempt, jitter=jitter, retry_after=step.retry_after,
+                                base=self.settings.retry_base_delay)
+        deadline = self.effects.clock.monotonic() + seconds
+        while (left := deadline - self.effects.clock.monotonic()) > 0:
+            if self.interrupt.is_set():
+                self.interrupt.clear()
+                return Interrupted(during="backoff")
+            self.effects.clock.sleep(min(left, INTERRUPT_POLL_SECONDS))
+        return Waited(seconds=round(seconds, 6), jitter=jitter)
+
+    def _refresh(self, credential_id: str) -> Event:
+        refresh = self.effects.refresh
+        return CredentialRefreshed(credential_id=credential_id,
+                                   refreshed=bool(refresh and refresh(credential_id)))
+
     def _prepare_and_call(self, on_delta: DeltaSink | None) -> None:
+        if self.settings.needs_clock:
+            self.observe("clock", (ClockRead,),
+                         lambda: (ClockRead(epoch=self.effects.clock.epoch()),))
         for name, stage in PRE_CALL_STAGES:
             self.emit(name, stage(self.state, config=self.settings))
         call = self.emit("request", decide_request(self.state, config=self.settings))

@@ -63,11 +63,26 @@ class Compress:
 
 
 @attrs.frozen(kw_only=True)
+class Wait:
+    """Back off before retrying; the jitter is drawn (and recorded) by the runner."""
+
+    attempt: int
+    retry_after: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RefreshCredential:
+    """Run the key's refresh hook once (an effect), then call again with the same key."""
+
+    credential_id: str
+
+
+@attrs.frozen(kw_only=True)
 class Finish:
     """The turn is over; the result can be read from the state."""
 
 
-Next = PrepareCall | CallModel | RunTools | Compress | Finish
+Next = PrepareCall | CallModel | RunTools | Compress | Wait | RefreshCredential | Finish
 
 
 @attrs.frozen(kw_only=True)

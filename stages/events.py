@@ -48,6 +48,18 @@ class Usage:
 
 
 @attrs.frozen(kw_only=True)
+class ProviderEntry:
+    """One provider of the chain. ``credentials`` are labels of pooled keys (the names of the
+    environment variables holding them); the keys themselves never reach the log."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_mode: str = "chat_completions"
+    credentials: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class SessionSettings:
     """Everything about the session that stages decide from, recorded once at its start."""
 
@@ -65,6 +77,28 @@ class SessionSettings:
     protect_last_n: int = 20
     # "auto" (None), "none", "required", or a tool name the model must call.
     tool_choice: str | None = None
+    api_mode_reason: str = "default"
+    credentials: tuple[str, ...] = ()
+    credential_strategy: str = "round_robin"
+    fallback_providers: tuple[ProviderEntry, ...] = ()
+    max_retries: int = 3
+    retry_base_delay: float = 2.0
+    rate_limit_cooldown: float = 60.0
+    billing_cooldown: float = 3600.0
+    prompt_caching: bool = True
+    cache_ttl: str = "5m"
+
+    @property
+    def chain(self) -> tuple[ProviderEntry, ...]:
+        """The primary provider, then the fallbacks in order."""
+        primary = ProviderEntry(provider=self.provider, model=self.model, base_url=self.base_url,
+                                api_mode=self.api_mode, credentials=self.credentials)
+        return (primary, *self.fallback_providers)
+
+    @property
+    def needs_clock(self) -> bool:
+        """Cooldowns need the time; a single key with no fallback has nothing to cool down."""
+        return bool(self.fallback_providers) or any(e.credentials for e in self.chain)
 
 
 # --- observations -----------------------------------------------------------------------------
@@ -72,7 +106,7 @@ class SessionSettings:
 @attrs.frozen(kw_only=True)
 class SessionStarted:
     kind: ClassVar[str] = "session_started"
-    schema_version: ClassVar[int] = 1
+    schema_version: ClassVar[int] = 2
     session_id: str
     started_at: str
     settings: SessionSettings
@@ -84,7 +118,7 @@ class SessionResumed:
     """A process reopened the session; it continues with these settings (maybe another model)."""
 
     kind: ClassVar[str] = "session_resumed"
-    schema_version: ClassVar[int] = 1
+    schema_version: ClassVar[int] = 2
     resumed_at: str
     settings: SessionSettings
 
@@ -154,6 +188,31 @@ class ToolRan:
 
 
 @attrs.frozen(kw_only=True)
+class ClockRead:
+    kind: ClassVar[str] = "clock_read"
+    schema_version: ClassVar[int] = 1
+    epoch: float
+
+
+@attrs.frozen(kw_only=True)
+class Waited:
+    """A backoff sleep before a retry; ``jitter`` was drawn in the effects layer."""
+
+    kind: ClassVar[str] = "waited"
+    schema_version: ClassVar[int] = 1
+    seconds: float
+    jitter: float
+
+
+@attrs.frozen(kw_only=True)
+class CredentialRefreshed:
+    kind: ClassVar[str] = "credential_refreshed"
+    schema_version: ClassVar[int] = 1
+    credential_id: str
+    refreshed: bool
+
+
+@attrs.frozen(kw_only=True)
 class TurnAborted:
     """The turn stopped on an exception in this process (Ctrl-C, a bug, a failed write)."""
 
@@ -212,6 +271,41 @@ class ModelRequested:
 
 
 @attrs.frozen(kw_only=True)
+class CredentialSelected:
+    kind: ClassVar[str] = "credential_selected"
+    schema_version: ClassVar[int] = 1
+    provider_index: int
+    credential_id: str
+
+
+@attrs.frozen(kw_only=True)
+class RecoveryDecided:
+    """What a failed call leads to: ``retry`` (after a backoff), ``refresh`` (the key's refresh
+    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider), or
+    ``fail``. ``at`` is the time the cooldowns are counted from."""
+
+    kind: ClassVar[str] = "recovery_decided"
+    schema_version: ClassVar[int] = 1
+    reason: str
+    action: str
+    detail: str
+    attempt: int = 0
+    at: float = 0.0
+    retry_after: float | None = None
+    credential_id: str | None = None
+    provider_index: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ContinuationRequested:
+    """The reply was incomplete (reasoning only, or cut short): ask the model to go on."""
+
+    kind: ClassVar[str] = "continuation_requested"
+    schema_version: ClassVar[int] = 1
+    prompt: str
+
+
+@attrs.frozen(kw_only=True)
 class ToolCallRejected:
     """A call that never reaches a tool: the fold appends ``content`` as its tool result."""
 
@@ -247,15 +341,17 @@ class TurnFinished:
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
-         | ModelReplied | ModelFailed | ToolRan | TurnAborted | Interrupted | SystemPromptSet | ContextPressure
-         | BudgetExhausted | ModelRequested | ToolCallRejected | ToolsPlanned | TurnFinished)
+         | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
+         | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
+         | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
+         | ToolCallRejected | ToolsPlanned | TurnFinished)
 
 EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
 OBSERVED: frozenset[str] = frozenset({
     SessionStarted.kind, SessionResumed.kind, ToolsDeclared.kind, HistoryLoaded.kind,
-    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, TurnAborted.kind,
-    Interrupted.kind,
+    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, ClockRead.kind,
+    Waited.kind, CredentialRefreshed.kind, TurnAborted.kind, Interrupted.kind,
 })
 
 # Where these appear, the live process stopped the turn in progress: replay stops it there too.

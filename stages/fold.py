@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from stages import events as ev
+from stages import pools
 from stages.messages import Message
 from stages.state import State, TurnState
 
@@ -38,7 +39,12 @@ def _answer(state: State, call_id: str, name: str, content: str) -> State:
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
     return attrs.evolve(state, session_id=e.session_id, started_at=e.started_at,
-                        parent_session_id=e.parent_session_id, settings=e.settings)
+                        parent_session_id=e.parent_session_id, settings=e.settings,
+                        pools=pools.pools_for(e.settings, ()))
+
+
+def _session_resumed(state: State, e: ev.SessionResumed) -> State:
+    return attrs.evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
@@ -47,7 +53,8 @@ def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
     turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
-                     system_message=e.system_message, first_message=len(state.messages))
+                     system_message=e.system_message, first_message=len(state.messages),
+                     provider_index=pools.start_provider(state, e))
     state = attrs.evolve(state, turns=state.turns + 1, turn=turn)
     return _append(state, Message(role="user", content=e.user_message))
 
@@ -60,9 +67,32 @@ def _model_requested(state: State, e: ev.ModelRequested) -> State:
 
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
+    state = pools.on_reply(state, turn, e)
     state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
     return _turn(state, last_reply=e, usage=turn.usage + e.usage,
                  pending=e.message.tool_calls)
+
+
+def _credential_selected(state: State, e: ev.CredentialSelected) -> State:
+    return _turn(pools.on_credential(state, e.provider_index, e.credential_id),
+                 credential_id=e.credential_id)
+
+
+def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
+    turn = _current(state)
+    state = pools.on_recovery(state, turn, e)
+    if e.action == "retry":
+        return _turn(state, failure=None, retries=e.attempt)
+    if e.action == "fallback":
+        return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
+                     credential_id=None)
+    return _turn(state, failure=None)
+
+
+def _continuation(state: State, e: ev.ContinuationRequested) -> State:
+    turn = _current(state)
+    return _turn(_append(state, Message(role="user", content=e.prompt)),
+                 continuations=turn.continuations + 1)
 
 
 def _budget_exhausted(state: State, e: ev.BudgetExhausted) -> State:
@@ -77,7 +107,7 @@ def _turn_finished(state: State, e: ev.TurnFinished) -> State:
 
 _APPLY: dict[type, Callable[[State, object], State]] = {
     ev.SessionStarted: _session_started,
-    ev.SessionResumed: lambda s, e: attrs.evolve(s, settings=e.settings),
+    ev.SessionResumed: _session_resumed,
     ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),
     ev.HistoryLoaded: _history_loaded,
     ev.TurnStarted: _turn_started,
@@ -92,6 +122,12 @@ _APPLY: dict[type, Callable[[State, object], State]] = {
     ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),
     ev.TurnAborted: lambda s, e: s,
+    ev.ClockRead: lambda s, e: attrs.evolve(s, now=e.epoch),
+    ev.Waited: lambda s, e: s,
+    ev.CredentialRefreshed: lambda s, e: s,
+    ev.CredentialSelected: _credential_selected,
+    ev.RecoveryDecided: _recovery_decided,
+    ev.ContinuationRequested: _continuation,
     ev.TurnFinished: _turn_finished,
 }
 

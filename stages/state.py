@@ -7,7 +7,9 @@ import attrs
 from stages.events import (
     Interrupted, ModelFailed, ModelReplied, SessionSettings, TurnFinished, Usage,
 )
+from stages.credential_pool import PoolState
 from stages.messages import Message, ToolCall
+from stages.ratelimits import RateLimitSnapshot
 from stages.tools import ToolSpec
 
 
@@ -26,6 +28,10 @@ class TurnState:
     pending: tuple[ToolCall, ...] = ()
     last_reply: ModelReplied | None = None
     failure: ModelFailed | None = None
+    provider_index: int = 0
+    credential_id: str | None = None
+    retries: int = 0
+    continuations: int = 0
     interruption: Interrupted | None = None
     finished: TurnFinished | None = None
 
@@ -48,6 +54,15 @@ class State:
     turn: TurnState | None = None
     usage: Usage = Usage()
     api_calls: int = 0
+    # One credential pool per provider of the chain (None: a single unpooled key).
+    pools: tuple[PoolState | None, ...] = ()
+    # The last clock reading; cooldowns are counted against it.
+    now: float | None = None
+    rate_limits: RateLimitSnapshot | None = None
+    # Set when the primary was left for a rate limit or billing: later turns start on the
+    # fallback until then.
+    primary_rest_until: float | None = None
+    provider_index: int = 0
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

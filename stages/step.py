@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from stages.budget import NO_SUMMARY_TEXT
 from stages.decision import Decision, Finish, PrepareCall
-from stages.events import Event, SessionSettings, ToolCallRejected, TurnFinished
+from stages.events import (
+    ContinuationRequested, Event, RecoveryDecided, SessionSettings, ToolCallRejected, TurnFinished,
+)
+from stages.recovery import decide_recovery, next_provider
 from stages.messages import canonical_json
 from stages.state import State
 from stages.tool_plan import decide_tool_plan
+
+MAX_CONTINUATIONS = 3
+CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
 
 
 def _reject_pending(state: State, reason: str, text: str) -> tuple[ToolCallRejected, ...]:
@@ -52,6 +58,29 @@ def _answer(state: State, config: SessionSettings) -> Decision:
     return Decision(events=(*events, finished), next=Finish())
 
 
+def _continue(state: State, config: SessionSettings) -> Decision:
+    """An incomplete reply (reasoning only, or the provider stopped early) is continued up to
+    three times; then the next provider takes over (``incomplete_response``), or the turn ends
+    with what there is."""
+    assert state.turn is not None
+    turn = state.turn
+    ask = ContinuationRequested(prompt=CONTINUE_PROMPT)
+    if turn.continuations < MAX_CONTINUATIONS:
+        return Decision(events=(ask,), next=PrepareCall())
+    fallback = next_provider(state, config)
+    if fallback is None:
+        reply = turn.last_reply
+        assert reply is not None
+        return Decision(events=(TurnFinished(
+            exit_reason="incomplete_response", final_response=reply.message.content or "",
+            completed=False),), next=Finish())
+    switch = RecoveryDecided(reason="incomplete_response", action="fallback",
+                             detail=f"{MAX_CONTINUATIONS} continuations gave no complete answer",
+                             at=state.now or 0.0, credential_id=turn.credential_id,
+                             provider_index=fallback)
+    return Decision(events=(switch, ask), next=PrepareCall())
+
+
 def decide_next(state: State, *, config: SessionSettings) -> Decision:
     turn = state.turn
     if turn is None or turn.finished is not None:
@@ -65,13 +94,21 @@ def decide_next(state: State, *, config: SessionSettings) -> Decision:
                       exit_reason=("interrupted_during_api_call" if during == "model_call"
                                    else "interrupted_by_user"))
     if turn.failure is not None:
+        recovery = decide_recovery(state, config=config)
+        if recovery.next is not None:
+            return recovery
         failure = turn.failure
-        return _close(state, reason="model_failed", text=f"the model call failed: {failure.message}",
-                      exit_reason=f"model_error({failure.error_type})", failed=True,
-                      error=f"{failure.error_type}: {failure.message}")
+        closing = _close(state, reason="model_failed",
+                         text=f"the model call failed: {failure.message}",
+                         exit_reason=f"model_error({failure.error_type})", failed=True,
+                         error=f"{failure.error_type}: {failure.message}")
+        return Decision(events=recovery.events + closing.events, next=Finish())
     if turn.pending and not turn.budget_exhausted:
         plan = decide_tool_plan(state, config=config)
         return plan if plan.next is not None else Decision(events=plan.events, next=PrepareCall())
+    if answered and turn.last_reply is not None and not turn.budget_exhausted \
+            and turn.last_reply.finish_reason == "incomplete":
+        return _continue(state, config)
     if answered:
         return _answer(state, config)
     return Decision(next=PrepareCall())

@@ -1,8 +1,10 @@
 """Pure upcasters: old event payloads to the current schema, so old logs keep replaying.
 
 ``UPCASTERS[(kind, version)]`` turns a payload of ``version`` into one of ``version + 1``.
-Every event kind is at version 1 so far; a bump adds its function here and a log to the frozen
-corpus in ``tests/corpus``.
+A bump adds its function here and a log to the frozen corpus in ``tests/corpus``.
+
+* ``session_started``/``session_resumed`` v1 -> v2: provider resilience arrived with retries
+  on by default; a v1 session never retried, so it replays with ``max_retries = 0``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from stages.events import EVENT_TYPES
 
 Upcaster = Callable[[dict], dict]
 
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+def _no_retries(payload: dict) -> dict:
+    return {**payload, "settings": {**payload["settings"], "max_retries": 0}}
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("session_started", 1): _no_retries,
+    ("session_resumed", 1): _no_retries,
+}
 
 
 def upcast(kind: str, version: int, payload: dict) -> dict:

@@ -138,7 +138,7 @@ def test_child_budget_is_capped_by_delegation_limit(server, home):
 ])
 def test_provider_failures_end_the_turn_cleanly_and_stay_resumable(server, home, reply, expected):
     server.script(reply, Reply.text("recovered"))
-    with make(server, home) as agent:
+    with make(server, home, max_retries=0) as agent:
         failed = agent.run_conversation("first")
         assert failed["failed"] and not failed["completed"] and expected in failed["error"]
         assert failed["final_response"] is None

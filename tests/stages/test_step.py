@@ -9,7 +9,7 @@ import attrs
 from stages import events as ev
 from stages.alternation import violations
 from stages.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
-from stages.decision import Decision, Finish, PrepareCall, RunTools
+from stages.decision import Wait, Decision, Finish, PrepareCall, RunTools
 from stages.request import decide_request
 from stages.step import decide_abandon, decide_next
 from tests.stages.helpers import (
@@ -161,11 +161,23 @@ def test_interruption_after_tool_results_needs_no_note() -> None:
                                                interrupted=True),)
 
 
-def test_model_failure_closes_the_turn_as_failed() -> None:
+def test_a_server_error_is_retried_with_backoff_while_retries_remain() -> None:
     state = turn(session())
     state = then(state, requested(state), ev.ModelFailed(error_type="ProviderHTTPError",
                                                          message="boom", status=500))
     decision = decide_next(state, config=SETTINGS)
+    [recovery] = decision.events
+    assert (recovery.action, recovery.reason, recovery.attempt) == ("retry", "server_error", 1)
+    assert decision.next == Wait(attempt=1, retry_after=None)
+    assert then(state, decision).turn.failure is None
+
+
+def test_model_failure_closes_the_turn_as_failed() -> None:
+    state = turn(session())
+    state = then(state, requested(state), ev.ModelFailed(error_type="ProviderHTTPError",
+                                                         message="boom", status=500))
+    decision = decide_next(state, config=attrs.evolve(SETTINGS, max_retries=0))
+    assert not any(isinstance(e, ev.RecoveryDecided) for e in decision.events)
     finished = _finished(decision)
     assert finished.failed and not finished.completed and not finished.interrupted
     assert finished.exit_reason == "model_error(ProviderHTTPError)"

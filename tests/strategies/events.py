@@ -136,8 +136,12 @@ usages = _full(
     ev.Usage, input_tokens=small_ints, output_tokens=small_ints, cache_read_tokens=small_ints,
     cache_write_tokens=small_ints, reasoning_tokens=small_ints)
 
+provider_entries = _full(
+    ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
+    api_mode=st.sampled_from(("chat_completions", "codex_responses", "anthropic_messages")))
+
 session_settings = _full(
-    ev.SessionSettings, model=identifiers, provider=identifiers, base_url=st.none() | texts,
+    ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple), model=identifiers, provider=identifiers, base_url=st.none() | texts,
     api_mode=st.sampled_from(("chat_completions", "responses", "anthropic_messages")),
     max_turns=st.integers(1, 1000), max_tokens=st.none() | st.integers(1, 10**6),
     context_length=st.none() | st.integers(1, 10**7), stream=st.booleans(),
@@ -169,6 +173,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         status=st.none() | st.integers(100, 599), latency_ms=finite_floats),
     ev.ToolRan.kind: _full(ev.ToolRan, outcome=tool_outcomes),
     ev.TurnAborted.kind: _full(ev.TurnAborted, error=texts),
+    ev.ClockRead.kind: _full(ev.ClockRead, epoch=finite_floats),
+    ev.Waited.kind: _full(ev.Waited, seconds=finite_floats, jitter=finite_floats),
+    ev.CredentialRefreshed.kind: _full(ev.CredentialRefreshed, credential_id=identifiers,
+                                       refreshed=st.booleans()),
+    ev.CredentialSelected.kind: _full(ev.CredentialSelected, provider_index=small_ints,
+                                      credential_id=identifiers),
+    ev.RecoveryDecided.kind: _full(
+        ev.RecoveryDecided, reason=identifiers, detail=texts, at=finite_floats,
+        action=st.sampled_from(("retry", "refresh", "rotate", "fallback", "fail"))),
+    ev.ContinuationRequested.kind: _full(ev.ContinuationRequested, prompt=texts),
     ev.Interrupted.kind: _full(
         ev.Interrupted, during=st.sampled_from(("between_steps", "model_call", "tools")),
         message=_opt_text),

@@ -15,18 +15,13 @@ import attrs
 
 from stages import events as ev
 from stages.alternation import violations
-from stages.budget import decide_budget
-from stages.cache_marks import decide_cache_marks
-from stages.compression import decide_compression
-from stages.credentials import decide_credentials
+from stages.chain import PRE_CALL_STAGES
 from stages.decision import CallModel, Decision, Finish, Next, PrepareCall, RunTools
 from stages.fold import apply_event
 from stages.hints import decide_hints
 from stages.messages import Message, ToolCall
-from stages.preflight import decide_preflight
 from stages.prompt import decide_prompt
 from stages.request import decide_request
-from stages.routing import decide_routing
 from stages.state import State
 from stages.step import decide_next
 from stages.tools import ToolOutcome, ToolSpec
@@ -44,10 +39,7 @@ TOOLS = (
              interactive=True),
 )
 
-PRE_CALL: tuple[Callable[..., Decision], ...] = (
-    decide_budget, decide_preflight, decide_compression, decide_routing, decide_credentials,
-    decide_cache_marks,
-)
+PRE_CALL: tuple[Callable[..., Decision], ...] = tuple(stage for _, stage in PRE_CALL_STAGES)
 
 FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
 
@@ -179,8 +171,9 @@ def drive(script: SessionScript,
           after_turn: Callable[[Driver, TurnScript, list[ev.Event]], None] | None = None) -> Driver:
     """Run the whole session script; ``after_turn(driver, turn_script, turn_events)`` checks each
     turn as it ends."""
+    # No retries: a failed call ends the turn here; the retry paths are tested end to end.
     config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
-                                context_length=script.context_length)
+                                context_length=script.context_length, max_retries=0)
     driver = Driver(settings=config)
     driver.start()
     for index, turn_script in enumerate(script.turns):

@@ -1,0 +1,88 @@
+"""Recovery stage: what a failed model call leads to.
+
+The classifier names the failure; this stage applies the order of the seeds: the key's refresh
+hook once on an auth failure, another key of the pool (never counted as a retry), a retry with
+backoff while retries remain, the next fallback provider, else the turn fails. Nothing is
+re-issued once part of a streamed answer reached the user.
+"""
+
+from __future__ import annotations
+
+from stages import credential_pool as cp
+from stages.classify import ClassifiedError, classify_api_error
+from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
+from stages.events import ModelFailed, RecoveryDecided, SessionSettings
+from stages.preflight import estimate_tokens
+from stages.state import State, TurnState
+
+AUTH_REASONS = ("auth", "auth_permanent")
+
+
+def _decided(turn: TurnState, failure: ModelFailed, c: ClassifiedError, action: str, *,
+             at: float, provider_index: int | None = None, attempt: int | None = None
+             ) -> RecoveryDecided:
+    return RecoveryDecided(reason=str(c.reason), action=action, detail=c.detail, at=at,
+                           attempt=turn.retries if attempt is None else attempt,
+                           retry_after=c.retry_after, credential_id=turn.credential_id,
+                           provider_index=(turn.provider_index if provider_index is None
+                                           else provider_index))
+
+
+def next_provider(state: State, config: SessionSettings) -> int | None:
+    """The next entry of the chain that is not the provider and model already failing."""
+    assert state.turn is not None
+    chain = config.chain
+    current = chain[state.turn.provider_index]
+    for index in range(state.turn.provider_index + 1, len(chain)):
+        entry = chain[index]
+        if (entry.provider, entry.model, entry.base_url) != (
+                current.provider, current.model, current.base_url):
+            return index
+    return None
+
+
+def _key_move(state: State, c: ClassifiedError, at: float) -> str | None:
+    """``refresh`` or ``rotate`` when the pool offers one, else None."""
+    turn = state.turn
+    assert turn is not None
+    pool = state.pools[turn.provider_index] if turn.provider_index < len(state.pools) else None
+    if pool is None or turn.credential_id is None or not c.rotate_credential:
+        return None
+    if str(c.reason) in AUTH_REASONS and turn.credential_id not in pool.refresh_tried:
+        return "refresh"
+    rested = cp.record_failure(pool, turn.credential_id, reason=str(c.reason), now=at,
+                               retry_after=c.retry_after)
+    ready = [k for k in cp.available(rested, at) if k != turn.credential_id]
+    return "rotate" if ready else None
+
+
+def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
+    """Events and next step for ``state.turn.failure``; no next step means the turn fails and
+    the router closes it."""
+    turn = state.turn
+    if turn is None or turn.failure is None:
+        raise ValueError("recovery needs a failed call")
+    failure = turn.failure
+    entry = config.chain[turn.provider_index]
+    c = classify_api_error(failure, provider=entry.provider, api_mode=entry.api_mode,
+                           context_length=config.context_length,
+                           estimated_tokens=estimate_tokens(state))
+    at = (state.now or 0.0) + failure.latency_ms / 1000
+    move = None if failure.partial else _key_move(state, c, at)
+    if move == "refresh":
+        assert turn.credential_id is not None
+        return Decision(events=(_decided(turn, failure, c, "refresh", at=at),),
+                        next=RefreshCredential(credential_id=turn.credential_id))
+    if move == "rotate":
+        return Decision(events=(_decided(turn, failure, c, "rotate", at=at),), next=PrepareCall())
+    if c.retryable and turn.retries < config.max_retries:
+        attempt = turn.retries + 1
+        return Decision(events=(_decided(turn, failure, c, "retry", at=at, attempt=attempt),),
+                        next=Wait(attempt=attempt, retry_after=c.retry_after))
+    fallback = next_provider(state, config)
+    if (c.fallback or c.retryable) and fallback is not None and not failure.partial:
+        return Decision(events=(_decided(turn, failure, c, "fallback", at=at,
+                                         provider_index=fallback),), next=PrepareCall())
+    # Failing records nothing of its own: the router's TurnFinished carries the error (and so
+    # logs from before recovery existed replay unchanged).
+    return Decision()
