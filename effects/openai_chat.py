@@ -83,6 +83,11 @@ def _message(content: str | None, reasoning: str | None, calls: list[dict]) -> M
                    tool_calls=tool_calls, reasoning=reasoning or None)
 
 
+def _joined_name(name: str, fragment: str) -> str:
+    """OpenAI sends a call's name once; some servers (llama.cpp) repeat it in every delta."""
+    return name if fragment == name else name + fragment
+
+
 class _StreamAssembly:
     """Folds chat.completion.chunk deltas into one reply; tool calls are keyed by index."""
 
@@ -113,7 +118,8 @@ class _StreamAssembly:
                                              {"id": None, "function": {"name": "", "arguments": ""}})
                 call["id"] = part.get("id") or call["id"]
                 function = part.get("function") or {}
-                call["function"]["name"] += function.get("name") or ""
+                call["function"]["name"] = _joined_name(call["function"]["name"],
+                                                        function.get("name") or "")
                 call["function"]["arguments"] += function.get("arguments") or ""
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 

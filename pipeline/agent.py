@@ -23,11 +23,13 @@ from effects.tool_runner import ThreadPoolToolRunner, ToolRunner
 from pipeline import config as cfg
 from pipeline.journal import LiveJournal
 from pipeline.result import turn_result
-from pipeline.providers import ProviderRouter, pooled_keys
+from pipeline.providers import (
+    LOCAL, LOCAL_MAX_TOKENS, ProviderRouter, local_endpoint, pooled_keys,
+)
 from pipeline.runner import Effects, SessionRunner
 from pipeline.tools import Tool, ToolRegistry
 from stages.budget import DELEGATION_MAX_ITERATIONS, child_budget
-from stages.errors import UsageError
+from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.api_mode import resolve_api_mode
 from stages.events import Event, ProviderEntry, SessionSettings
 from stages.fold import fold
@@ -58,9 +60,16 @@ class Agent:
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         file = cfg.load_file(self.home)
         default_key = api_key
+        endpoints: dict[str, Callable[[], str]] = {}
         if client is None:
-            resolved = cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
-                                            provider=provider, file=file)
+            try:
+                resolved = cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
+                                                provider=provider, file=file)
+            except ProviderNotConfiguredError as missing:
+                local_model, endpoints[LOCAL] = local_endpoint(self.home, missing)
+                resolved = cfg.ProviderConfig(provider=LOCAL, model=local_model,
+                                              base_url=endpoints[LOCAL](), api_key=cfg.KEYLESS)
+                max_tokens = max_tokens or LOCAL_MAX_TOKENS
             model, provider, base_url = resolved.model, resolved.provider, resolved.base_url
             default_key = resolved.api_key
         section = file.get("model", {})
@@ -83,7 +92,7 @@ class Agent:
         if client is None:
             router = ProviderRouter(default_key=default_key or cfg.KEYLESS,
                                     keys=pooled_keys(self.settings), timeout=timeout,
-                                    refresh_hook=credential_refresh)
+                                    refresh_hook=credential_refresh, endpoints=endpoints)
             client, refresh, self._secrets = router, router.refresh, router.secrets
         self.durability = durability
         self.delegation_max_iterations = delegation_max_iterations

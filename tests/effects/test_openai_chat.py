@@ -102,3 +102,13 @@ def test_dropped_stream_and_timeout_and_garbage(server):
 def test_tool_choice_is_sent_in_openai_shape(choice, wire):
     body = json.loads(request_body(request(False, tool_choice=choice)))
     assert body["tool_choice"] == wire
+
+
+def test_a_name_repeated_in_every_delta_is_kept_once():
+    from effects.openai_chat import _StreamAssembly
+    assembly = _StreamAssembly(None)
+    for part in ('{"city"', ':"Paris"}'):
+        assembly.feed({"choices": [{"delta": {"tool_calls": [
+            {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": part}}]}}]})
+    [call] = assembly.message().tool_calls
+    assert (call.name, call.arguments) == ("get_weather", '{"city":"Paris"}')

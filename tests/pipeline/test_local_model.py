@@ -1,0 +1,109 @@
+"""The embedded local model as the default provider: a real llama.cpp server (not ours) with a
+real model, through the whole pipeline. Needs the [local] extra, which CI installs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from effects.codec import from_payload
+from effects.eventlog import read_envelopes, session_path
+from pipeline.agent import Agent
+from pipeline.providers import local_endpoint
+from pipeline.replay import replay
+from pipeline.tools import tool
+from stages.classify import classify_api_error
+from stages.errors import ProviderNotConfiguredError
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.local_model
+if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
+    pytest.skip("the [local] extra is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("local-home")
+
+
+@pytest.fixture(autouse=True)
+def no_provider(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MIBYAN_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def kinds(home: Path, sid: str) -> list:
+    return [from_payload(e.kind, e.schema_version, e.payload)
+            for e in read_envelopes(session_path(home / "sessions", sid))]
+
+
+def test_a_streamed_turn_on_the_local_model_records_usage_and_replays(home):
+    deltas: list[str] = []
+    with Agent(home=home, max_tokens=24) as agent:
+        assert agent.settings.provider == "local"
+        result = agent.run_conversation("Name a colour.", stream_callback=deltas.append)
+    assert result["completed"] and result["final_response"]
+    assert "".join(deltas) == result["final_response"]
+    usage = result["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_a_forced_tool_call_runs_and_its_result_reaches_the_model(home):
+    seen: list[str] = []
+
+    @tool(read_only=True)
+    def get_weather(city: str) -> str:
+        """Current weather for a city.
+
+        Args:
+            city: The city.
+        """
+        seen.append(city)
+        return f"It is sunny in {city}."
+
+    with Agent(home=home, tools=[get_weather], tool_choice="get_weather", max_turns=1,
+               max_tokens=32) as agent:
+        result = agent.run_conversation("What is the weather in Paris?")
+    assert len(seen) == 1 and seen[0]
+    tool_messages = [m for m in result["messages"] if m["role"] == "tool"]
+    assert tool_messages[0]["content"] == f"It is sunny in {seen[0]}."
+    assert result["turn_exit_reason"] == "max_iterations_reached(1/1)"
+    assert result["final_response"]
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_a_prompt_over_the_context_window_is_classified_as_overflow(home):
+    with Agent(home=home, max_retries=0, max_tokens=8) as agent:
+        result = agent.run_conversation("word " * 9000)
+    assert result["failed"] and "context" in result["error"]
+    [failure] = [e for e in kinds(home, result["session_id"]) if e.kind == "model_failed"]
+    assert failure.status == 400
+    reason = classify_api_error(failure, provider="local", api_mode="chat_completions").reason
+    assert reason == "context_overflow"
+    assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_the_cli_says_it_uses_the_local_model(home):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MIBYAN_MODEL")}
+    env["MIBYAN_HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--max-tokens", "16",
+                           "Hello"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "embedded local model" in done.stderr and "tokens in" in done.stderr
+    assert done.stdout.strip()
+
+
+def test_without_the_extra_the_error_names_the_settings_and_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    missing = ProviderNotConfiguredError("no model provider is configured (OPENAI_API_KEY)")
+    with pytest.raises(ProviderNotConfiguredError, match=r"OPENAI_API_KEY.*mibyan\[local\]"):
+        local_endpoint(tmp_path, missing)
