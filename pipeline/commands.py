@@ -30,7 +30,8 @@ def _usage_line(result: dict) -> str:
     return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
             f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
             f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
-            f"{u['reasoning_tokens']} total {u['total_tokens']} | {result['turn_exit_reason']}]")
+            f"{u['reasoning_tokens']} total {u['total_tokens']} | {result['turn_exit_reason']}"
+            + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
 
 
 def run(args: argparse.Namespace) -> int:

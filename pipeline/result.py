@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stages.ratelimits import format_usage
 from stages.state import State
 
 
@@ -12,7 +13,8 @@ def turn_result(state: State) -> dict[str, Any]:
     ``api_calls`` (this turn), ``completed``, ``interrupted``, ``failed``, ``error``,
     ``turn_exit_reason``, ``model``, ``provider``, ``usage`` (this turn: input, output, cache
     read, cache write, reasoning and total tokens), ``session_usage`` (the whole session),
-    ``session_id``, ``task_id``."""
+    ``rate_limits`` (the provider's last rate-limit headers, as text, or None), ``session_id``,
+    ``task_id``."""
     turn, settings = state.turn, state.settings
     if turn is None or turn.finished is None or settings is None:
         raise ValueError("no finished turn to describe")
@@ -30,6 +32,7 @@ def turn_result(state: State) -> dict[str, Any]:
         "provider": settings.provider,
         "usage": turn.usage.as_dict(),
         "session_usage": state.usage.as_dict(),
+        "rate_limits": format_usage(state.rate_limits) if state.rate_limits else None,
         "session_id": state.session_id,
         "task_id": turn.task_id,
     }
