@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from effects.abort import abort_on_cancel
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
@@ -194,8 +195,7 @@ class OpenAIChatClient:
                                        content=request_body(request), stream=True,
                                        stream_cls=openai.Stream[object],
                                        options={"headers": {"Content-Type": "application/json"}})
-            if cancel is not None:
-                cancel.on_cancel(stream.response.close)
+            abort_on_cancel(stream.response, cancel)
             with stream:
                 limits = rate_limit_headers(stream.response.headers)
                 if not stream.response.headers.get("content-type", "").startswith(

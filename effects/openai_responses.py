@@ -13,6 +13,9 @@ Replies are mapped onto mibyan's closed finish-reason set: ``tool_calls``, ``len
 incomplete for another reason, an incomplete item, commentary without a final answer, or
 reasoning with no visible text and no call: the loop continues it) and ``stop``. A ``failed`` or
 ``cancelled`` response raises :class:`ModelBehaviourError`.
+
+Both modes open the response in the SDK's streaming mode, so that a :class:`CancelToken` can
+abort it from another thread (``effects.abort``); a JSON body (no SSE) is read whole.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from effects.abort import abort_on_cancel
 from effects.openai_chat import map_error, shared_client
-from effects.protocols import DeltaSink
+from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderError, ProviderUnavailableError, UsageError
 from stages.events import ModelReplied, Usage
@@ -302,7 +306,8 @@ class OpenAIResponsesClient:
     """A ``ModelClient`` for ``POST /responses`` (OpenAI, Codex and compatible servers).
 
     ``keys`` maps credential labels (``ModelRequest.credential_id``) to secrets; a request
-    without a label uses ``api_key``.
+    without a label uses ``api_key``. Both modes open the response in the SDK's streaming mode,
+    so that ``cancel`` can abort it from another thread; a JSON body (no SSE) is read whole.
     """
 
     def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
@@ -310,7 +315,7 @@ class OpenAIResponsesClient:
         self.base_url = base_url
         self.provider = provider
         self._timeout = timeout
-        self._keys = dict(keys or {})
+        self._keys = keys if keys is not None else {}  # shared: a refreshed key shows here
         self._client = shared_client(base_url, api_key, timeout)
 
     def _client_for(self, credential_id: str | None) -> Any:
@@ -322,19 +327,31 @@ class OpenAIResponsesClient:
                              f"{self.provider} (known: {sorted(self._keys)})")
         return shared_client(self.base_url, key, self._timeout)
 
-    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelReplied:
+    def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
+                 cancel: CancelToken | None = None) -> ModelReplied:
         import httpx2
         import openai
         client = self._client_for(request.credential_id)
         started = time.perf_counter()
         assembly = _StreamAssembly(on_delta, self.provider)
         try:
-            if request.stream:
-                return self._stream(client, request, assembly, started)
-            raw = client.post("/responses", cast_to=httpx2.Response,
-                              content=request_body(request), options=_JSON)
-            return self._from_http(raw, request, started, streamed=False)
-        except (openai.APIError, httpx2.TransportError) as exc:
+            stream = client.post("/responses", cast_to=object, content=request_body(request),
+                                 stream=True, stream_cls=openai.Stream[object], options=_JSON)
+            abort_on_cancel(stream.response, cancel)
+            with stream:
+                limits = rate_limits(stream.response.headers)
+                if not stream.response.headers.get("content-type", "").startswith(
+                        "text/event-stream"):
+                    # Unstreamed requests, and servers that ignore "stream": true.
+                    return self._reply(json.loads(stream.response.read()), request, started,
+                                       limits, streamed=False)
+                for event in stream:
+                    if not isinstance(event, dict):
+                        raise ModelBehaviourError(
+                            f"{self.provider} sent a non-object event: {event!r}")
+                    assembly.feed(event)
+            return self._reply(assembly.response(), request, started, limits, streamed=True)
+        except (openai.APIError, httpx2.TransportError, httpx2.StreamError) as exc:
             raise self._mapped(exc, assembly.delivered) from exc
         except ValueError as exc:
             raise ModelBehaviourError(
@@ -347,27 +364,6 @@ class OpenAIResponsesClient:
             error.rate_limits = rate_limits(exc.response.headers)
         error.partial = partial
         return error
-
-    def _from_http(self, raw: Any, request: ModelRequest, started: float, *,
-                   streamed: bool) -> ModelReplied:
-        data = json.loads(raw.read())
-        return self._reply(data, request, started, rate_limits(raw.headers), streamed=streamed)
-
-    def _stream(self, client: Any, request: ModelRequest, assembly: _StreamAssembly,
-                started: float) -> ModelReplied:
-        import openai
-        stream = client.post("/responses", cast_to=object, content=request_body(request),
-                             stream=True, stream_cls=openai.Stream[object], options=_JSON)
-        with stream:
-            if not stream.response.headers.get("content-type", "").startswith("text/event-stream"):
-                # A server that ignores "stream": true answers with one JSON body.
-                return self._from_http(stream.response, request, started, streamed=False)
-            for event in stream:
-                if not isinstance(event, dict):
-                    raise ModelBehaviourError(f"{self.provider} sent a non-object event: {event!r}")
-                assembly.feed(event)
-        return self._reply(assembly.response(), request, started,
-                           rate_limits(stream.response.headers), streamed=True)
 
     def _reply(self, data: Any, request: ModelRequest, started: float,
                limits: tuple[tuple[str, str], ...], *, streamed: bool) -> ModelReplied:

@@ -77,14 +77,18 @@ class Reply:
     error_type: str = "overloaded_error"
     hang_seconds: float = 0.0
     piece_size: int | None = None
+    chunk_delay: float = 0.0  # seconds between written pieces (SSE events, or JSON body slices)
 
     @classmethod
     def text(cls, content: str, *, thinking: str | None = None, stop_reason: str = "end_turn",
              usage: Usage | None = None, headers: Mapping[str, str] | None = None,
-             piece_size: int | None = None) -> Reply:
-        """A text answer, optionally preceded by a thinking block."""
+             piece_size: int | None = None, chunk_delay: float = 0.0) -> Reply:
+        """A text answer, optionally preceded by a thinking block. With ``chunk_delay`` the
+        headers go out at once, then each SSE event (or each ``_SLICE`` bytes of a JSON body)
+        after that many seconds."""
         return cls(kind="message", content=content, thinking=thinking, stop_reason=stop_reason,
-                   usage=usage, headers=tuple((headers or {}).items()), piece_size=piece_size)
+                   usage=usage, headers=tuple((headers or {}).items()), piece_size=piece_size,
+                   chunk_delay=chunk_delay)
 
     @classmethod
     def tool_use(cls, calls: Iterable[tuple[str, str]], content: str | None = None,
@@ -233,6 +237,7 @@ def stream_events(msg_id: str, reply: Reply, body: Mapping[str, Any],
 
 
 _LAST_CHUNK = b"0\r\n\r\n"
+_SLICE = 64  # bytes per write of a slowly sent (chunk_delay) JSON body
 _NO_REPLY = _error_body("api_error", "fake server: no scripted reply left")
 
 
@@ -302,9 +307,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._abort()
         elif stream:
             self._stream(fake, reply, body, extra)
+        elif reply.chunk_delay > 0:
+            payload = _dumps(_message(fake._next_id("msg"), reply, body)).encode()
+            head = ["HTTP/1.1 200 OK", "Content-Type: application/json",
+                    f"Content-Length: {len(payload)}", *(f"{k}: {v}" for k, v in extra)]
+            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
+                          [payload[i:i + _SLICE] for i in range(0, len(payload), _SLICE)])
         else:
             payload = _dumps(_message(fake._next_id("msg"), reply, body)).encode()
             self._send(200, "application/json", payload, extra)
+
+    def _trickle(self, fake: FakeAnthropicServer, reply: Reply, head: bytes,
+                 pieces: list[bytes]) -> None:
+        """The head at once, then each piece after ``reply.chunk_delay`` seconds."""
+        self.wfile.write(head)
+        for piece in pieces:
+            if fake._stopping.wait(reply.chunk_delay):
+                self._abort()
+                return
+            self.wfile.write(piece)
 
     def _send(self, status: int, content_type: str, body: bytes,
               extra: Iterable[tuple[str, str]] = ()) -> None:
@@ -328,6 +349,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if reply.kind == "error_event":
             events = events[:1 + reply.after_events] + [_event("error", reply.body)]
+        if reply.chunk_delay > 0:
+            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
+                          events + [_LAST_CHUNK])
+            return
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
                          + b"".join(events) + _LAST_CHUNK)
 

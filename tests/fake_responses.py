@@ -32,6 +32,7 @@ _ids = itertools.count(1)
 _MAX_HANG = 60.0
 _DEFAULT_MODEL = "gpt-fake"
 _LAST_CHUNK = b"0\r\n\r\n"
+_SLICE = 64  # bytes per write of a slowly sent (chunk_delay) JSON body
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +60,20 @@ class ResponsesReply:
     clean_end: bool = False
     delay: float = 0.0
     piece_size: int | None = None
+    chunk_delay: float = 0.0  # seconds between written pieces (SSE events, or JSON body slices)
 
     # ---- constructors -------------------------------------------------------------------
 
     @classmethod
     def text(cls, content: str, *, reasoning: str | None = None, usage: Usage | None = None,
              phase: str | None = None, empty_final_output: bool = False,
-             piece_size: int | None = None) -> ResponsesReply:
-        """A completed response with one assistant message (after a reasoning item if given)."""
+             piece_size: int | None = None, chunk_delay: float = 0.0) -> ResponsesReply:
+        """A completed response with one assistant message (after a reasoning item if given).
+        With ``chunk_delay`` the headers go out at once, then each SSE event (or each
+        ``_SLICE`` bytes of a JSON body) after that many seconds."""
         return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
-                   phase=phase, empty_final_output=empty_final_output, piece_size=piece_size)
+                   phase=phase, empty_final_output=empty_final_output, piece_size=piece_size,
+                   chunk_delay=chunk_delay)
 
     @classmethod
     def function_calls(cls, calls: Iterable[tuple[str, str]], *, content: str | None = None,
@@ -347,9 +352,26 @@ class _ResponsesHandler(_Handler):
             self._send(500, "application/json",
                        _error_body(reply.error_message or "", "server_error", reply.error_code),
                        extra)
+        elif reply.chunk_delay > 0:
+            payload = _dumps(_response(fake, reply, body)).encode()
+            head = ["HTTP/1.1 200 OK", "Content-Type: application/json",
+                    f"Content-Length: {len(payload)}", *(f"{k}: {v}" for k, v in extra)]
+            pieces = [payload[i:i + _SLICE] for i in range(0, len(payload), _SLICE)]
+            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
+                          pieces)
         else:
             payload = _dumps(_response(fake, reply, body)).encode()
             self._send(200, "application/json", payload, extra)
+
+    def _trickle(self, fake: FakeResponsesServer, reply: ResponsesReply, head: bytes,
+                 pieces: list[bytes]) -> None:
+        """The head at once, then each piece after ``reply.chunk_delay`` seconds."""
+        self.wfile.write(head)
+        for piece in pieces:
+            if fake._stopping.wait(reply.chunk_delay):
+                self._abort()
+                return
+            self.wfile.write(piece)
 
     def _stream(self, fake: FakeResponsesServer, reply: ResponsesReply,  # type: ignore[override]
                 body: dict[str, Any], extra: Iterable[tuple[str, str]]) -> None:
@@ -360,8 +382,15 @@ class _ResponsesHandler(_Handler):
             head.append("Connection: close")
         size = max(1, reply.piece_size or fake.piece_size)
         events = _events(reply, _response(fake, reply, body), size)
-        payload = b"".join(_sse_chunk(e) for e in events)
         ends = reply.kind != "drop" or reply.clean_end
+        if reply.chunk_delay > 0:
+            head_bytes = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+            self._trickle(fake, reply, head_bytes, [_sse_chunk(e) for e in events]
+                          + ([_LAST_CHUNK] if ends else []))
+            if not ends:
+                self._abort()
+            return
+        payload = b"".join(_sse_chunk(e) for e in events)
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
                          + (_LAST_CHUNK if ends else b""))
         if not ends:

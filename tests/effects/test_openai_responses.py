@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import openai
 import pydantic
 import pytest
 from openai.types.responses import FunctionToolParam, ResponseInputParam
 
 from effects.openai_responses import OpenAIResponsesClient, to_responses_input
+from effects.protocols import CancelToken
 from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError, ProviderHTTPError, ProviderTimeoutError, ProviderUnavailableError,
@@ -240,6 +244,53 @@ def test_credential_id_picks_the_key(server):
     with pytest.raises(UsageError, match="pool-3") as caught:
         adapter.complete(request(True, credential_id="pool-3"))
     assert "sk-" not in str(caught.value)
+
+
+# --- cancelling from another thread ---------------------------------------------------------
+
+def cancelled_after(server, call, seconds: float = 0.3) -> tuple[list, float]:
+    """Run ``call(token)`` on a worker thread and cancel ``token`` from this thread
+    ``seconds`` after ``server`` got the request; the worker's outcome and how long it ran on
+    after the cancel."""
+    token = CancelToken()
+    outcome: list = []
+
+    def work() -> None:
+        try:
+            outcome.append(call(token))
+        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    deadline = time.perf_counter() + 10.0  # the first SDK import alone may take a while
+    while not server.requests and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    time.sleep(seconds)
+    assert worker.is_alive() and not outcome, "the slow reply ended before the cancel"
+    cancelled = time.perf_counter()
+    token.cancel()
+    worker.join(10.0)
+    return outcome, time.perf_counter() - cancelled
+
+
+@pytest.mark.parametrize("gap", [0.1, 2.0], ids=["trickling", "silent"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_cancel_aborts_the_response_in_flight(server, stream, gap):
+    # The head goes out at once, then a piece every ``gap`` seconds (SSE events, or slices of
+    # the JSON body): read to the end this takes far longer than the one second allowed. With
+    # a 2 s gap the worker sits in a silent read when the cancel comes.
+    server.script(ResponsesReply.text("slow " * 200, piece_size=1, chunk_delay=gap),
+                  ResponsesReply.text("next"))
+    shown: list[str] = []
+    outcome, took = cancelled_after(server, lambda token: client(server, timeout=30.0).complete(
+        request(stream), on_delta=shown.append, cancel=token))
+    assert took < 1.0, f"the worker ran on {took:.2f} s after the cancel"
+    assert len(outcome) == 1 and isinstance(outcome[0], ProviderUnavailableError), outcome
+    assert len(shown) < 20
+    # The shared client still serves the next request; a token never cancelled changes nothing.
+    reply = client(server).complete(request(stream), cancel=CancelToken())
+    assert reply.message.content == "next" and reply.streamed is stream
 
 
 # --- the fake speaks the real protocol (the SDK's own typed client, strictly validated) -------
