@@ -47,7 +47,8 @@ class Agent:
         credentials: Sequence[str] = (), credential_strategy: str = "round_robin",
         credential_refresh: Callable[[str], str | None] | None = None,
         fallback_providers: Sequence[Mapping[str, str] | ProviderEntry] | None = None,
-        max_retries: int = 3, retry_base_delay: float = 2.0, prompt_caching: bool = True,
+        max_retries: int = 3, retry_base_delay: float = 2.0, rate_limit_cooldown: float = 60.0,
+        billing_cooldown: float = 3600.0, prompt_caching: bool = True,
         cache_ttl: str = "5m", timeout: float = 600.0,
         delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
         parent_session_id: str | None = None, client: ModelClient | None = None,
@@ -84,6 +85,8 @@ class Agent:
             identity=identity, tool_choice=tool_choice,
             credentials=tuple(credentials or section.get("credentials", ())),
             credential_strategy=credential_strategy,
+            credential_refresh=credential_refresh is not None,
+            rate_limit_cooldown=rate_limit_cooldown, billing_cooldown=billing_cooldown,
             fallback_providers=tuple(cfg.provider_entry(f) for f in fallback_providers),
             max_retries=max_retries, retry_base_delay=retry_base_delay,
             prompt_caching=prompt_caching, cache_ttl=cache_ttl)

@@ -11,7 +11,7 @@ from stages.state import State
 def turn_result(state: State) -> dict[str, Any]:
     """Keys: ``final_response``, ``messages`` (OpenAI format, without the system prompt),
     ``api_calls`` (this turn), ``completed``, ``interrupted``, ``failed``, ``error``,
-    ``turn_exit_reason``, ``model``, ``provider``, ``usage`` (this turn: input, output, cache
+    ``turn_exit_reason``, ``model`` and ``provider`` (those that answered: a fallback may have), ``usage`` (this turn: input, output, cache
     read, cache write, reasoning and total tokens), ``session_usage`` (the whole session),
     ``rate_limits`` (the provider's last rate-limit headers, as text, or None), ``session_id``,
     ``task_id``."""
@@ -28,8 +28,8 @@ def turn_result(state: State) -> dict[str, Any]:
         "failed": finished.failed,
         "error": finished.error,
         "turn_exit_reason": finished.exit_reason,
-        "model": settings.model,
-        "provider": settings.provider,
+        "model": settings.chain[turn.provider_index].model,
+        "provider": settings.chain[turn.provider_index].provider,
         "usage": turn.usage.as_dict(),
         "session_usage": state.usage.as_dict(),
         "rate_limits": format_usage(state.rate_limits) if state.rate_limits else None,

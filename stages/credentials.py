@@ -23,6 +23,9 @@ def decide_credentials(state: State, *, config: SessionSettings) -> Decision:
         if pool is None:
             return Decision(events=tuple(events)) if events else NOTHING
         key = cp.select(pool, now=now)
+        if (turn.sticky_credential and index == turn.provider_index
+                and turn.credential_id in cp.available(pool, now)):
+            key = turn.credential_id
         fallback = next_provider(state, config) if key is None and index == turn.provider_index \
             else None
         if key is None and fallback is not None:

@@ -80,6 +80,8 @@ class SessionSettings:
     api_mode_reason: str = "default"
     credentials: tuple[str, ...] = ()
     credential_strategy: str = "round_robin"
+    # A refresh hook is configured: a key's first auth failure tries it before resting the key.
+    credential_refresh: bool = False
     fallback_providers: tuple[ProviderEntry, ...] = ()
     max_retries: int = 3
     retry_base_delay: float = 2.0

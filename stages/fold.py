@@ -75,14 +75,19 @@ def _model_replied(state: State, e: ev.ModelReplied) -> State:
 
 def _credential_selected(state: State, e: ev.CredentialSelected) -> State:
     return _turn(pools.on_credential(state, e.provider_index, e.credential_id),
-                 credential_id=e.credential_id)
+                 credential_id=e.credential_id, sticky_credential=False)
+
+
+def _credential_refreshed(state: State, e: ev.CredentialRefreshed) -> State:
+    turn = _current(state)
+    return _turn(pools.on_refreshed(state, turn, e), sticky_credential=e.refreshed)
 
 
 def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
     turn = _current(state)
     state = pools.on_recovery(state, turn, e)
     if e.action == "retry":
-        return _turn(state, failure=None, retries=e.attempt)
+        return _turn(state, failure=None, retries=e.attempt, sticky_credential=True)
     if e.action == "fallback":
         return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
                      credential_id=None)
@@ -124,7 +129,7 @@ _APPLY: dict[type, Callable[[State, object], State]] = {
     ev.TurnAborted: lambda s, e: s,
     ev.ClockRead: lambda s, e: attrs.evolve(s, now=e.epoch),
     ev.Waited: lambda s, e: s,
-    ev.CredentialRefreshed: lambda s, e: s,
+    ev.CredentialRefreshed: _credential_refreshed,
     ev.CredentialSelected: _credential_selected,
     ev.RecoveryDecided: _recovery_decided,
     ev.ContinuationRequested: _continuation,

@@ -8,11 +8,14 @@ import datetime as dt
 import attrs
 
 from stages import credential_pool as cp
-from stages.events import ModelReplied, RecoveryDecided, SessionSettings, TurnStarted
+from stages.events import (
+    CredentialRefreshed, ModelReplied, RecoveryDecided, SessionSettings, TurnStarted,
+)
 from stages.ratelimits import parse_rate_limits
 from stages.state import State, TurnState
 
 QUOTA_REASONS = ("rate_limit", "billing")
+AUTH_REASONS = ("auth", "auth_permanent")
 
 
 def pools_for(settings: SessionSettings, old: tuple[cp.PoolState | None, ...]
@@ -76,10 +79,14 @@ def on_recovery(state: State, turn: TurnState, e: RecoveryDecided) -> State:
     settings = _settings(state)
     pool = _pool(state, turn.provider_index)
     if pool is not None and e.credential_id is not None and e.action != "retry":
-        pool = cp.record_failure(pool, e.credential_id, reason=e.reason, now=e.at,
-                                 retry_after=e.retry_after,
-                                 default_cooldown=settings.rate_limit_cooldown,
-                                 billing_cooldown=settings.billing_cooldown)
+        # Without a refresh (none configured, or already tried) an auth failure rests the key
+        # at once; the pool's first auth failure only marks the refresh as tried.
+        times = 2 if e.action != "refresh" and e.reason in AUTH_REASONS else 1
+        for _ in range(times):
+            pool = cp.record_failure(pool, e.credential_id, reason=e.reason, now=e.at,
+                                     retry_after=e.retry_after,
+                                     default_cooldown=settings.rate_limit_cooldown,
+                                     billing_cooldown=settings.billing_cooldown)
         state = _with_pool(state, turn.provider_index, pool)
     if e.action != "fallback":
         return state
@@ -92,3 +99,12 @@ def _settings(state: State) -> SessionSettings:
     if state.settings is None:
         raise ValueError("a provider event arrived before the session started")
     return state.settings
+
+
+def on_refreshed(state: State, turn: TurnState, e: CredentialRefreshed) -> State:
+    """A key the hook could not renew rests like any other key that failed auth twice."""
+    pool = _pool(state, turn.provider_index)
+    if e.refreshed or pool is None:
+        return state
+    pool = cp.record_failure(pool, e.credential_id, reason="auth", now=state.now or 0.0)
+    return _with_pool(state, turn.provider_index, pool)

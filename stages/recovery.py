@@ -41,19 +41,19 @@ def next_provider(state: State, config: SessionSettings) -> int | None:
     return None
 
 
-def _key_move(state: State, c: ClassifiedError, at: float) -> str | None:
-    """``refresh`` or ``rotate`` when the pool offers one, else None."""
+def _key_move(state: State, c: ClassifiedError, at: float, config: SessionSettings) -> str | None:
+    """``refresh`` (the key's hook, once), ``rotate`` (another key is ready), ``exhausted``
+    (every key of the pool rests), or None when keys are not the matter."""
     turn = state.turn
     assert turn is not None
     pool = state.pools[turn.provider_index] if turn.provider_index < len(state.pools) else None
     if pool is None or turn.credential_id is None or not c.rotate_credential:
         return None
-    if str(c.reason) in AUTH_REASONS and turn.credential_id not in pool.refresh_tried:
+    if (str(c.reason) in AUTH_REASONS and config.credential_refresh
+            and turn.credential_id not in pool.refresh_tried):
         return "refresh"
-    rested = cp.record_failure(pool, turn.credential_id, reason=str(c.reason), now=at,
-                               retry_after=c.retry_after)
-    ready = [k for k in cp.available(rested, at) if k != turn.credential_id]
-    return "rotate" if ready else None
+    ready = [k for k in cp.available(pool, at) if k != turn.credential_id]
+    return "rotate" if ready else "exhausted"
 
 
 def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
@@ -68,19 +68,23 @@ def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
                            context_length=config.context_length,
                            estimated_tokens=estimate_tokens(state))
     at = (state.now or 0.0) + failure.latency_ms / 1000
-    move = None if failure.partial else _key_move(state, c, at)
+    move = None if failure.partial else _key_move(state, c, at, config)
     if move == "refresh":
         assert turn.credential_id is not None
         return Decision(events=(_decided(turn, failure, c, "refresh", at=at),),
                         next=RefreshCredential(credential_id=turn.credential_id))
     if move == "rotate":
         return Decision(events=(_decided(turn, failure, c, "rotate", at=at),), next=PrepareCall())
+    fallback = None if failure.partial else next_provider(state, config)
+    if move == "exhausted" and fallback is not None:
+        # Every key rests: fall back rather than spin on a key that just failed.
+        return Decision(events=(_decided(turn, failure, c, "fallback", at=at,
+                                         provider_index=fallback),), next=PrepareCall())
     if c.retryable and turn.retries < config.max_retries:
         attempt = turn.retries + 1
         return Decision(events=(_decided(turn, failure, c, "retry", at=at, attempt=attempt),),
                         next=Wait(attempt=attempt, retry_after=c.retry_after))
-    fallback = next_provider(state, config)
-    if (c.fallback or c.retryable) and fallback is not None and not failure.partial:
+    if (c.fallback or c.retryable) and fallback is not None:
         return Decision(events=(_decided(turn, failure, c, "fallback", at=at,
                                          provider_index=fallback),), next=PrepareCall())
     # Failing records nothing of its own: the router's TurnFinished carries the error (and so

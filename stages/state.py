@@ -30,6 +30,8 @@ class TurnState:
     failure: ModelFailed | None = None
     provider_index: int = 0
     credential_id: str | None = None
+    # The next call keeps ``credential_id`` (a retry, or a key its hook just renewed).
+    sticky_credential: bool = False
     retries: int = 0
     continuations: int = 0
     interruption: Interrupted | None = None
