@@ -4,5 +4,14 @@ from effects.eventlog import SessionLog, read_envelopes, verify
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
 
-__all__ = sorted(["Clock", "IdSource", "ModelClient", "ScriptedToolRunner", "SessionLog",
-                  "ThreadPoolToolRunner", "ToolRunner", "read_envelopes", "verify"])
+__all__ = [
+    "Clock",
+    "IdSource",
+    "ModelClient",
+    "ScriptedToolRunner",
+    "SessionLog",
+    "ThreadPoolToolRunner",
+    "ToolRunner",
+    "read_envelopes",
+    "verify",
+]

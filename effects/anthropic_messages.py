@@ -17,16 +17,25 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from effects.abort import abort_on_cancel
 from effects.anthropic_convert import (
-    DEFAULT_MAX_TOKENS, STOP_REASONS, THINKING_BUDGET, finish_reason, message_from, to_anthropic,
+    DEFAULT_MAX_TOKENS,
+    STOP_REASONS,
+    THINKING_BUDGET,
+    finish_reason,
+    message_from,
+    to_anthropic,
     usage_from,
 )
-from effects.abort import abort_on_cancel
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
-    ModelBehaviourError, ProviderError, ProviderHTTPError, ProviderTimeoutError,
-    ProviderUnavailableError, UsageError,
+    ModelBehaviourError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    UsageError,
 )
 from stages.events import ModelReplied
 from stages.messages import canonical_json

@@ -10,7 +10,7 @@ import uuid
 
 class SystemClock:
     def now(self) -> str:
-        return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+        return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -25,7 +25,7 @@ class SystemClock:
 class RandomIds:
     def session_id(self) -> str:
         """``YYYYmmdd_HHMMSS_<6 hex>``: sortable by start time, unique enough per machine."""
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d_%H%M%S")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d_%H%M%S")
         return f"{stamp}_{uuid.uuid4().hex[:6]}"
 
     def new_id(self) -> str:

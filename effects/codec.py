@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import cattrs
 
-from stages.events import EVENT_TYPES, Event
 from stages.errors import LogCorruptError
+from stages.events import EVENT_TYPES, Event
 from stages.upcast import upcast
 
 

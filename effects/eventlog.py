@@ -22,7 +22,6 @@ from typing import IO, Any, Literal
 
 import attrs
 
-from effects.logs import get_logger
 from effects.envelope import (
     GENESIS_HASH,
     SUFFIX,
@@ -36,6 +35,7 @@ from effects.envelope import (
     validate_session_id,
     with_last,
 )
+from effects.logs import get_logger
 from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
 
 __all__ = [

@@ -18,8 +18,12 @@ from effects.abort import abort_on_cancel
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
-    ModelBehaviourError, ProviderError, ProviderHTTPError, ProviderTimeoutError,
-    ProviderUnavailableError, UsageError,
+    ModelBehaviourError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    UsageError,
 )
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments

@@ -16,21 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from effects.clock import RandomIds, SystemClock
-from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from effects.codec import from_payload
+from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from effects.protocols import Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner, ToolRunner
 from pipeline import config as cfg
 from pipeline.journal import LiveJournal
-from pipeline.result import turn_result
 from pipeline.providers import (
-    LOCAL, LOCAL_MAX_TOKENS, ProviderRouter, local_endpoint, pooled_keys,
+    LOCAL,
+    LOCAL_MAX_TOKENS,
+    ProviderRouter,
+    local_endpoint,
+    pooled_keys,
 )
+from pipeline.result import turn_result
 from pipeline.runner import Effects, SessionRunner
 from pipeline.tools import Tool, ToolRegistry
+from stages.api_mode import resolve_api_mode
 from stages.budget import DELEGATION_MAX_ITERATIONS, child_budget
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.api_mode import resolve_api_mode
 from stages.events import Event, ProviderEntry, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai

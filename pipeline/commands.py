@@ -78,7 +78,8 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    from effects.eventlog import session_path, verify as verify_log
+    from effects.eventlog import session_path
+    from effects.eventlog import verify as verify_log
     from stages.errors import UsageError
     path = session_path(_root(args), args.session)
     if not path.exists():
@@ -93,6 +94,7 @@ def verify(args: argparse.Namespace) -> int:
 
 def sql(args: argparse.Namespace) -> int:
     import duckdb
+
     from pipeline.query import query
     from stages.errors import UsageError
     try:
@@ -106,9 +108,9 @@ def sql(args: argparse.Namespace) -> int:
 def _table(columns: list[str], rows: list[tuple]) -> None:
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 

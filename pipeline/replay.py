@@ -13,10 +13,15 @@ from pipeline.journal import EndOfLog, ReplayJournal
 from pipeline.runner import Effects, SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.events import (
-    HistoryLoaded, SessionResumed, SessionStarted, ToolsDeclared, TurnAborted, TurnStarted,
+    HistoryLoaded,
+    SessionResumed,
+    SessionStarted,
+    ToolsDeclared,
+    TurnAborted,
+    TurnStarted,
 )
-from stages.step import decide_abandon
 from stages.fold import fold
+from stages.step import decide_abandon
 
 
 class _NoEffects:

@@ -11,16 +11,36 @@ import attrs
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline.journal import EndOfLog, Journal
-from stages.chain import PRE_CALL_STAGES
 from stages.backoff import backoff_delay
+from stages.chain import PRE_CALL_STAGES
 from stages.decision import (
-    CallModel, Decision, Finish, ModelRequest, Next, PrepareCall, RefreshCredential, RunTools, Wait,
+    CallModel,
+    Decision,
+    Finish,
+    ModelRequest,
+    Next,
+    PrepareCall,
+    RefreshCredential,
+    RunTools,
+    Wait,
 )
 from stages.errors import LogError, MibyanError, ModelBehaviourError, ProviderError
 from stages.events import (
-    ClockRead, CredentialRefreshed, Event, HistoryLoaded, Interrupted, ModelFailed, ModelReplied,
-    SessionResumed, Waited, SessionSettings,
-    SessionStarted, ToolRan, ToolsDeclared, TurnAborted, TurnStarted,
+    ClockRead,
+    CredentialRefreshed,
+    Event,
+    HistoryLoaded,
+    Interrupted,
+    ModelFailed,
+    ModelReplied,
+    SessionResumed,
+    SessionSettings,
+    SessionStarted,
+    ToolRan,
+    ToolsDeclared,
+    TurnAborted,
+    TurnStarted,
+    Waited,
 )
 from stages.fold import apply_event
 from stages.hints import decide_hints
@@ -140,10 +160,10 @@ class SessionRunner:
             elif isinstance(step, RunTools):
                 self._run_tools(step)
             elif isinstance(step, Wait):
-                self.observe("backoff", (Waited, Interrupted), lambda: (self._wait(step),))
+                self.observe("backoff", (Waited, Interrupted), lambda s=step: (self._wait(s),))
             elif isinstance(step, RefreshCredential):
                 self.observe("credentials", (CredentialRefreshed,),
-                             lambda: (self._refresh(step.credential_id),))
+                             lambda s=step: (self._refresh(s.credential_id),))
 
     def _abort(self, exc: BaseException) -> None:
         """Close a turn an exception broke, so the session's next turn starts clean. If even

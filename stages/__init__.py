@@ -6,5 +6,13 @@ from stages.events import EVENT_TYPES, Event
 from stages.fold import apply_event, fold
 from stages.state import State
 
-__all__ = sorted(["Decision", "EVENT_TYPES", "Event", "MibyanError", "Next", "State",
-                  "apply_event", "fold"])
+__all__ = [
+    "Decision",
+    "EVENT_TYPES",
+    "Event",
+    "MibyanError",
+    "Next",
+    "State",
+    "apply_event",
+    "fold",
+]

@@ -55,14 +55,6 @@ class RunTools:
 
 
 @attrs.frozen(kw_only=True)
-class Compress:
-    """Summarise the middle of the history (the summary itself is an effect)."""
-
-    drop_from: int
-    drop_to: int
-
-
-@attrs.frozen(kw_only=True)
 class Wait:
     """Back off before retrying; the jitter is drawn (and recorded) by the runner."""
 
@@ -82,7 +74,7 @@ class Finish:
     """The turn is over; the result can be read from the state."""
 
 
-Next = PrepareCall | CallModel | RunTools | Compress | Wait | RefreshCredential | Finish
+Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish
 
 
 @attrs.frozen(kw_only=True)

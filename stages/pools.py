@@ -9,7 +9,11 @@ import attrs
 
 from stages import credential_pool as cp
 from stages.events import (
-    CredentialRefreshed, ModelReplied, RecoveryDecided, SessionSettings, TurnStarted,
+    CredentialRefreshed,
+    ModelReplied,
+    RecoveryDecided,
+    SessionSettings,
+    TurnStarted,
 )
 from stages.ratelimits import parse_rate_limits
 from stages.state import State, TurnState

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import attrs
 
-from stages.events import (
-    Interrupted, ModelFailed, ModelReplied, SessionSettings, TurnFinished, Usage,
-)
 from stages.credential_pool import PoolState
+from stages.events import (
+    Interrupted,
+    ModelFailed,
+    ModelReplied,
+    SessionSettings,
+    TurnFinished,
+    Usage,
+)
 from stages.messages import Message, ToolCall
 from stages.ratelimits import RateLimitSnapshot
 from stages.tools import ToolSpec

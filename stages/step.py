@@ -11,10 +11,15 @@ from __future__ import annotations
 from stages.budget import NO_SUMMARY_TEXT
 from stages.decision import Decision, Finish, PrepareCall
 from stages.events import (
-    ContinuationRequested, Event, RecoveryDecided, SessionSettings, ToolCallRejected, TurnFinished,
+    ContinuationRequested,
+    Event,
+    RecoveryDecided,
+    SessionSettings,
+    ToolCallRejected,
+    TurnFinished,
 )
-from stages.recovery import decide_recovery, next_provider
 from stages.messages import canonical_json
+from stages.recovery import decide_recovery, next_provider
 from stages.state import State
 from stages.tool_plan import decide_tool_plan
 

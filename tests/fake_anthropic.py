@@ -25,7 +25,6 @@ import itertools
 import json
 import socket
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from http import HTTPStatus

@@ -4,7 +4,6 @@ real model, through the whole pipeline. Needs the [local] extra, which CI instal
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys

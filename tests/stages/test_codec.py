@@ -44,7 +44,7 @@ def test_events_are_frozen_and_keyword_only() -> None:
     for cls in ev.EVENT_TYPES.values():
         for field in attrs.fields(cls):
             assert field.kw_only, f"{cls.__name__}.{field.name} is positional"
-        params = getattr(cls, "__attrs_attrs__")
+        params = cls.__attrs_attrs__
         assert params
         with pytest.raises(TypeError):
             cls("positional")  # type: ignore[call-arg]
