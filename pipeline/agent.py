@@ -106,6 +106,7 @@ class Agent:
         self.parent_session_id = parent_session_id
         self._requested_session = session_id
         self._interrupt = threading.Event()
+        self._running = False
         self._effects = Effects(
             clock=clock or SystemClock(), ids=ids or RandomIds(), model=client, refresh=refresh,
             tools=tool_runner or ThreadPoolToolRunner(self.registry, interrupt=self._interrupt))
@@ -157,16 +158,25 @@ class Agent:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
         with self._lock:
             runner = self._open()
-            state = runner.run_turn(user_message, system_message=system_message, history=history,
-                                    task_id=task_id, on_delta=stream_callback)
+            self._running = True
+            try:
+                state = runner.run_turn(user_message, system_message=system_message,
+                                        history=history, task_id=task_id,
+                                        on_delta=stream_callback)
+            finally:
+                # An interrupt that came too late for this turn must not stop the next one.
+                self._running = False
+                self._interrupt.clear()
         return turn_result(state)
 
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run_conversation(message, stream_callback=stream_callback)["final_response"] or ""
 
     def interrupt(self) -> None:
-        """Stop the running turn at its next step; safe from any thread."""
-        self._interrupt.set()
+        """Stop the running turn now (a model call's response is closed, a backoff is cut
+        short, tools not yet started are skipped); safe from any thread. No-op between turns."""
+        if self._running:
+            self._interrupt.set()
 
     def child(self, *, max_turns: int | None = None, tools: Iterable[Any] | None = None,
               **overrides: Any) -> Agent:

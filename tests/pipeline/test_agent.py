@@ -263,3 +263,11 @@ def test_interrupt_during_a_model_call_returns_and_closes_the_request(server, ho
                                                           result["session_id"]))]
     assert "interrupted" in kinds and "model_replied" not in kinds
     assert replay(home / "sessions", result["session_id"]).identical
+
+
+def test_an_interrupt_between_turns_does_not_stop_the_next(server, home):
+    server.script(Reply.text("fine"))
+    with make(server, home) as agent:
+        agent.interrupt()
+        result = agent.run_conversation("hello")
+    assert result["completed"] and result["final_response"] == "fine"
