@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from effects.abort import abort_on_cancel
+from effects.openai_chat import finish_of
 from effects.anthropic_convert import (
     DEFAULT_MAX_TOKENS,
     STOP_REASONS,
@@ -241,8 +242,9 @@ class AnthropicMessagesClient:
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             raise ModelBehaviourError(
                 f"{self.provider} returned a reply without content blocks: {str(raw)[:300]}")
-        return ModelReplied(message=message_from(raw["content"]),
-                            finish_reason=finish_reason(raw.get("stop_reason")),
+        message = message_from(raw["content"])
+        return ModelReplied(message=message,
+                            finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
                             usage=usage_from(raw.get("usage")),
                             model=raw.get("model") or request.model,
                             latency_ms=_ms(started), rate_limits=rate_limits(headers))
@@ -272,8 +274,9 @@ class AnthropicMessagesClient:
             raise ProviderUnavailableError(
                 f"{self.provider} ended the stream before the reply was complete",
                 provider=self.provider, partial=assembly.emitted)
-        return ModelReplied(message=message_from(assembly.content()),
-                            finish_reason=finish_reason(assembly.stop_reason),
+        message = message_from(assembly.content())
+        return ModelReplied(message=message,
+                            finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
                             usage=usage_from(assembly.usage),
                             model=assembly.model or request.model, latency_ms=_ms(started),
                             streamed=True, rate_limits=rate_limits(headers))

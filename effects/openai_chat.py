@@ -79,6 +79,14 @@ def usage_from(raw: dict | None) -> Usage:
                  cache_read_tokens=cached, reasoning_tokens=reasoning)
 
 
+def finish_of(reason: str | None, message: Message) -> str:
+    """The provider's finish reason, except that a reply with reasoning and nothing visible is
+    ``incomplete`` (the loop asks the model to go on), as the Responses adapter reports it."""
+    if not message.content and not message.tool_calls and message.reasoning:
+        return "incomplete"
+    return reason or "stop"
+
+
 def _message(content: str | None, reasoning: str | None, calls: list[dict]) -> Message:
     tool_calls = tuple(
         ToolCall(id=c.get("id") or f"call_{i}", name=(c.get("function") or {}).get("name") or "",
@@ -159,9 +167,9 @@ def _seconds(value: str | None) -> float | None:
 
 
 def rate_limit_headers(headers: Any) -> tuple[tuple[str, str], ...]:
-    """The response's rate-limit headers, lower-cased, in a stable order."""
-    return tuple(sorted((k.lower(), v) for k, v in headers.items()
-                        if k.lower().startswith(("x-ratelimit-", "anthropic-ratelimit-"))))
+    """The response's rate-limit headers, lower-cased, in the order sent."""
+    return tuple((k.lower(), v) for k, v in headers.items()
+                 if k.lower().startswith(("x-ratelimit-", "anthropic-ratelimit-")))
 
 
 class OpenAIChatClient:
@@ -213,16 +221,18 @@ class OpenAIChatClient:
                     assembly.feed(chunk)
         except (openai.APIError, httpx2.TransportError) as exc:
             error = map_error(exc, self.provider)
-            error.partial = bool(assembly.content)
+            error.partial = bool(assembly.content) and on_delta is not None
             raise error from exc
         except ValueError as exc:
             raise ModelBehaviourError(f"{self.provider} sent a body that is not JSON: {exc}") from exc
         if assembly.finish_reason is None:
             raise ProviderUnavailableError(
                 f"{self.provider} ended the stream before the reply was complete",
-                provider=self.provider, partial=bool(assembly.content))
-        return ModelReplied(message=assembly.message(), finish_reason=assembly.finish_reason,
-                            usage=usage_from(assembly.usage), model=assembly.model or request.model,
+                provider=self.provider, partial=bool(assembly.content) and on_delta is not None)
+        message = assembly.message()
+        return ModelReplied(message=message, finish_reason=finish_of(assembly.finish_reason, message),
+                            usage=usage_from(assembly.usage),
+                            model=assembly.model or request.model,
                             latency_ms=_ms(started), streamed=True, rate_limits=limits)
 
     def _reply(self, raw: object, request: ModelRequest, started: float,
@@ -233,7 +243,8 @@ class OpenAIChatClient:
             reply = _message(message.get("content"),
                              message.get("reasoning_content") or message.get("reasoning"),
                              message.get("tool_calls") or [])
-            return ModelReplied(message=reply, finish_reason=choice.get("finish_reason") or "stop",
+            return ModelReplied(message=reply,
+                                finish_reason=finish_of(choice.get("finish_reason"), reply),
                                 usage=usage_from(raw.get("usage")),  # type: ignore[union-attr]
                                 model=raw.get("model") or request.model,  # type: ignore[union-attr]
                                 latency_ms=_ms(started), rate_limits=limits)

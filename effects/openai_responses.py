@@ -236,10 +236,9 @@ class _StreamAssembly:
                      {"type": "output_text", "text": ""})
         delta = event.get("delta") or ""
         part["text"] = (part.get("text") or "") + delta
-        if delta:
+        if delta and self.on_delta is not None:
             self.delivered = True
-            if self.on_delta is not None:
-                self.on_delta(delta)
+            self.on_delta(delta)
 
     def _arguments(self, event: dict) -> None:
         item = self._item(event, "function_call")

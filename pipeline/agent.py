@@ -106,7 +106,6 @@ class Agent:
         self.parent_session_id = parent_session_id
         self._requested_session = session_id
         self._interrupt = threading.Event()
-        self._running = False
         self._effects = Effects(
             clock=clock or SystemClock(), ids=ids or RandomIds(), model=client, refresh=refresh,
             tools=tool_runner or ThreadPoolToolRunner(self.registry, interrupt=self._interrupt))
@@ -158,14 +157,12 @@ class Agent:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
         with self._lock:
             runner = self._open()
-            self._running = True
             try:
                 state = runner.run_turn(user_message, system_message=system_message,
                                         history=history, task_id=task_id,
                                         on_delta=stream_callback)
             finally:
-                # An interrupt that came too late for this turn must not stop the next one.
-                self._running = False
+                # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         return turn_result(state)
 
@@ -174,9 +171,9 @@ class Agent:
 
     def interrupt(self) -> None:
         """Stop the running turn now (a model call's response is closed, a backoff is cut
-        short, tools not yet started are skipped); safe from any thread. No-op between turns."""
-        if self._running:
-            self._interrupt.set()
+        short, tools not yet started are skipped); safe from any thread. Between turns it
+        stops the next turn at its first step."""
+        self._interrupt.set()
 
     def child(self, *, max_turns: int | None = None, tools: Iterable[Any] | None = None,
               **overrides: Any) -> Agent:

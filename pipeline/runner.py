@@ -233,9 +233,12 @@ class SessionRunner:
             if on_delta is not None and not cancel.cancelled:
                 on_delta(delta)
 
+        # Without a sink nothing reaches the user, so a dropped stream stays retryable.
+        sink = deliver if on_delta is not None else None
+
         def work() -> None:
             try:
-                outcome.append(model.complete(request, on_delta=deliver, cancel=cancel))
+                outcome.append(model.complete(request, on_delta=sink, cancel=cancel))
             except (ProviderError, ModelBehaviourError) as exc:
                 outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread

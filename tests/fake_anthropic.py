@@ -20,20 +20,17 @@ the first block start), ``message_delta`` (stop reason, output tokens) and ``mes
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import json
-import socket
-import threading
-from collections import deque
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, Iterable, Mapping, Sequence
+
+from tests.fake_http import MAX_HANG, FakeHandler, FakeHTTPServer, dumps, http_chunk
 
 __all__ = ["FakeAnthropicServer", "Reply", "Usage"]
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_MAX_HANG = 60.0
+_dumps = dumps
+_MAX_HANG = MAX_HANG
 _tool_ids = itertools.count(1)
 _DEFAULT_MODEL = "claude-fake"
 # Anthropic's error types and the HTTP status each comes with.
@@ -83,7 +80,7 @@ class Reply:
              usage: Usage | None = None, headers: Mapping[str, str] | None = None,
              piece_size: int | None = None, chunk_delay: float = 0.0) -> Reply:
         """A text answer, optionally preceded by a thinking block. With ``chunk_delay`` the
-        headers go out at once, then each SSE event (or each ``_SLICE`` bytes of a JSON body)
+        headers go out at once, then each SSE event (or each 64 bytes of a JSON body)
         after that many seconds."""
         return cls(kind="message", content=content, thinking=thinking, stop_reason=stop_reason,
                    usage=usage, headers=tuple((headers or {}).items()), piece_size=piece_size,
@@ -158,8 +155,7 @@ def _pieces(text: str, size: int) -> list[str]:
 def _event(name: str, payload: Mapping[str, Any] | bytes) -> bytes:
     """One HTTP/1.1 chunk holding one SSE event."""
     data = payload if isinstance(payload, bytes) else _dumps(payload).encode()
-    frame = b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
-    return b"%x\r\n%s\r\n" % (len(frame), frame)
+    return http_chunk(b"event: " + name.encode() + b"\ndata: " + data + b"\n\n")
 
 
 def _prompt_chars(body: Mapping[str, Any]) -> int:
@@ -235,66 +231,27 @@ def stream_events(msg_id: str, reply: Reply, body: Mapping[str, Any],
     return events
 
 
-_LAST_CHUNK = b"0\r\n\r\n"
-_SLICE = 64  # bytes per write of a slowly sent (chunk_delay) JSON body
 _NO_REPLY = _error_body("api_error", "fake server: no scripted reply left")
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _HTTPServer
+# ---- the server -------------------------------------------------------------------------
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._track(self.connection, add=True)
+class _Handler(FakeHandler):
+    route = "/v1/messages"
+    no_reply_body = _NO_REPLY
+    phrases = {529: "Overloaded"}
 
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.fake._track(self.connection, add=False)
+    def _not_found_body(self) -> bytes:
+        return _error_body("not_found_error", "no route")
 
-    def do_GET(self) -> None:  # noqa: N802
-        self.server.fake._unexpected(f"GET {self.path}")
-        self._send(404, "application/json", _error_body("not_found_error", "no route"))
+    def _bad_json_body(self, exc: ValueError) -> bytes:
+        return _error_body("invalid_request_error", str(exc))
 
-    def do_POST(self) -> None:  # noqa: N802
-        try:
-            self._post(self.server.fake)
-        except OSError:  # the client went away (timeout, reset, broken pipe)
-            self.close_connection = True
+    def _wait_seconds(self, reply: Reply) -> float:
+        return reply.hang_seconds
 
-    def _post(self, fake: FakeAnthropicServer) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
-            fake._unexpected(f"POST {self.path}")
-            self._send(404, "application/json", _error_body("not_found_error", "no route"))
-            return
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("body is not a JSON object")
-        except ValueError as exc:
-            fake._record(None, headers)
-            fake._unexpected(f"unparseable request body: {exc}")
-            self._send(400, "application/json", _error_body("invalid_request_error", str(exc)))
-            return
-        reply = fake._record(body, headers)
-        if reply is None:
-            self._send(500, "application/json", _NO_REPLY)
-            return
-        if reply.hang_seconds and fake._stopping.wait(reply.hang_seconds):
-            self.close_connection = True
-            return
-        self._answer(fake, reply, body)
-
-    def _answer(self, fake: FakeAnthropicServer, reply: Reply, body: Mapping[str, Any]) -> None:
+    def _answer(self, fake: FakeAnthropicServer, reply: Reply, body: dict[str, Any]) -> None:
         stream = bool(body.get("stream"))
         extra = (("request-id", fake._next_id("req")),) + reply.headers
         if reply.kind in ("error", "raw"):
@@ -305,212 +262,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif reply.kind == "drop" and not stream:
             self._abort()
         elif stream:
-            self._stream(fake, reply, body, extra)
-        elif reply.chunk_delay > 0:
-            payload = _dumps(_message(fake._next_id("msg"), reply, body)).encode()
-            head = ["HTTP/1.1 200 OK", "Content-Type: application/json",
-                    f"Content-Length: {len(payload)}", *(f"{k}: {v}" for k, v in extra)]
-            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
-                          [payload[i:i + _SLICE] for i in range(0, len(payload), _SLICE)])
+            size = max(1, reply.piece_size or fake.piece_size)
+            events = stream_events(fake._next_id("msg"), reply, body, size)
+            if reply.kind == "drop":
+                events = events[:1 + reply.after_events]
+            elif reply.kind == "error_event":
+                events = events[:1 + reply.after_events] + [_event("error", reply.body)]
+            self._send_stream(extra, events, chunk_delay=reply.chunk_delay,
+                              ends=reply.kind != "drop")
         else:
             payload = _dumps(_message(fake._next_id("msg"), reply, body)).encode()
-            self._send(200, "application/json", payload, extra)
-
-    def _trickle(self, fake: FakeAnthropicServer, reply: Reply, head: bytes,
-                 pieces: list[bytes]) -> None:
-        """The head at once, then each piece after ``reply.chunk_delay`` seconds."""
-        self.wfile.write(head)
-        for piece in pieces:
-            if fake._stopping.wait(reply.chunk_delay):
-                self._abort()
-                return
-            self.wfile.write(piece)
-
-    def _send(self, status: int, content_type: str, body: bytes,
-              extra: Iterable[tuple[str, str]] = ()) -> None:
-        head = [f"HTTP/1.1 {status} {_phrase(status)}", f"Content-Type: {content_type}",
-                f"Content-Length: {len(body)}"]
-        head.extend(f"{k}: {v}" for k, v in extra)
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-
-    def _stream(self, fake: FakeAnthropicServer, reply: Reply, body: Mapping[str, Any],
-                extra: Iterable[tuple[str, str]]) -> None:
-        head = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream; charset=utf-8",
-                "Transfer-Encoding: chunked", "Cache-Control: no-cache"]
-        head.extend(f"{k}: {v}" for k, v in extra)
-        size = max(1, reply.piece_size or fake.piece_size)
-        events = stream_events(fake._next_id("msg"), reply, body, size)
-        if reply.kind == "drop":
-            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-                             + b"".join(events[:1 + reply.after_events]))
-            self.wfile.flush()
-            self._abort()
-            return
-        if reply.kind == "error_event":
-            events = events[:1 + reply.after_events] + [_event("error", reply.body)]
-        if reply.chunk_delay > 0:
-            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
-                          events + [_LAST_CHUNK])
-            return
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-                         + b"".join(events) + _LAST_CHUNK)
-
-    def _abort(self) -> None:
-        """Close the connection right here: no (further) response bytes."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            self._send(200, "application/json", payload, extra, chunk_delay=reply.chunk_delay)
 
 
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Overloaded" if status == 529 else "Unknown"
+class FakeAnthropicServer(FakeHTTPServer):
+    """A loopback Anthropic Messages server. Use as a context manager (or call close()).
 
+    Its ``base_url`` is the SDK's (the SDK appends ``/v1/messages`` itself)."""
 
-class _HTTPServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeAnthropicServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-        if isinstance(sys.exc_info()[1], OSError) or self.fake._stopping.is_set():
-            return
-        super().handle_error(request, client_address)
-
-
-class FakeAnthropicServer:
-    """A loopback Anthropic Messages server. Use as a context manager (or call close())."""
+    handler = _Handler
+    reply_type = Reply
+    thread_name = "fake-anthropic"
 
     def __init__(self, default: Reply | None = None, *, piece_size: int = 3) -> None:
-        self.default = default
-        self.piece_size = piece_size
-        self._lock = threading.Lock()
-        self._queue: deque[Reply] = deque()
-        self._requests: list[dict[str, Any] | None] = []
-        self._headers: list[dict[str, str]] = []
-        self._unexpected_list: list[str] = []
-        self._ids = itertools.count(1)
-        self._conns: set[socket.socket] = set()
-        self._stopping = threading.Event()
-        self._closed = False
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.fake = self
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={
-            "poll_interval": 0.02}, name=f"fake-anthropic-{self.port}", daemon=True)
-        self._thread.start()
-
-    def __enter__(self) -> FakeAnthropicServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving, wake hanging replies and cut any open keep-alive connections."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    @property
-    def base_url(self) -> str:
-        """The SDK's ``base_url`` (it appends ``/v1/messages`` itself)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def script(self, *replies: Reply) -> FakeAnthropicServer:
-        """Queue replies, answered in order by the next requests."""
-        for r in replies:
-            if not isinstance(r, Reply):
-                raise TypeError(f"expected Reply, got {type(r).__name__}")
-        with self._lock:
-            self._queue.extend(replies)
-        return self
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Parsed JSON bodies of every request, in arrival order (unparseable → ``None``)."""
-        with self._lock:
-            return list(self._requests)  # type: ignore[arg-type]
-
-    @property
-    def request_headers(self) -> list[dict[str, str]]:
-        """Headers of every request, keys lower-cased."""
-        with self._lock:
-            return list(self._headers)
-
-    @property
-    def last_request(self) -> dict[str, Any]:
-        with self._lock:
-            if not self._requests:
-                raise AssertionError("fake server: no request received")
-            return self._requests[-1]  # type: ignore[return-value]
-
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    @property
-    def unexpected(self) -> list[str]:
-        with self._lock:
-            return list(self._unexpected_list)
-
-    def assert_done(self) -> None:
-        """Fail if scripted replies are left over or an unexpected request arrived."""
-        with self._lock:
-            left, bad = len(self._queue), list(self._unexpected_list)
-        problems = []
-        if left:
-            problems.append(f"{left} scripted repl{'y' if left == 1 else 'ies'} never requested")
-        if bad:
-            problems.append("unexpected request(s): " + "; ".join(bad))
-        if problems:
-            raise AssertionError("fake server: " + " and ".join(problems))
-
-    def reset(self) -> None:
-        """Forget recorded requests, leftover replies and unexpected requests (the server and
-        its keep-alive connections stay up, so one server can serve a whole test module)."""
-        with self._lock:
-            self._queue.clear()
-            self._requests.clear()
-            self._headers.clear()
-            self._unexpected_list.clear()
-
-    def _record(self, body: dict[str, Any] | None, headers: dict[str, str]) -> Reply | None:
-        with self._lock:
-            self._requests.append(body)
-            self._headers.append(headers)
-            if body is None:
-                return None
-            if self._queue:
-                return self._queue.popleft()
-            if self.default is not None:
-                return self.default
-            self._unexpected_list.append(f"request #{len(self._requests)} with no scripted reply")
-            return None
-
-    def _unexpected(self, what: str) -> None:
-        with self._lock:
-            self._unexpected_list.append(what)
+        super().__init__(default, piece_size=piece_size)
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}_fake{next(self._ids)}"
-
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            (self._conns.add if add else self._conns.discard)(conn)

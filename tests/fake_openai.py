@@ -17,24 +17,20 @@ OpenAI-style error and the server remembers it had an unexpected request.
 from __future__ import annotations
 
 import functools
-import http.server
 import itertools
-import json
-import selectors
-import socket
-import threading
 import time
-from collections import deque
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["FakeOpenAIServer", "Reply", "Usage"]
+from tests.fake_http import MAX_HANG, FakeHandler, FakeHTTPServer, dumps, http_chunk
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_MAX_HANG = 60.0  # Reply.hang is bounded so a broken test cannot wedge the suite
+__all__ = ["FakeOpenAIServer", "Reply", "Usage", "OpenAIErrorsHandler", "error_body"]
+
+_dumps = dumps
+_MAX_HANG = MAX_HANG  # Reply.hang is bounded so a broken test cannot wedge the suite
 _call_ids = itertools.count(1)
 _DEFAULT_MODEL = "gpt-fake"
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +151,10 @@ class Reply:
         delay: float = 0.0,
     ) -> Reply:
         """``status`` with OpenAI's error body ``{"error": {message, type, param, code}}``."""
-        body = _dumps({"error": {"message": message, "type": type, "param": None, "code": code}})
         return cls(
             kind="error",
             status=status,
-            body=body.encode(),
+            body=error_body(message, type, code),
             headers=tuple((headers or {}).items()),
             delay=delay,
         )
@@ -217,29 +212,6 @@ class Reply:
         )
 
 
-# ---- the server -------------------------------------------------------------------------
-
-
-class _Headers(dict):
-    """A plain dict of request headers with case-insensitive lookup (keys stored lower-case)."""
-
-    def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
-
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        return super().get(key.lower(), default)
-
-    def __contains__(self, key: object) -> bool:
-        return super().__contains__(key.lower() if isinstance(key, str) else key)
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
-
-
 def _prompt_chars(body: Mapping[str, Any]) -> int:
     n = 0
     for m in body.get("messages") or ():
@@ -265,165 +237,21 @@ def _pieces(text: str, size: int) -> list[str]:
 
 def _chunk(payload: bytes) -> bytes:
     """One HTTP/1.1 chunk holding one SSE event."""
-    data = b"data: " + payload + b"\n\n"
-    return b"%x\r\n%s\r\n" % (len(data), data)
+    return http_chunk(b"data: " + payload + b"\n\n")
 
 
 _DONE_CHUNK = _chunk(b"[DONE]")
-_LAST_CHUNK = b"0\r\n\r\n"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.fake._track(self.connection, add=False)
-
-    def parse_request(self) -> bool:
-        self._t0 = time.perf_counter()
-        return super().parse_request()
-
-    # --- dispatch ---
-
-    def do_POST(self) -> None:  # noqa: N802
-        fake = self.server.fake
-        try:
-            self._post(fake)
-        except OSError:  # the client went away (timeout, reset, broken pipe)
-            self.close_connection = True
-        finally:
-            fake._add_seconds(time.perf_counter() - self._t0)
-
-    def do_GET(self) -> None:  # noqa: N802
-        fake = self.server.fake
-        try:
-            self._not_found(fake)
-        finally:
-            fake._add_seconds(time.perf_counter() - self._t0)
-
-    def _not_found(self, fake: FakeOpenAIServer) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        fake._unexpected(f"{self.command} {self.path}")
-        message = f"fake server: no route {self.command} {self.path}"
-        self._send_json(404, _error_body(message, "invalid_request_error"))
-
-    def _post(self, fake: FakeOpenAIServer) -> None:
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/chat/completions":
-            self._not_found(fake)
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = _Headers((k.lower(), v) for k, v in self.headers.items())
-        try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("body is not a JSON object")
-        except ValueError as exc:
-            fake._record(None, headers)
-            fake._unexpected(f"unparseable request body: {exc}")
-            message = f"fake server: bad JSON body: {exc}"
-            self._send_json(400, _error_body(message, "invalid_request_error"))
-            return
-        reply = fake._record(body, headers)
-        if reply is None:
-            self._send_json(500, _NO_REPLY_BODY)
-            return
-        wait = reply.delay + reply.hang_seconds
-        if wait > 0 and fake._stopping.wait(wait):
-            self.close_connection = True
-            return
-        stream = bool(body.get("stream"))
-        kind = reply.kind
-        if kind == "error" or kind == "raw":
-            self._send(reply.status, reply.content_type, reply.body, reply.headers)
-        elif kind == "drop":
-            if stream:
-                self._stream(fake, reply, body)
-            self._abort()
-        elif stream:
-            self._stream(fake, reply, body)
-        else:
-            self._send_json(200, _completion(fake, reply, body))
-
-    # --- writing ---
-
-    def _send(
-        self,
-        status: int,
-        content_type: str,
-        body: bytes,
-        extra: Iterable[tuple[str, str]] = (),
-    ) -> None:
-        head = [
-            f"HTTP/1.1 {status} {_reason(status)}",
-            f"Content-Type: {content_type}",
-            f"Content-Length: {len(body)}",
-        ]
-        head.extend(f"{k}: {v}" for k, v in extra)
-        if self.close_connection:
-            head.append("Connection: close")
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-
-    def _send_json(self, status: int, payload: Mapping[str, Any] | bytes) -> None:
-        body = payload if isinstance(payload, bytes) else _dumps(payload).encode()
-        self._send(status, "application/json", body, _RESPONSE_HEADERS)
-
-    def _stream(self, fake: FakeOpenAIServer, reply: Reply, body: Mapping[str, Any]) -> None:
-        head = (
-            "HTTP/1.1 200 OK\r\n"
-            "Content-Type: text/event-stream; charset=utf-8\r\n"
-            "Transfer-Encoding: chunked\r\n"
-            "Cache-Control: no-cache\r\n"
-            "x-request-id: fake\r\n"
-            + ("Connection: close\r\n" if self.close_connection else "")
-            + "\r\n"
-        ).encode("latin-1")
-        chunks = _stream_chunks(fake, reply, body)
-        if reply.kind == "drop":
-            chunks = chunks[: 1 + max(0, reply.after_chunks)]
-        else:
-            chunks.append(_DONE_CHUNK)
-            chunks.append(_LAST_CHUNK)
-        if reply.chunk_delay <= 0:
-            self.wfile.write(head + b"".join(chunks))
-            return
-        self.wfile.write(head)
-        for c in chunks:
-            if fake._stopping.wait(reply.chunk_delay):
-                self._abort()
-                return
-            self.wfile.write(c)
-
-    def _abort(self) -> None:
-        """Close the connection right here: no (further) response bytes."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def _error_body(message: str, type_: str, code: str | None = None) -> bytes:
+def error_body(message: str, type_: str = "invalid_request_error",
+               code: str | None = None) -> bytes:
+    """OpenAI's error body ``{"error": {message, type, param, code}}`` (both OpenAI fakes)."""
     return _dumps(
         {"error": {"message": message, "type": type_, "param": None, "code": code}}
     ).encode()
 
 
-_NO_REPLY_BODY = _error_body("fake server: no scripted reply left", "server_error")
+_NO_REPLY_BODY = error_body("fake server: no scripted reply left", "server_error")
 _RESPONSE_HEADERS = (("x-request-id", "fake"),)
 
 
@@ -521,181 +349,59 @@ def _stream_chunks(
     return chunks
 
 
-class _HTTPServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # keep-alive handler threads must not block close()
-    request_queue_size = 128
-    fake: FakeOpenAIServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError) or self.fake._stopping.is_set():
-            return
-        super().handle_error(request, client_address)
+# ---- the server -------------------------------------------------------------------------
 
 
-class FakeOpenAIServer:
+class OpenAIErrorsHandler(FakeHandler):
+    """A handler answering the fake's own errors (404, bad JSON, no reply left) OpenAI's way,
+    each with ``x-request-id: fake``. The chat and the Responses fakes build on it."""
+
+    error_headers = _RESPONSE_HEADERS
+    no_reply_body = _NO_REPLY_BODY
+
+    def _not_found_body(self) -> bytes:
+        return error_body(f"fake server: no route {self.command} {self.path}")
+
+    def _bad_json_body(self, exc: ValueError) -> bytes:
+        return error_body(f"fake server: bad JSON body: {exc}")
+
+
+class _Handler(OpenAIErrorsHandler):
+    route = "/v1/chat/completions"
+
+    def _wait_seconds(self, reply: Reply) -> float:
+        return reply.delay + reply.hang_seconds
+
+    def _answer(self, fake: FakeOpenAIServer, reply: Reply, body: dict[str, Any]) -> None:
+        stream = bool(body.get("stream"))
+        if reply.kind == "error" or reply.kind == "raw":
+            self._send(reply.status, reply.content_type, reply.body, reply.headers)
+        elif stream:
+            chunks = _stream_chunks(fake, reply, body)
+            drop = reply.kind == "drop"
+            if drop:
+                chunks = chunks[: 1 + max(0, reply.after_chunks)]
+            else:
+                chunks.append(_DONE_CHUNK)
+            self._send_stream(_RESPONSE_HEADERS, chunks, chunk_delay=reply.chunk_delay,
+                              ends=not drop)
+        elif reply.kind == "drop":
+            self._abort()
+        else:
+            payload = _dumps(_completion(fake, reply, body)).encode()
+            self._send(200, "application/json", payload, _RESPONSE_HEADERS)
+
+
+class FakeOpenAIServer(FakeHTTPServer):
     """A loopback OpenAI chat-completions server. Use as a context manager (or call close())."""
 
+    handler = _Handler
+    reply_type = Reply
+    base_path = "/v1"
+    thread_name = "fake-openai"
+
     def __init__(self, default: Reply | None = None, *, piece_size: int = 3) -> None:
-        self.default = default
-        self.piece_size = piece_size
-        self._lock = threading.Lock()
-        self._queue: deque[Reply] = deque()
-        self._requests: list[dict[str, Any] | None] = []
-        self._headers: list[dict[str, str]] = []
-        self._unexpected_list: list[str] = []
-        self._seconds = 0.0
-        self._ids = itertools.count(1)
-        self._conns: set[socket.socket] = set()
-        self._stopping = threading.Event()
-        self._closed = False
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.fake = self
-        self.port: int = self._httpd.server_address[1]
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._thread = threading.Thread(
-            target=self._serve, name=f"fake-openai-{self.port}", daemon=True
-        )
-        self._thread.start()
-
-    # ---- lifecycle ----
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving, wake hanging replies and cut any open keep-alive connections."""
-        if self._closed:
-            return
-        self._closed = True
-        self._stopping.set()
-        self._wake_w.send(b"x")
-        self._thread.join(timeout=5)
-        self._httpd.server_close()
-        self._wake_r.close()
-        self._wake_w.close()
-        with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _serve(self) -> None:
-        # Like serve_forever, but woken at once by close() instead of polling.
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._httpd, selectors.EVENT_READ)
-            sel.register(self._wake_r, selectors.EVENT_READ)
-            while not self._stopping.is_set():
-                for key, _ in sel.select():
-                    if key.fileobj is self._httpd and not self._stopping.is_set():
-                        self._httpd._handle_request_noblock()
-
-    # ---- configuration ----
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def script(self, *replies: Reply) -> FakeOpenAIServer:
-        """Queue replies, answered in order by the next requests."""
-        for r in replies:
-            if not isinstance(r, Reply):
-                raise TypeError(f"expected Reply, got {type(r).__name__}")
-        with self._lock:
-            self._queue.extend(replies)
-        return self
-
-    # ---- inspection ----
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Parsed JSON bodies of every chat-completions request, in arrival order (a copy).
-        An unparseable body is recorded as ``None``."""
-        with self._lock:
-            return list(self._requests)  # type: ignore[arg-type]
-
-    @property
-    def request_headers(self) -> list[dict[str, str]]:
-        """Headers of every chat-completions request (lower-case keys, case-insensitive get)."""
-        with self._lock:
-            return list(self._headers)
-
-    @property
-    def last_request(self) -> dict[str, Any]:
-        with self._lock:
-            if not self._requests:
-                raise AssertionError("fake server: no request received")
-            return self._requests[-1]  # type: ignore[return-value]
-
-    @property
-    def pending(self) -> int:
-        """Scripted replies not consumed yet."""
-        with self._lock:
-            return len(self._queue)
-
-    @property
-    def unexpected(self) -> list[str]:
-        with self._lock:
-            return list(self._unexpected_list)
-
-    @property
-    def server_seconds(self) -> float:
-        """Cumulative wall time spent inside request handling (all threads)."""
-        with self._lock:
-            return self._seconds
-
-    def assert_done(self) -> None:
-        """Fail if scripted replies are left over or an unexpected request arrived."""
-        with self._lock:
-            left = len(self._queue)
-            bad = list(self._unexpected_list)
-        problems = []
-        if left:
-            problems.append(f"{left} scripted repl{'y' if left == 1 else 'ies'} never requested")
-        if bad:
-            problems.append("unexpected request(s): " + "; ".join(bad))
-        if problems:
-            raise AssertionError("fake server: " + " and ".join(problems))
-
-    # ---- used by the handler ----
-
-    def _record(self, body: dict[str, Any] | None, headers: dict[str, str]) -> Reply | None:
-        with self._lock:
-            self._requests.append(body)
-            self._headers.append(headers)
-            if body is None:
-                return None
-            if self._queue:
-                return self._queue.popleft()
-            if self.default is not None:
-                return self.default
-            self._unexpected_list.append(
-                f"request #{len(self._requests)} with no scripted reply left"
-            )
-            return None
-
-    def _unexpected(self, what: str) -> None:
-        with self._lock:
-            self._unexpected_list.append(what)
-
-    def _add_seconds(self, dt: float) -> None:
-        with self._lock:
-            self._seconds += dt
+        super().__init__(default, piece_size=piece_size)
 
     def _next_id(self) -> str:
         return f"chatcmpl-fake{next(self._ids)}"
-
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            if add:
-                self._conns.add(conn)
-            else:
-                self._conns.discard(conn)

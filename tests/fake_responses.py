@@ -1,8 +1,9 @@
 """An in-tree fake OpenAI Responses API server (``POST /v1/responses``).
 
 Real HTTP/1.1 on loopback (keep-alive, chunked SSE with ``event:`` and ``data:`` lines in the
-real event order), no mocking of any SDK. It reuses the chat fake's server machinery (threads,
-lifecycle, request recording, ``assert_done``) and only swaps the request handler::
+real event order), no mocking of any SDK. The server machinery (threads, lifecycle, request
+recording, ``assert_done``) is ``tests.fake_http``'s; its own errors (404, bad JSON, no reply
+left) are the chat fake's OpenAI-style ones::
 
     with FakeResponsesServer() as srv:
         srv.script(ResponsesReply.text("hi"), ResponsesReply.function_calls([("ls", "{}")]))
@@ -18,21 +19,19 @@ delta events and ``response.output_item.done``, then ``response.completed`` /
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from tests.fake_openai import FakeOpenAIServer, Usage, _Handler, _Headers
+from tests.fake_http import MAX_HANG, FakeHTTPServer, dumps, http_chunk
+from tests.fake_openai import OpenAIErrorsHandler, Usage, error_body
 
 __all__ = ["FakeResponsesServer", "ResponsesReply", "Usage"]
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = dumps
 _ids = itertools.count(1)
-_MAX_HANG = 60.0
+_MAX_HANG = MAX_HANG
 _DEFAULT_MODEL = "gpt-fake"
-_LAST_CHUNK = b"0\r\n\r\n"
-_SLICE = 64  # bytes per write of a slowly sent (chunk_delay) JSON body
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +69,7 @@ class ResponsesReply:
              piece_size: int | None = None, chunk_delay: float = 0.0) -> ResponsesReply:
         """A completed response with one assistant message (after a reasoning item if given).
         With ``chunk_delay`` the headers go out at once, then each SSE event (or each
-        ``_SLICE`` bytes of a JSON body) after that many seconds."""
+        64 bytes of a JSON body) after that many seconds."""
         return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
                    phase=phase, empty_final_output=empty_final_output, piece_size=piece_size,
                    chunk_delay=chunk_delay)
@@ -119,8 +118,7 @@ class ResponsesReply:
     def error(cls, status: int, message: str, *, type: str = "invalid_request_error",  # noqa: A002
               code: str | None = None, headers: Mapping[str, str] | None = None) -> ResponsesReply:
         """``status`` with OpenAI's body ``{"error": {message, type, param, code}}``."""
-        body = _dumps({"error": {"message": message, "type": type, "param": None, "code": code}})
-        return cls(kind="error", status_code=status, body=body.encode(),
+        return cls(kind="error", status_code=status, body=error_body(message, type, code),
                    headers=tuple((headers or {}).items()))
 
     @classmethod
@@ -305,38 +303,18 @@ def _events(reply: ResponsesReply, response: dict[str, Any], size: int) -> list[
 
 def _sse_chunk(event: Mapping[str, Any]) -> bytes:
     """One HTTP/1.1 chunk holding one SSE event (``event:`` line, then ``data:``)."""
-    data = b"event: %s\ndata: %s\n\n" % (event["type"].encode(), _dumps(event).encode())
-    return b"%x\r\n%s\r\n" % (len(data), data)
+    return http_chunk(b"event: %s\ndata: %s\n\n" % (event["type"].encode(),
+                                                     _dumps(event).encode()))
 
 
 # ---- the handler and the server ----------------------------------------------------------
 
 
-class _ResponsesHandler(_Handler):
-    def _post(self, fake: FakeResponsesServer) -> None:  # type: ignore[override]
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/responses":
-            self._not_found(fake)
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = _Headers((k.lower(), v) for k, v in self.headers.items())
-        try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("body is not a JSON object")
-        except ValueError as exc:
-            fake._record(None, headers)
-            fake._unexpected(f"unparseable request body: {exc}")
-            self._send_json(400, _error_body(f"fake server: bad JSON body: {exc}"))
-            return
-        reply = fake._record(body, headers)
-        if reply is None:
-            self._send_json(500, _error_body("fake server: no scripted reply left", "server_error"))
-            return
-        if reply.delay > 0 and fake._stopping.wait(reply.delay):
-            self.close_connection = True
-            return
-        self._answer(fake, reply, body)
+class _ResponsesHandler(OpenAIErrorsHandler):
+    route = "/v1/responses"
+
+    def _wait_seconds(self, reply: ResponsesReply) -> float:
+        return reply.delay
 
     def _answer(self, fake: FakeResponsesServer, reply: ResponsesReply,
                 body: dict[str, Any]) -> None:
@@ -347,78 +325,30 @@ class _ResponsesHandler(_Handler):
         elif reply.kind == "drop" and not stream:
             self._abort()
         elif stream:
-            self._stream(fake, reply, body, extra)
+            size = max(1, reply.piece_size or fake.piece_size)
+            events = _events(reply, _response(fake, reply, body), size)
+            self._send_stream(extra, [_sse_chunk(e) for e in events],
+                              chunk_delay=reply.chunk_delay,
+                              ends=reply.kind != "drop" or reply.clean_end)
         elif reply.stream_error:
             self._send(500, "application/json",
-                       _error_body(reply.error_message or "", "server_error", reply.error_code),
+                       error_body(reply.error_message or "", "server_error", reply.error_code),
                        extra)
-        elif reply.chunk_delay > 0:
-            payload = _dumps(_response(fake, reply, body)).encode()
-            head = ["HTTP/1.1 200 OK", "Content-Type: application/json",
-                    f"Content-Length: {len(payload)}", *(f"{k}: {v}" for k, v in extra)]
-            pieces = [payload[i:i + _SLICE] for i in range(0, len(payload), _SLICE)]
-            self._trickle(fake, reply, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
-                          pieces)
         else:
             payload = _dumps(_response(fake, reply, body)).encode()
-            self._send(200, "application/json", payload, extra)
-
-    def _trickle(self, fake: FakeResponsesServer, reply: ResponsesReply, head: bytes,
-                 pieces: list[bytes]) -> None:
-        """The head at once, then each piece after ``reply.chunk_delay`` seconds."""
-        self.wfile.write(head)
-        for piece in pieces:
-            if fake._stopping.wait(reply.chunk_delay):
-                self._abort()
-                return
-            self.wfile.write(piece)
-
-    def _stream(self, fake: FakeResponsesServer, reply: ResponsesReply,  # type: ignore[override]
-                body: dict[str, Any], extra: Iterable[tuple[str, str]]) -> None:
-        head = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream; charset=utf-8",
-                "Transfer-Encoding: chunked", "Cache-Control: no-cache",
-                *(f"{k}: {v}" for k, v in extra)]
-        if self.close_connection:
-            head.append("Connection: close")
-        size = max(1, reply.piece_size or fake.piece_size)
-        events = _events(reply, _response(fake, reply, body), size)
-        ends = reply.kind != "drop" or reply.clean_end
-        if reply.chunk_delay > 0:
-            head_bytes = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-            self._trickle(fake, reply, head_bytes, [_sse_chunk(e) for e in events]
-                          + ([_LAST_CHUNK] if ends else []))
-            if not ends:
-                self._abort()
-            return
-        payload = b"".join(_sse_chunk(e) for e in events)
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
-                         + (_LAST_CHUNK if ends else b""))
-        if not ends:
-            self._abort()
+            self._send(200, "application/json", payload, extra, chunk_delay=reply.chunk_delay)
 
 
-def _error_body(message: str, type_: str = "invalid_request_error",
-                code: str | None = None) -> bytes:
-    return _dumps({"error": {"message": message, "type": type_, "param": None,
-                             "code": code}}).encode()
-
-
-class FakeResponsesServer(FakeOpenAIServer):
+class FakeResponsesServer(FakeHTTPServer):
     """A loopback Responses API server. Use as a context manager (or call close())."""
 
-    def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3) -> None:
-        super().__init__(default, piece_size=piece_size)  # type: ignore[arg-type]
-        # Nobody knows the port before the constructor returns, so no request has been served.
-        self._httpd.RequestHandlerClass = _ResponsesHandler
+    handler = _ResponsesHandler
+    reply_type = ResponsesReply
+    base_path = "/v1"
+    thread_name = "fake-responses"
 
-    def script(self, *replies: ResponsesReply) -> FakeResponsesServer:  # type: ignore[override]
-        """Queue replies, answered in order by the next requests."""
-        for r in replies:
-            if not isinstance(r, ResponsesReply):
-                raise TypeError(f"expected ResponsesReply, got {type(r).__name__}")
-        with self._lock:
-            self._queue.extend(replies)  # type: ignore[arg-type]
-        return self
+    def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3) -> None:
+        super().__init__(default, piece_size=piece_size)
 
     def _next_id(self) -> str:
         return f"resp_fake{next(self._ids)}"

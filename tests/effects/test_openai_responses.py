@@ -196,7 +196,7 @@ def test_error_event_mid_stream(server):
                                                 content="Partial"),
                   ResponsesReply.stream_failure("server_error", "Boom"))
     with pytest.raises(ProviderUnavailableError, match="Slow down") as caught:
-        client(server).complete(request(True))
+        client(server).complete(request(True), on_delta=lambda _: None)
     assert (caught.value.code, caught.value.partial) == ("rate_limit_exceeded", True)
     with pytest.raises(ProviderHTTPError) as caught:
         client(server).complete(request(False))
@@ -214,7 +214,7 @@ def test_dropped_stream_says_whether_text_reached_the_user(server):
         client(server).complete(request(True))
     assert caught.value.partial is False
     with pytest.raises(ProviderUnavailableError, match="before the response was") as caught:
-        client(server).complete(request(True))
+        client(server).complete(request(True), on_delta=deltas.append)
     assert caught.value.partial is True
     with pytest.raises(ProviderUnavailableError):
         client(server).complete(request(False))

@@ -265,9 +265,11 @@ def test_interrupt_during_a_model_call_returns_and_closes_the_request(server, ho
     assert replay(home / "sessions", result["session_id"]).identical
 
 
-def test_an_interrupt_between_turns_does_not_stop_the_next(server, home):
+def test_an_interrupt_between_turns_stops_the_next_at_its_first_step(server, home):
     server.script(Reply.text("fine"))
     with make(server, home) as agent:
         agent.interrupt()
-        result = agent.run_conversation("hello")
+        stopped = agent.run_conversation("hello")
+        result = agent.run_conversation("hello again")
+    assert stopped["interrupted"] and stopped["api_calls"] == 0
     assert result["completed"] and result["final_response"] == "fine"
