@@ -75,7 +75,7 @@ class Reply:
     hang_seconds: float = 0.0  # seconds slept before answering (Reply.hang)
     delay: float = 0.0  # seconds slept before answering (any reply)
     piece_size: int | None = None  # chars per streamed piece; None = the server's default
-    chunk_delay: float = 0.0  # seconds between streamed chunks (0 = send in one write)
+    chunk_delay: float = 0.0  # seconds between chunks or body slices (0 = one write)
 
     # ---- constructors -------------------------------------------------------------------
 
@@ -389,7 +389,8 @@ class _Handler(OpenAIErrorsHandler):
             self._abort()
         else:
             payload = _dumps(_completion(fake, reply, body)).encode()
-            self._send(200, "application/json", payload, _RESPONSE_HEADERS)
+            self._send(200, "application/json", payload, _RESPONSE_HEADERS,
+                       chunk_delay=reply.chunk_delay)
 
 
 class FakeOpenAIServer(FakeHTTPServer):

@@ -55,7 +55,6 @@ USAGE = NeutralUsage()
 
 class ChatScripter:
     reports_reasoning_tokens = True
-    trickles_json_bodies = False  # Reply.text's chunk_delay paces SSE only
 
     @staticmethod
     def usage(u: NeutralUsage) -> Any:
@@ -109,7 +108,6 @@ class ChatScripter:
 
 
 class ResponsesScripter(ChatScripter):
-    trickles_json_bodies = True
 
     def text(self, content, *, reasoning=None, usage=None, truncated=False):
         reply = fake_responses.ResponsesReply
@@ -156,7 +154,6 @@ class ResponsesScripter(ChatScripter):
 
 class AnthropicScripter:
     reports_reasoning_tokens = False  # thinking is counted inside output_tokens
-    trickles_json_bodies = True
 
     @staticmethod
     def usage(u: NeutralUsage) -> Any:
@@ -521,8 +518,6 @@ def cancelled_after(adapter: Adapter, stream: bool, seconds: float = 0.15):
 
 @STREAM
 def test_cancel_mid_response_ends_complete_promptly_with_an_error(adapter, stream):
-    if not stream and not adapter.script.trickles_json_bodies:
-        pytest.skip("this fake sends a JSON body in one write: nothing to cancel mid-body")
     adapter.queue(adapter.script.slow_text("slow " * 200, gap=0.05), adapter.script.text("next"))
     outcome, deltas, took = cancelled_after(adapter, stream)
     assert took < 1.0, f"complete() ran on {took:.2f} s after the cancel"
