@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from effects.abort import abort_on_cancel
-from effects.openai_chat import finish_of
 from effects.anthropic_convert import (
     DEFAULT_MAX_TOKENS,
     STOP_REASONS,
@@ -28,6 +27,8 @@ from effects.anthropic_convert import (
     to_anthropic,
     usage_from,
 )
+from effects.headers import rate_limit_headers
+from effects.openai_chat import finish_of
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
@@ -50,7 +51,6 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
                 "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
                 "overloaded_error": 529}
-_RATE_PREFIXES = ("anthropic-ratelimit-", "x-ratelimit-")
 _JSON = {"headers": {"Content-Type": "application/json"}}
 
 _clients: dict[tuple[str, str, float], Any] = {}
@@ -140,12 +140,6 @@ class _StreamAssembly:
 # ---- errors ------------------------------------------------------------------------------
 
 
-def rate_limits(headers: Any) -> tuple[tuple[str, str], ...]:
-    """``anthropic-ratelimit-*`` and ``x-ratelimit-*`` headers, lower-cased, in order."""
-    return tuple((k.lower(), v) for k, v in headers.multi_items()
-                 if k.lower().startswith(_RATE_PREFIXES))
-
-
 def _seconds(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -185,7 +179,7 @@ def map_error(exc: BaseException, provider: str, *, partial: bool = False) -> Pr
         return ProviderHTTPError(f"{where}: {code or 'error'}: {detail or exc.message}",
                                  status=status, body=text[:4000], code=code, provider=provider,
                                  retry_after=_seconds(headers.get("retry-after")),
-                                 rate_limits=rate_limits(headers), partial=partial)
+                                 rate_limits=rate_limit_headers(headers), partial=partial)
     if isinstance(exc, (anthropic.APITimeoutError, httpx2.TimeoutException)):
         return ProviderTimeoutError(f"{provider} did not answer in time", provider=provider,
                                     partial=partial)
@@ -247,7 +241,7 @@ class AnthropicMessagesClient:
                             finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
                             usage=usage_from(raw.get("usage")),
                             model=raw.get("model") or request.model,
-                            latency_ms=_ms(started), rate_limits=rate_limits(headers))
+                            latency_ms=_ms(started), rate_limits=rate_limit_headers(headers))
 
     def _exchange(self, client: Any, body: bytes, request: ModelRequest,
                   assembly: _StreamAssembly, started: float,
@@ -279,7 +273,7 @@ class AnthropicMessagesClient:
                             finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
                             usage=usage_from(assembly.usage),
                             model=assembly.model or request.model, latency_ms=_ms(started),
-                            streamed=True, rate_limits=rate_limits(headers))
+                            streamed=True, rate_limits=rate_limit_headers(headers))
 
 
 def _ms(started: float) -> float:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from effects.abort import abort_on_cancel
+from effects.headers import rate_limit_headers
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import (
@@ -164,12 +165,6 @@ def _seconds(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
-
-
-def rate_limit_headers(headers: Any) -> tuple[tuple[str, str], ...]:
-    """The response's rate-limit headers, lower-cased, in the order sent."""
-    return tuple((k.lower(), v) for k, v in headers.items()
-                 if k.lower().startswith(("x-ratelimit-", "anthropic-ratelimit-")))
 
 
 class OpenAIChatClient:

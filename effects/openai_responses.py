@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from effects.abort import abort_on_cancel
+from effects.headers import rate_limit_headers
 from effects.openai_chat import map_error, shared_client
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
@@ -187,12 +188,6 @@ def finish_reason(status: str, reason: str | None, out: _Output) -> str:
     return "stop"
 
 
-def rate_limits(headers: Any) -> tuple[tuple[str, str], ...]:
-    """The ``x-ratelimit-*`` headers, lower-cased, in the order sent."""
-    return tuple((k.lower(), v) for k, v in headers.items()
-                 if k.lower().startswith("x-ratelimit-"))
-
-
 # --- streaming ----------------------------------------------------------------------------------
 
 def _slot(parts: list, index: int, blank: dict) -> dict:
@@ -338,7 +333,7 @@ class OpenAIResponsesClient:
                                  stream=True, stream_cls=openai.Stream[object], options=_JSON)
             abort_on_cancel(stream.response, cancel)
             with stream:
-                limits = rate_limits(stream.response.headers)
+                limits = rate_limit_headers(stream.response.headers)
                 if not stream.response.headers.get("content-type", "").startswith(
                         "text/event-stream"):
                     # Unstreamed requests, and servers that ignore "stream": true.
@@ -360,7 +355,7 @@ class OpenAIResponsesClient:
         import openai
         error = map_error(exc, self.provider)
         if isinstance(exc, openai.APIStatusError):
-            error.rate_limits = rate_limits(exc.response.headers)
+            error.rate_limits = rate_limit_headers(exc.response.headers)
         error.partial = partial
         return error
 
