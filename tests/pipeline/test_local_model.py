@@ -106,3 +106,19 @@ def test_without_the_extra_the_error_names_the_settings_and_the_extra(monkeypatc
     missing = ProviderNotConfiguredError("no model provider is configured (OPENAI_API_KEY)")
     with pytest.raises(ProviderNotConfiguredError, match=r"OPENAI_API_KEY.*mibyan\[local\]"):
         local_endpoint(tmp_path, missing)
+
+
+def test_a_server_that_dies_mid_session_is_restarted_and_the_session_goes_on(home):
+    from effects.local_server import LocalServer
+    with Agent(home=home, max_tokens=8, retry_base_delay=0.01) as agent:
+        first = agent.run_conversation("One word, please.")
+        server = LocalServer.get(home)
+        server._proc.kill()
+        server._proc.wait()
+        second = agent.run_conversation("Another word.")
+    assert first["completed"] and second["completed"]
+    assert LocalServer.get(home) is not server  # a new child took over
+    # The router asks for the server's address before each call, so the dead child is replaced
+    # before the next request: no call fails.
+    assert not [e for e in kinds(home, second["session_id"]) if e.kind == "model_failed"]
+    assert replay(home / "sessions", second["session_id"]).identical
