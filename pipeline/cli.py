@@ -21,7 +21,11 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one agent turn and print the answer")
     run.add_argument("message", help="the user message")
     run.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)")
+    run.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    run.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    run.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                            "anthropic_messages"),
+                     help="the provider API (else detected from provider and endpoint)")
     run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
     run.add_argument("--max-turns", type=int, default=500, help="model calls per turn (500)")

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         Tool.from_function(builtin_tools.read_file, read_only=True),
         Tool.from_function(builtin_tools.list_directory, read_only=True))
     stream = not args.no_stream
-    with Agent(model=args.model, base_url=args.base_url, tools=tools, home=args.home,
+    with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
+               api_mode=args.api_mode, tools=tools, home=args.home,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                stream=stream, durability=args.durability, event_listener=_tool_line) as agent:
         if agent.settings.provider == LOCAL:

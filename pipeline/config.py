@@ -60,6 +60,12 @@ class ProviderConfig:
     api_key: str = attrs.field(repr=False)
 
 
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+# Each provider's usual key variable and endpoint.
+PROVIDER_DEFAULTS = {"openai": ("OPENAI_API_KEY", OPENAI_BASE_URL),
+                     "anthropic": ("ANTHROPIC_API_KEY", ANTHROPIC_BASE_URL)}
+
+
 def resolve_provider(*, model: str | None = None, base_url: str | None = None,
                      api_key: str | None = None, provider: str | None = None,
                      env: Mapping[str, str] | None = None,
@@ -67,28 +73,30 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
     """The endpoint to talk to, or ``ProviderNotConfiguredError`` naming what was consulted."""
     env = os.environ if env is None else env
     section = dict((file or {}).get("model", {}))
-    key_env = section.get("api_key_env", "OPENAI_API_KEY")
+    provider = provider or section.get("provider") or "openai"
+    usual_key, usual_url = PROVIDER_DEFAULTS.get(provider, ("OPENAI_API_KEY", OPENAI_BASE_URL))
+    key_env = section.get("api_key_env", usual_key)
     base_url = base_url or env.get("OPENAI_BASE_URL") or section.get("base_url")
-    api_key = api_key or env.get(key_env) or env.get("OPENAI_API_KEY")
+    api_key = api_key or env.get(key_env) or env.get(usual_key)
     model = model or env.get("MIBYAN_MODEL") or section.get("name")
     if base_url is None and api_key is None:
         raise ProviderNotConfiguredError(
             "no model provider is configured. mibyan looked for: --base-url and --model, "
             f"the environment variables OPENAI_BASE_URL, {key_env}"
-            f"{'' if key_env == 'OPENAI_API_KEY' else ', OPENAI_API_KEY'} and MIBYAN_MODEL, "
+            f"{'' if key_env == usual_key else ', ' + usual_key} and MIBYAN_MODEL, "
             f"and [model] name/base_url/api_key_env in {home(env) / 'config.toml'}")
-    base_url = base_url or OPENAI_BASE_URL
+    base_url = base_url or usual_url
     if model is None:
         if base_url.rstrip("/") != OPENAI_BASE_URL:
             raise ProviderNotConfiguredError(
                 f"no model name for {base_url}: pass --model, set MIBYAN_MODEL, "
                 "or set [model] name in config.toml")
         model = DEFAULT_OPENAI_MODEL
-    return ProviderConfig(provider=provider or section.get("provider") or "openai", model=model,
-                          base_url=base_url, api_key=api_key or KEYLESS)
+    return ProviderConfig(provider=provider, model=model, base_url=base_url,
+                          api_key=api_key or KEYLESS)
 
 
-DEFAULT_BASE_URLS = {"anthropic_messages": "https://api.anthropic.com",
+DEFAULT_BASE_URLS = {"anthropic_messages": ANTHROPIC_BASE_URL,
                      "codex_responses": OPENAI_BASE_URL, "chat_completions": OPENAI_BASE_URL}
 
 
