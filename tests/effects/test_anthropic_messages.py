@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -14,11 +12,15 @@ from effects.anthropic_messages import AnthropicMessagesClient, shared_client, t
 from effects.protocols import CancelToken
 from stages.decision import ModelRequest
 from stages.errors import (
-    ModelBehaviourError, ProviderHTTPError, ProviderTimeoutError, ProviderUnavailableError,
+    ModelBehaviourError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
     UsageError,
 )
 from stages.messages import Message, ToolCall
 from stages.tools import ToolSpec
+from tests.effects.cancelling import cancelled_after
 from tests.fake_anthropic import FakeAnthropicServer, Reply, Usage
 
 SPEC = ToolSpec(name="lookup", description="Look up.", parameters='{"type":"object"}')
@@ -353,32 +355,6 @@ def test_one_sdk_client_per_endpoint_and_key_and_v1_suffix(server):
 
 
 # ---- cancelling from another thread ------------------------------------------------------
-
-
-def cancelled_after(server, call, seconds: float = 0.3) -> tuple[list, float]:
-    """Run ``call(token)`` on a worker thread and cancel ``token`` from this thread
-    ``seconds`` after ``server`` got the request; the worker's outcome and how long it ran on
-    after the cancel."""
-    token = CancelToken()
-    outcome: list = []
-
-    def work() -> None:
-        try:
-            outcome.append(call(token))
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    deadline = time.perf_counter() + 10.0  # the first SDK import alone may take a while
-    while not server.requests and time.perf_counter() < deadline:
-        time.sleep(0.01)
-    time.sleep(seconds)
-    assert worker.is_alive() and not outcome, "the slow reply ended before the cancel"
-    cancelled = time.perf_counter()
-    token.cancel()
-    worker.join(10.0)
-    return outcome, time.perf_counter() - cancelled
 
 
 @pytest.mark.parametrize("gap", [0.1, 2.0], ids=["trickling", "silent"])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 import hashlib
 import json
+import logging
 import multiprocessing
 import shutil
 import subprocess

@@ -27,6 +27,7 @@ from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_json
 from stages.tools import ToolSpec
 from tests import fake_anthropic, fake_openai, fake_responses
+from tests.effects.cancelling import cancelled_after
 
 PIECE = 3  # characters per streamed text piece, on every fake
 TEXT = "Hello, contract world: ünïcödé ✓ and a longer tail so that it streams in many pieces."
@@ -491,35 +492,18 @@ def test_garbage_sse_event_is_a_model_behaviour_error(adapter):
     failure(adapter, True, ModelBehaviourError)
 
 
-def cancelled_after(adapter: Adapter, stream: bool, seconds: float = 0.15):
-    """Run ``complete`` on a worker thread and cancel it ``seconds`` after the server got the
-    request; the worker's outcome, the deltas it showed and how long it ran after the cancel."""
-    token, outcome, deltas = CancelToken(), [], []
-
-    def work() -> None:
-        try:
-            outcome.append(adapter.client(timeout=30.0).complete(
-                req(stream), on_delta=deltas.append, cancel=token))
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    deadline = time.perf_counter() + 10.0  # the first SDK import may take a while
-    while not adapter.server.requests and time.perf_counter() < deadline:
-        time.sleep(0.01)
-    time.sleep(seconds)
-    assert worker.is_alive() and not outcome, "the slow reply ended before the cancel"
-    cancelled = time.perf_counter()
-    token.cancel()
-    worker.join(10.0)
-    return outcome, deltas, time.perf_counter() - cancelled
+def cancel_adapter_call(adapter: Adapter, stream: bool, seconds: float = 0.15):
+    """The worker's outcome, the deltas it showed and how long it ran after the cancel."""
+    deltas: list[str] = []
+    outcome, took = cancelled_after(adapter.server, lambda token: adapter.client(
+        timeout=30.0).complete(req(stream), on_delta=deltas.append, cancel=token), seconds)
+    return outcome, deltas, took
 
 
 @STREAM
 def test_cancel_mid_response_ends_complete_promptly_with_an_error(adapter, stream):
     adapter.queue(adapter.script.slow_text("slow " * 200, gap=0.05), adapter.script.text("next"))
-    outcome, deltas, took = cancelled_after(adapter, stream)
+    outcome, deltas, took = cancel_adapter_call(adapter, stream)
     assert took < 1.0, f"complete() ran on {took:.2f} s after the cancel"
     assert len(outcome) == 1 and isinstance(outcome[0], ProviderError), outcome
     assert outcome[0].partial is bool(deltas)

@@ -9,7 +9,10 @@ import pytest
 from effects.openai_chat import OpenAIChatClient, request_body, shared_client
 from stages.decision import ModelRequest
 from stages.errors import (
-    ModelBehaviourError, ProviderHTTPError, ProviderTimeoutError, ProviderUnavailableError,
+    ModelBehaviourError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
 )
 from stages.messages import Message, ToolCall
 from stages.tools import ToolSpec
