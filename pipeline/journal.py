@@ -19,7 +19,7 @@ from effects.codec import from_payload, to_payload
 from effects.envelope import Envelope
 from effects.eventlog import SessionLog
 from effects.protocols import Clock
-from stages.errors import ReplayDivergenceError
+from stages.errors import EventEncodingError, LogError, ReplayDivergenceError
 from stages.events import TURN_CUTS, Event, ModelReplied
 from stages.messages import unique_call_ids
 from stages.redact import redact_event
@@ -28,11 +28,14 @@ Perform = Callable[[], Sequence[Event]]
 
 
 class Journal(Protocol):
-    def record(self, stage: str, event: Event) -> None: ...
+    def record(self, stage: str, event: Event) -> None:
+        """Append ``event`` (live), or check it against the log (replay)."""
+        ...
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:
-        """``count`` observations of ``kinds``: performed live, served from the log in replay."""
+        """``count`` observations of ``kinds``: performed live, served from the log in replay.
+        The caller folds and then records each one."""
         ...
 
     def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
@@ -40,6 +43,18 @@ class Journal(Protocol):
         ...
 
     def sync(self) -> None: ...
+
+
+def encode(event: Event) -> dict:
+    """The event's payload, checked to read back as the same event."""
+    payload = to_payload(event)
+    try:
+        back = from_payload(event.kind, event.schema_version, payload)
+    except LogError as exc:
+        raise EventEncodingError(f"a {event.kind} event cannot be read back: {exc}") from exc
+    if back != event:
+        raise EventEncodingError(f"a {event.kind} event changes when read back: {event!r}")
+    return payload
 
 
 def _clean(event: Event) -> Event:
@@ -58,15 +73,13 @@ class LiveJournal:
 
     def record(self, stage: str, event: Event) -> None:
         del stage
-        self.log.append(event.kind, event.schema_version, to_payload(event), self.clock.now())
+        self.log.append(event.kind, event.schema_version, encode(event), self.clock.now())
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:
         events = [_clean(redact_event(e, self.secrets)) for e in perform()]
         if len(events) != count:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
-        for event in events:
-            self.record(stage, event)
         return events
 
     def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
@@ -96,6 +109,8 @@ def _text(payload: dict) -> str:
 class ReplayJournal:
     expected: Sequence[Envelope]
     cursor: int = 0
+    # Observations served from the log, by seq: recording one is only moving past it.
+    _served: dict[int, Event] = attrs.field(factory=dict)
 
     @property
     def remaining(self) -> int:
@@ -104,8 +119,10 @@ class ReplayJournal:
     def peek(self) -> Envelope | None:
         return self.expected[self.cursor] if self.cursor < len(self.expected) else None
 
-    def _next(self, stage: str, produced: str, kinds: tuple[str, ...]) -> Envelope:
-        envelope = self.peek()
+    def _next(self, stage: str, produced: str, kinds: tuple[str, ...], ahead: int = 0
+              ) -> Envelope:
+        index = self.cursor + ahead
+        envelope = self.expected[index] if index < len(self.expected) else None
         if envelope is None:
             raise EndOfLog(stage, produced)
         if envelope.kind in TURN_CUTS and envelope.kind not in kinds:
@@ -113,6 +130,10 @@ class ReplayJournal:
         return envelope
 
     def record(self, stage: str, event: Event) -> None:
+        envelope = self.peek()
+        if envelope is not None and self._served.pop(envelope.seq, None) is event:
+            self.cursor += 1
+            return
         produced = f"{event.kind} {_text(to_payload(event))}"
         envelope = self._next(stage, produced, (event.kind,))
         logged = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
@@ -127,15 +148,15 @@ class ReplayJournal:
                 perform: Perform) -> Sequence[Event]:
         del perform
         events = []
-        for _ in range(count):
-            envelope = self._next(stage, f"one of {', '.join(kinds)}", kinds)
+        for ahead in range(count):
+            envelope = self._next(stage, f"one of {', '.join(kinds)}", kinds, ahead)
             if envelope.kind not in kinds:
                 raise ReplayDivergenceError(
                     f"replay diverged at seq {envelope.seq} in stage {stage}", seq=envelope.seq,
                     stage=stage, expected=f"{envelope.kind} {_text(envelope.payload)}",
                     produced=f"one of {', '.join(kinds)}")
             event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
-            self.record(stage, event)
+            self._served[envelope.seq] = event
             events.append(event)
         return events
 

@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
-from pipeline.journal import EndOfLog, Journal
+from pipeline.journal import EndOfLog, Journal, encode
+from stages import turn
 from stages.backoff import backoff_delay
-from stages.chain import PRE_CALL_STAGES
 from stages.decision import (
+    BeginTurn,
     CallModel,
     Decision,
-    Finish,
+    LoadHistory,
     ModelRequest,
     Next,
-    PrepareCall,
+    PollInterrupt,
+    ReadClock,
     RefreshCredential,
     RunTools,
     Wait,
 )
-from stages.errors import LogError, MibyanError, ModelBehaviourError, ProviderError
+from stages.errors import (
+    EventEncodingError,
+    LogError,
+    MibyanError,
+    ModelBehaviourError,
+    ProviderError,
+)
 from stages.events import (
     ClockRead,
     CredentialRefreshed,
@@ -32,7 +41,6 @@ from stages.events import (
     HistoryLoaded,
     Interrupted,
     ModelFailed,
-    ModelReplied,
     SessionResumed,
     SessionSettings,
     SessionStarted,
@@ -43,12 +51,9 @@ from stages.events import (
     Waited,
 )
 from stages.fold import apply_event
-from stages.hints import decide_hints
 from stages.messages import Message
-from stages.prompt import decide_prompt
-from stages.request import decide_request
 from stages.state import State
-from stages.step import decide_abandon, decide_next
+from stages.step import decide_abandon
 from stages.tools import ToolSpec
 
 INTERRUPT_POLL_SECONDS = 0.02
@@ -77,6 +82,16 @@ def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelF
                        partial=getattr(exc, "partial", False))
 
 
+def _recordable(event: Event, elapsed: float) -> Event:
+    """A reply the log could not read back is a failed call (a format error), not a crash."""
+    try:
+        encode(event)
+    except EventEncodingError as exc:
+        return _failure(ModelBehaviourError(f"the provider's reply cannot be recorded: {exc}"),
+                        elapsed)
+    return event
+
+
 class SessionRunner:
     def __init__(self, journal: Journal, effects: Effects, *, state: State | None = None,
                  interrupt: threading.Event | None = None,
@@ -86,24 +101,38 @@ class SessionRunner:
         self.effects = effects
         self.state = State() if state is None else state
         self.interrupt = interrupt or threading.Event()
+        self._on_delta: DeltaSink | None = None
+        # The shell is an interpreter: one performer per effect the turn machine asks for.
+        self._performers: dict[type, Callable[[Any], Sequence[Event]]] = {
+            LoadHistory: lambda e: (HistoryLoaded(messages=e.messages),),
+            BeginTurn: self._begin,
+            PollInterrupt: self._poll,
+            ReadClock: lambda e: (ClockRead(epoch=self.effects.clock.epoch()),),
+            CallModel: lambda e: (self._call_model(e.request, self._on_delta),),
+            Wait: lambda e: (self._wait(e),),
+            RefreshCredential: lambda e: (self._refresh(e.credential_id),),
+            RunTools: self._run_tools,
+        }
 
     # --- plumbing ---------------------------------------------------------------------------
-    def _fold(self, events: Sequence[Event]) -> None:
-        for event in events:
-            self.state = apply_event(self.state, event)
-            if self.listener is not None:
-                self.listener(event)
+    def _append(self, stage: str, event: Event) -> None:
+        """Fold first, then record: an event the fold cannot take never reaches the log."""
+        state = apply_event(self.state, event)
+        self.journal.record(stage, event)
+        self.state = state
+        if self.listener is not None:
+            self.listener(event)
 
     def emit(self, stage: str, decision: Decision) -> Next | None:
         for event in decision.events:
-            self.journal.record(stage, event)
-            self._fold((event,))
+            self._append(stage, event)
         return decision.next
 
     def observe(self, stage: str, kinds: tuple[type, ...], perform: Callable[[], Sequence[Event]],
                 count: int = 1) -> None:
         names = tuple(k.kind for k in kinds)
-        self._fold(self.journal.observe(stage, names, count, perform))
+        for event in self.journal.observe(stage, names, count, perform):
+            self._append(stage, event)
 
     @property
     def settings(self) -> SessionSettings:
@@ -132,38 +161,54 @@ class SessionRunner:
     def run_turn(self, user_message: str, *, system_message: str | None = None,
                  history: tuple[Message, ...] | None = None, task_id: str | None = None,
                  on_delta: DeltaSink | None = None) -> State:
-        ids, clock = self.effects.ids, self.effects.clock
-        if history is not None:
-            self.observe("input", (HistoryLoaded,), lambda: (HistoryLoaded(messages=history),))
-        self.observe("input", (TurnStarted,), lambda: (TurnStarted(
-            turn_id=ids.new_id(), task_id=task_id or ids.new_id(), started_at=clock.now(),
-            user_message=user_message, system_message=system_message),))
+        flow = turn.run_turn(user_message, system_message=system_message, history=history,
+                             task_id=task_id)
+        self._on_delta = on_delta
         try:
-            self._drive_turn(on_delta)
+            self._interpret(flow)
         except BaseException as exc:
             self._abort(exc)
             raise
+        finally:
+            self._on_delta = None
         self.journal.sync()
         return self.state
 
-    def _drive_turn(self, on_delta: DeltaSink | None) -> None:
-        config = self.settings
-        self.emit("hints", decide_hints(self.state, config=config))
-        self.emit("prompt", decide_prompt(self.state, (), config=config))
+    def _interpret(self, flow: turn.Flow) -> None:
+        """Drive the turn machine: record what it decides, perform what it asks."""
+        ask = next(flow)
         while True:
-            self._poll_interrupt("between_steps")
-            step = self.emit("step", decide_next(self.state, config=self.settings))
-            if isinstance(step, Finish):
+            if isinstance(ask, turn.Record):
+                for event in ask.events:
+                    self._append(ask.stage, event)
+            elif ask.optional:
+                event = self.journal.observe_if(
+                    ask.stage, ask.kinds[0], lambda a=ask: next(iter(self._perform(a)), None))
+                if event is not None:
+                    self._append(ask.stage, event)
+            else:
+                for event in self.journal.observe(ask.stage, ask.kinds, ask.count,
+                                                  lambda a=ask: self._perform(a)):
+                    self._append(ask.stage, event)
+            try:
+                ask = flow.send(self.state)
+            except StopIteration:
                 return
-            if isinstance(step, PrepareCall):
-                self._prepare_and_call(on_delta)
-            elif isinstance(step, RunTools):
-                self._run_tools(step)
-            elif isinstance(step, Wait):
-                self.observe("backoff", (Waited, Interrupted), lambda s=step: (self._wait(s),))
-            elif isinstance(step, RefreshCredential):
-                self.observe("credentials", (CredentialRefreshed,),
-                             lambda s=step: (self._refresh(s.credential_id),))
+
+    def _perform(self, ask: turn.Perform) -> Sequence[Event]:
+        return self._performers[type(ask.effect)](ask.effect)
+
+    def _begin(self, effect: BeginTurn) -> Sequence[Event]:
+        ids, clock = self.effects.ids, self.effects.clock
+        return (TurnStarted(turn_id=ids.new_id(), task_id=effect.task_id or ids.new_id(),
+                            started_at=clock.now(), user_message=effect.user_message,
+                            system_message=effect.system_message),)
+
+    def _poll(self, effect: PollInterrupt) -> Sequence[Event]:
+        if not self.interrupt.is_set():
+            return ()
+        self.interrupt.clear()
+        return (Interrupted(during=effect.during),)
 
     def _abort(self, exc: BaseException) -> None:
         """Close a turn an exception broke, so the session's next turn starts clean. If even
@@ -179,16 +224,6 @@ class SessionRunner:
             self.journal.sync()
         except Exception:  # noqa: BLE001 - the original exception is the one to report
             pass
-
-    def _poll_interrupt(self, during: str) -> None:
-        def perform() -> Event | None:
-            if not self.interrupt.is_set():
-                return None
-            self.interrupt.clear()
-            return Interrupted(during=during)
-        event = self.journal.observe_if("interrupt", Interrupted.kind, perform)
-        if event is not None:
-            self._fold((event,))
 
     def _wait(self, step: Wait) -> Event:
         """Sleep the backoff in short slices so that an interrupt cuts it short."""
@@ -207,17 +242,6 @@ class SessionRunner:
         refresh = self.effects.refresh
         return CredentialRefreshed(credential_id=credential_id,
                                    refreshed=bool(refresh and refresh(credential_id)))
-
-    def _prepare_and_call(self, on_delta: DeltaSink | None) -> None:
-        if self.settings.needs_clock:
-            self.observe("clock", (ClockRead,),
-                         lambda: (ClockRead(epoch=self.effects.clock.epoch()),))
-        for name, stage in PRE_CALL_STAGES:
-            self.emit(name, stage(self.state, config=self.settings))
-        call = self.emit("request", decide_request(self.state, config=self.settings))
-        assert isinstance(call, CallModel)
-        self.observe("model_call", (ModelReplied, ModelFailed, Interrupted),
-                     lambda: (self._call_model(call.request, on_delta),))
 
     def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
         """The call runs on a worker thread; this thread waits for it or for an interrupt,
@@ -255,17 +279,15 @@ class SessionRunner:
         result = outcome[0]
         if isinstance(result, BaseException):
             raise result
-        return result
+        return _recordable(result, self.effects.clock.monotonic() - started)
 
-    def _run_tools(self, step: RunTools) -> None:
+    def _run_tools(self, step: RunTools) -> Sequence[Event]:
+        if self.effects.tools is None:
+            raise MibyanError("this session has no tool runner")
         if step.sync_first:
+            # The intent to run a tool that changes things is durable before it starts.
             self.journal.sync()
-
-        def perform() -> Sequence[Event]:
-            if self.effects.tools is None:
-                raise MibyanError("this session has no tool runner")
-            assert self.state.turn is not None
-            outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
-                                              task_id=self.state.turn.task_id)
-            return [ToolRan(outcome=o) for o in outcomes]
-        self.observe("tools", (ToolRan,), perform, count=len(step.calls))
+        assert self.state.turn is not None
+        outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
+                                          task_id=self.state.turn.task_id)
+        return [ToolRan(outcome=o) for o in outcomes]

@@ -4,15 +4,18 @@ session's caching policy is on."""
 
 from __future__ import annotations
 
-from stages.events import ProviderEntry, SessionSettings
+from stages.events import SessionSettings
 from stages.state import State
 
 MAX_BREAKPOINTS = 4
 
 
-def cache_marks_for(state: State, entry: ProviderEntry, *,
-                    config: SessionSettings) -> tuple[int, ...]:
-    """Indices into the history that get a breakpoint; -1 stands for the system prompt."""
+def decide_cache_marks(state: State, *, config: SessionSettings) -> tuple[int, ...]:
+    """Indices into the history that get a breakpoint; -1 stands for the system prompt. They
+    are not an event of their own: the request stage sends them and its digest covers them."""
+    if state.turn is None:
+        raise ValueError("cache marks are placed inside a turn")
+    entry = config.chain[state.turn.provider_index]
     if entry.api_mode != "anthropic_messages" or not config.prompt_caching:
         return ()
     system = (-1,) if state.system_prompt else ()

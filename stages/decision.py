@@ -1,6 +1,8 @@
-"""What a stage returns: the events it decided, and optionally the loop's next step.
+"""What a stage returns: the events it decided, and optionally the loop's next step; and the
+effects the turn machine (``stages.turn``) asks the shell to perform.
 
-``Next`` is a closed set; the runner pattern-matches on it and performs the matching effect.
+``Next`` is a closed set of steps; ``Effect`` the closed set of effects. Both are plain data:
+the shell maps each effect type to a performer, and a replay serves its observations instead.
 """
 
 from __future__ import annotations
@@ -75,6 +77,38 @@ class Finish:
 
 
 Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish
+
+
+@attrs.frozen(kw_only=True)
+class LoadHistory:
+    """The caller's conversation history replaces the session's own (``HistoryLoaded``)."""
+
+    messages: tuple[Message, ...]
+
+
+@attrs.frozen(kw_only=True)
+class BeginTurn:
+    """The user's message opens a turn (``TurnStarted``); ids and the time come from effects."""
+
+    user_message: str
+    system_message: str | None = None
+    task_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadClock:
+    """The wall time, for cooldowns (``ClockRead``)."""
+
+
+@attrs.frozen(kw_only=True)
+class PollInterrupt:
+    """Whether the user asked to stop (``Interrupted``, or nothing)."""
+
+    during: str
+
+
+Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
+          | RefreshCredential)
 
 
 @attrs.frozen(kw_only=True)

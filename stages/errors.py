@@ -102,6 +102,11 @@ class LogCorruptError(LogError):
     """A record that is not the last one fails to parse or to chain."""
 
 
+class EventEncodingError(LogError):
+    """An event does not survive the codec's round trip, so it is not appended (a log that
+    cannot be read back would stop every later replay and resume)."""
+
+
 class ReplayDivergenceError(MibyanError):
     """A replay produced an event that differs from the logged one."""
 

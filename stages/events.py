@@ -1,9 +1,10 @@
 """The event types: every transition and every effect result of a session.
 
-Events are frozen, keyword-only attrs classes of plain data with a stable ``kind`` and a
-``schema_version``. Two families:
+Events are frozen, keyword-only attrs classes of plain data. Each class is the one place that
+declares its event: a stable ``kind``, a ``schema_version``, whether it is ``observed``, and
+which fields hold outside text to redact (``metadata=REDACTED``). Two families:
 
-* observations (``OBSERVED``): results of effects or input from outside — replay serves them
+* observations (``observed``): results of effects or input from outside — replay serves them
   from the log instead of performing the effect;
 * decisions: produced by pure stages — replay re-derives them and compares with the log.
 """
@@ -16,6 +17,48 @@ import attrs
 
 from stages.messages import Message, ToolCall
 from stages.tools import ToolOutcome, ToolSpec
+
+REDACTED = {"redact": True}
+"""Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
+and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
+
+RULES = 2
+"""The version of the decision rules a new session runs under. A change of what the stages
+decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
+``config.rules``; old sessions are upcast to the rules they ran under.
+
+* 1: retries were counted per turn; ``model_requested`` carried no request digest.
+* 2: retries are counted per model call; ``model_requested`` carries the request's digest."""
+
+CREDENTIAL_STRATEGIES = ("round_robin", "least_used", "fill_first")
+API_MODES = ("chat_completions", "codex_responses", "anthropic_messages")
+CACHE_TTLS = ("5m", "1h")
+
+
+def _optional_text(value: object) -> str | None:
+    """Providers send error codes as text or numbers (llama.cpp, OpenRouter, vLLM): the log
+    keeps them as text."""
+    return None if value is None else str(value)
+
+
+def _at_least(minimum: float) -> object:
+    def check(instance: object, attribute: attrs.Attribute, value: float | None) -> None:
+        if value is not None and value < minimum:
+            raise ValueError(f"{attribute.name} must be at least {minimum}, got {value!r}")
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> object:
+    def check(instance: object, attribute: attrs.Attribute, value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}; "
+                             f"got {value!r}")
+    return check
+
+
+def _fraction(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -55,40 +98,43 @@ class ProviderEntry:
     provider: str
     model: str
     base_url: str | None = None
-    api_mode: str = "chat_completions"
+    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
     credentials: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
 class SessionSettings:
-    """Everything about the session that stages decide from, recorded once at its start."""
+    """Everything about the session that stages decide from, recorded once at its start.
+    Validated when built, so a setting no stage can follow never reaches the log."""
 
     model: str
     provider: str
     base_url: str | None = None
-    api_mode: str = "chat_completions"
-    max_turns: int = 500
-    max_tokens: int | None = None
-    context_length: int | None = None
+    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
+    max_turns: int = attrs.field(default=500, validator=_at_least(1))
+    max_tokens: int | None = attrs.field(default=None, validator=_at_least(1))
+    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
     stream: bool = True
     identity: str | None = None
-    preflight_threshold: float = 0.5
+    preflight_threshold: float = attrs.field(default=0.5, validator=_fraction)
     compression_enabled: bool = False
     protect_last_n: int = 20
     # "auto" (None), "none", "required", or a tool name the model must call.
     tool_choice: str | None = None
     api_mode_reason: str = "default"
     credentials: tuple[str, ...] = ()
-    credential_strategy: str = "round_robin"
+    credential_strategy: str = attrs.field(default="round_robin",
+                                           validator=_one_of(CREDENTIAL_STRATEGIES))
     # A refresh hook is configured: a key's first auth failure tries it before resting the key.
     credential_refresh: bool = False
     fallback_providers: tuple[ProviderEntry, ...] = ()
-    max_retries: int = 3
-    retry_base_delay: float = 2.0
-    rate_limit_cooldown: float = 60.0
-    billing_cooldown: float = 3600.0
+    max_retries: int = attrs.field(default=3, validator=_at_least(0))
+    retry_base_delay: float = attrs.field(default=2.0, validator=_at_least(0))
+    rate_limit_cooldown: float = attrs.field(default=60.0, validator=_at_least(0))
+    billing_cooldown: float = attrs.field(default=3600.0, validator=_at_least(0))
     prompt_caching: bool = True
-    cache_ttl: str = "5m"
+    cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
+    rules: int = RULES
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -108,7 +154,8 @@ class SessionSettings:
 @attrs.frozen(kw_only=True)
 class SessionStarted:
     kind: ClassVar[str] = "session_started"
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
+    observed: ClassVar[bool] = True
     session_id: str
     started_at: str
     settings: SessionSettings
@@ -120,7 +167,8 @@ class SessionResumed:
     """A process reopened the session; it continues with these settings (maybe another model)."""
 
     kind: ClassVar[str] = "session_resumed"
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
+    observed: ClassVar[bool] = True
     resumed_at: str
     settings: SessionSettings
 
@@ -129,6 +177,7 @@ class SessionResumed:
 class ToolsDeclared:
     kind: ClassVar[str] = "tools_declared"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     tools: tuple[ToolSpec, ...]
 
 
@@ -138,25 +187,28 @@ class HistoryLoaded:
 
     kind: ClassVar[str] = "history_loaded"
     schema_version: ClassVar[int] = 1
-    messages: tuple[Message, ...]
+    observed: ClassVar[bool] = True
+    messages: tuple[Message, ...] = attrs.field(metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)
 class TurnStarted:
     kind: ClassVar[str] = "turn_started"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     turn_id: str
     task_id: str
     started_at: str
-    user_message: str
-    system_message: str | None = None
+    user_message: str = attrs.field(metadata=REDACTED)
+    system_message: str | None = attrs.field(default=None, metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)
 class ModelReplied:
     kind: ClassVar[str] = "model_replied"
     schema_version: ClassVar[int] = 1
-    message: Message
+    observed: ClassVar[bool] = True
+    message: Message = attrs.field(metadata=REDACTED)
     finish_reason: str
     usage: Usage
     model: str
@@ -170,12 +222,13 @@ class ModelReplied:
 class ModelFailed:
     kind: ClassVar[str] = "model_failed"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     error_type: str
-    message: str
+    message: str = attrs.field(metadata=REDACTED)
     status: int | None = None
     latency_ms: float = 0.0
-    code: str | None = None
-    body: str | None = None
+    code: str | None = attrs.field(default=None, converter=_optional_text)
+    body: str | None = attrs.field(default=None, metadata=REDACTED)
     retry_after: float | None = None
     rate_limits: tuple[tuple[str, str], ...] = ()
     # Part of a streamed answer had already reached the user when the call failed.
@@ -186,13 +239,15 @@ class ModelFailed:
 class ToolRan:
     kind: ClassVar[str] = "tool_ran"
     schema_version: ClassVar[int] = 1
-    outcome: ToolOutcome
+    observed: ClassVar[bool] = True
+    outcome: ToolOutcome = attrs.field(metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)
 class ClockRead:
     kind: ClassVar[str] = "clock_read"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     epoch: float
 
 
@@ -202,6 +257,7 @@ class Waited:
 
     kind: ClassVar[str] = "waited"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     seconds: float
     jitter: float
 
@@ -210,6 +266,7 @@ class Waited:
 class CredentialRefreshed:
     kind: ClassVar[str] = "credential_refreshed"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     credential_id: str
     refreshed: bool
 
@@ -220,6 +277,7 @@ class TurnAborted:
 
     kind: ClassVar[str] = "turn_aborted"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     error: str
 
 
@@ -227,8 +285,9 @@ class TurnAborted:
 class Interrupted:
     kind: ClassVar[str] = "interrupted"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
     during: str
-    message: str | None = None
+    message: str | None = attrs.field(default=None, metadata=REDACTED)
 
 
 # --- decisions --------------------------------------------------------------------------------
@@ -237,6 +296,7 @@ class Interrupted:
 class SystemPromptSet:
     kind: ClassVar[str] = "system_prompt_set"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     text: str
 
 
@@ -244,6 +304,7 @@ class SystemPromptSet:
 class ContextPressure:
     kind: ClassVar[str] = "context_pressure"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     estimated_tokens: int
     threshold_tokens: int
 
@@ -254,6 +315,7 @@ class BudgetExhausted:
 
     kind: ClassVar[str] = "budget_exhausted"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     api_calls: int
     max_turns: int
     prompt: str
@@ -262,7 +324,8 @@ class BudgetExhausted:
 @attrs.frozen(kw_only=True)
 class ModelRequested:
     kind: ClassVar[str] = "model_requested"
-    schema_version: ClassVar[int] = 1
+    schema_version: ClassVar[int] = 2
+    observed: ClassVar[bool] = False
     call_index: int
     purpose: str
     model: str
@@ -270,12 +333,16 @@ class ModelRequested:
     message_count: int
     tool_count: int
     estimated_tokens: int
+    # SHA-256 of the canonical request sent (``stages.request.request_digest``); None in logs
+    # written before digests (rules 1), where replay compares the counts only.
+    digest: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class CredentialSelected:
     kind: ClassVar[str] = "credential_selected"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     provider_index: int
     credential_id: str
 
@@ -288,6 +355,7 @@ class RecoveryDecided:
 
     kind: ClassVar[str] = "recovery_decided"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     reason: str
     action: str
     detail: str
@@ -304,6 +372,7 @@ class ContinuationRequested:
 
     kind: ClassVar[str] = "continuation_requested"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     prompt: str
 
 
@@ -313,6 +382,7 @@ class ToolCallRejected:
 
     kind: ClassVar[str] = "tool_call_rejected"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     call: ToolCall
     reason: str
     content: str
@@ -322,6 +392,7 @@ class ToolCallRejected:
 class ToolsPlanned:
     kind: ClassVar[str] = "tools_planned"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     call_ids: tuple[str, ...]
     concurrent: bool
 
@@ -333,6 +404,7 @@ class TurnFinished:
 
     kind: ClassVar[str] = "turn_finished"
     schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
     exit_reason: str
     final_response: str | None
     completed: bool
@@ -350,11 +422,12 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
 
 EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
-OBSERVED: frozenset[str] = frozenset({
-    SessionStarted.kind, SessionResumed.kind, ToolsDeclared.kind, HistoryLoaded.kind,
-    TurnStarted.kind, ModelReplied.kind, ModelFailed.kind, ToolRan.kind, ClockRead.kind,
-    Waited.kind, CredentialRefreshed.kind, TurnAborted.kind, Interrupted.kind,
-})
+OBSERVED: frozenset[str] = frozenset(k for k, cls in EVENT_TYPES.items() if cls.observed)
+
+REDACTED_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: names for cls in EVENT_TYPES.values()
+    if (names := tuple(f.name for f in attrs.fields(cls) if f.metadata.get("redact")))
+}
 
 # Where these appear, the live process stopped the turn in progress: replay stops it there too.
 TURN_CUTS: frozenset[str] = frozenset({SessionResumed.kind, TurnAborted.kind})

@@ -5,17 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import hashlib
+
 import attrs
 
 from stages import events as ev
 from stages import pools
+from stages.history import History
 from stages.messages import Message
 from stages.state import State, TurnState
 
 
+def _digest(digest: str, messages: Iterable[Message]) -> str:
+    for message in messages:
+        digest = hashlib.sha256((digest + message.wire).encode()).hexdigest()
+    return digest
+
+
 def _append(state: State, *messages: Message) -> State:
-    return attrs.evolve(state, messages=state.messages + messages,
-                        history_chars=state.history_chars + sum(m.chars for m in messages))
+    return attrs.evolve(state, messages=state.messages.append(*messages),
+                        history_chars=state.history_chars + sum(m.chars for m in messages),
+                        history_digest=_digest(state.history_digest, messages))
 
 
 def _current(state: State) -> TurnState:
@@ -48,7 +58,9 @@ def _session_resumed(state: State, e: ev.SessionResumed) -> State:
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    return attrs.evolve(state, messages=e.messages, history_chars=sum(m.chars for m in e.messages))
+    return attrs.evolve(state, messages=History(e.messages),
+                        history_chars=sum(m.chars for m in e.messages),
+                        history_digest=_digest("", e.messages))
 
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
@@ -69,8 +81,10 @@ def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
     state = pools.on_reply(state, turn, e)
     state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
+    # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
+    retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
     return _turn(state, last_reply=e, usage=turn.usage + e.usage,
-                 pending=e.message.tool_calls)
+                 pending=e.message.tool_calls, retries=retries)
 
 
 def _credential_selected(state: State, e: ev.CredentialSelected) -> State:

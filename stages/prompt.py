@@ -28,8 +28,8 @@ def build_system_prompt(state: State, prefetched: tuple[str, ...], *,
     return "\n\n".join(parts)
 
 
-def decide_prompt(state: State, prefetched: tuple[str, ...], *,
-                  config: SessionSettings) -> Decision:
+def decide_prompt(state: State, *, config: SessionSettings) -> Decision:
+    prefetched = state.turn.prefetched if state.turn is not None else ()
     text = build_system_prompt(state, prefetched, config=config)
     if text == state.system_prompt:
         return NOTHING

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from stages.events import Event
+from stages.events import REDACTED_FIELDS, Event
 from stages.messages import Message
 from stages.tools import ToolOutcome
 
@@ -31,12 +31,14 @@ _ASSIGN = re.compile(
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|token|secret|password|access_token|refresh_token|auth_token|"
     r"client_secret)\"\s*:\s*\")([^\"]{4,})(\")")
+# Credentials in a URL's userinfo: https://user:password@host
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 _PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
 
 
 # Every pattern above needs one of these; text with none of them (most text) skips the scans.
 _MARKERS = ("sk-", "sk_", "gh", "github_pat_", "xox", "AIza", "AKIA", "hf_", "gsk_", "xai-",
-            "r8_", "npm_", "pypi-", "eyJ", "earer", "EARER", "=", '"', "PRIVATE KEY")
+            "r8_", "npm_", "pypi-", "eyJ", "earer", "EARER", "=", '"', "PRIVATE KEY", "@")
 
 
 def mask(secret: str) -> str:
@@ -63,6 +65,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     if not any(marker in text for marker in _MARKERS):
         return text
     text = _PEM.sub("[REDACTED PRIVATE KEY]", text)
+    text = _USERINFO.sub(lambda m: m.group(1) + "***" + m.group(3), text)
     text = _TOKEN.sub(lambda m: mask(m.group(0)), text)
     text = _BEARER.sub(lambda m: m.group(1) + mask(m.group(2)), text)
     text = _ASSIGN.sub(lambda m: m.group(1) + m.group(2) + mask(m.group(3)) + m.group(2), text)
@@ -72,7 +75,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
 def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
     """The observation with every free-text field redacted (history is built from events, so
     the model never sees a secret the log does not)."""
-    fields = _TEXT_FIELDS.get(type(event).__name__)
+    fields = REDACTED_FIELDS.get(type(event))
     if not fields:
         return event
     return attrs.evolve(event, **{name: _redact_value(getattr(event, name), known)
@@ -96,13 +99,3 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
             tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
                              for c in value.tool_calls))
     return value
-
-
-_TEXT_FIELDS = {
-    "HistoryLoaded": ("messages",),
-    "TurnStarted": ("user_message", "system_message"),
-    "ModelReplied": ("message",),
-    "ModelFailed": ("message",),
-    "ToolRan": ("outcome",),
-    "Interrupted": ("message",),
-}

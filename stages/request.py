@@ -1,30 +1,48 @@
-"""Request stage: build the model request from the state (shared, not copied)."""
+"""Request stage: build the model request from the state (shared, not copied) and record what
+is sent. Under rules 2 the record carries the request's digest, so a replay catches any change
+in what is sent, not only in the counts."""
 
 from __future__ import annotations
 
-from stages.cache_marks import cache_marks_for
+import hashlib
+
 from stages.decision import CallModel, Decision, ModelRequest
 from stages.events import ModelRequested, SessionSettings
+from stages.messages import canonical_json
 from stages.preflight import estimate_tokens
 from stages.state import State
 
 
-def decide_request(state: State, *, config: SessionSettings) -> Decision:
+def request_digest(request: ModelRequest, history_digest: str) -> str:
+    """SHA-256 over everything a request sends; the history enters through its running digest
+    (kept by the fold), so the cost does not grow with the conversation."""
+    summary = canonical_json([
+        request.api_mode, request.provider, request.model, request.base_url, request.purpose,
+        request.system_prompt, history_digest, len(request.messages),
+        [tool.wire for tool in request.tools], request.tool_choice, request.max_tokens,
+        request.stream, list(request.cache_marks), request.cache_ttl, request.reasoning_effort,
+    ])
+    return hashlib.sha256(summary.encode()).hexdigest()
+
+
+def decide_request(state: State, *, config: SessionSettings,
+                   cache_marks: tuple[int, ...] = ()) -> Decision:
     turn = state.turn
     if turn is None:
         raise ValueError("a model request needs an open turn")
     purpose = "budget_summary" if turn.budget_exhausted else "step"
     tools = () if turn.budget_exhausted else state.tools
     entry = config.chain[turn.provider_index]
-    event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
-                           provider=entry.provider, message_count=len(state.messages),
-                           tool_count=len(tools), estimated_tokens=estimate_tokens(state))
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=state.system_prompt,
                            messages=state.messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=turn.credential_id,
                            tool_choice=config.tool_choice if tools else None,
-                           cache_marks=cache_marks_for(state, entry, config=config),
-                           cache_ttl=config.cache_ttl)
+                           cache_marks=cache_marks, cache_ttl=config.cache_ttl)
+    digest = request_digest(request, state.history_digest) if config.rules >= 2 else None
+    event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
+                           provider=entry.provider, message_count=len(state.messages),
+                           tool_count=len(tools), estimated_tokens=estimate_tokens(state),
+                           digest=digest)
     return Decision(events=(event,), next=CallModel(request=request))

@@ -13,6 +13,7 @@ from stages.events import (
     TurnFinished,
     Usage,
 )
+from stages.history import History, as_history
 from stages.messages import Message, ToolCall
 from stages.ratelimits import RateLimitSnapshot
 from stages.tools import ToolSpec
@@ -37,8 +38,11 @@ class TurnState:
     credential_id: str | None = None
     # The next call keeps ``credential_id`` (a retry, or a key its hook just renewed).
     sticky_credential: bool = False
+    # Failed attempts of the current model call (rules 2; per turn under rules 1).
     retries: int = 0
     continuations: int = 0
+    # What the memory providers returned for this turn, fenced into the prompt.
+    prefetched: tuple[str, ...] = ()
     interruption: Interrupted | None = None
     finished: TurnFinished | None = None
 
@@ -55,8 +59,10 @@ class State:
     settings: SessionSettings | None = None
     tools: tuple[ToolSpec, ...] = ()
     system_prompt: str | None = None
-    messages: tuple[Message, ...] = ()
+    messages: History = attrs.field(factory=History, converter=as_history)
     history_chars: int = 0
+    # A running SHA-256 over the history's wire text: request digests cost O(1) per call.
+    history_digest: str = ""
     turns: int = 0
     turn: TurnState | None = None
     usage: Usage = Usage()

@@ -1,12 +1,15 @@
-"""The router: from the state, decide the loop's next step.
+"""The router and the stages that end or continue a turn.
 
-``decide_next`` is called after every batch of events. It closes the turn (answer, budget
-summary, interruption, failure), plans pending tool calls, or asks for another model call.
+``next_stage`` names the stage that decides after every step: it closes the turn (answer,
+budget summary, interruption, failure), plans pending tool calls, or asks for another model
+call. ``stages.turn`` asks it and records each decision under that stage's name.
 Every way out of a turn leaves the history alternating: unanswered tool calls get an error
 result, and a user message left without a reply gets a short assistant note.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from stages.budget import NO_SUMMARY_TEXT
 from stages.decision import Decision, Finish, PrepareCall
@@ -44,7 +47,7 @@ def _close(state: State, *, reason: str, text: str, exit_reason: str, **outcome:
     return Decision(events=(*rejected, finished), next=Finish())
 
 
-def _answer(state: State, config: SessionSettings) -> Decision:
+def decide_answer(state: State, *, config: SessionSettings) -> Decision:
     """The last message is the model's; finish with it (dropping tools asked for too late)."""
     assert state.turn is not None
     turn = state.turn
@@ -63,7 +66,7 @@ def _answer(state: State, config: SessionSettings) -> Decision:
     return Decision(events=(*events, finished), next=Finish())
 
 
-def _continue(state: State, config: SessionSettings) -> Decision:
+def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
     """An incomplete reply (reasoning only, or the provider stopped early) is continued up to
     three times; then the next provider takes over (``incomplete_response``), or the turn ends
     with what there is."""
@@ -86,37 +89,74 @@ def _continue(state: State, config: SessionSettings) -> Decision:
     return Decision(events=(switch, ask), next=PrepareCall())
 
 
-def decide_next(state: State, *, config: SessionSettings) -> Decision:
+def next_stage(state: State) -> str:
+    """Which stage decides next: ``finish`` (the turn is over), ``interrupt``, ``recovery``,
+    ``tool_plan``, ``continuation``, ``answer``, or ``call`` (another model call)."""
     turn = state.turn
     if turn is None or turn.finished is not None:
-        return Decision(next=Finish())
+        return "finish"
     last = state.last_message
     answered = (last is not None and last.role == "assistant"
                 and (turn.budget_exhausted or not last.tool_calls))
     if turn.interruption is not None and not answered:
-        during = turn.interruption.during
-        return _close(state, reason="interrupted", text="interrupted by user", interrupted=True,
-                      exit_reason=("interrupted_during_api_call" if during == "model_call"
-                                   else "interrupted_by_user"))
+        return "interrupt"
     if turn.failure is not None:
-        recovery = decide_recovery(state, config=config)
-        if recovery.next is not None:
-            return recovery
-        failure = turn.failure
-        closing = _close(state, reason="model_failed",
-                         text=f"the model call failed: {failure.message}",
-                         exit_reason=f"model_error({failure.error_type})", failed=True,
-                         error=f"{failure.error_type}: {failure.message}")
-        return Decision(events=recovery.events + closing.events, next=Finish())
+        return "recovery"
     if turn.pending and not turn.budget_exhausted:
-        plan = decide_tool_plan(state, config=config)
-        return plan if plan.next is not None else Decision(events=plan.events, next=PrepareCall())
+        return "tool_plan"
     if answered and turn.last_reply is not None and not turn.budget_exhausted \
             and turn.last_reply.finish_reason == "incomplete":
-        return _continue(state, config)
-    if answered:
-        return _answer(state, config)
-    return Decision(next=PrepareCall())
+        return "continuation"
+    return "answer" if answered else "call"
+
+
+def decide_interrupted(state: State, *, config: SessionSettings) -> Decision:
+    """The user stopped the turn: close it, answering pending calls with an error."""
+    del config
+    assert state.turn is not None and state.turn.interruption is not None
+    during = state.turn.interruption.during
+    return _close(state, reason="interrupted", text="interrupted by user", interrupted=True,
+                  exit_reason=("interrupted_during_api_call" if during == "model_call"
+                               else "interrupted_by_user"))
+
+
+def decide_failed(state: State, *, config: SessionSettings) -> Decision:
+    """A failed call: the recovery stage's move, or, when it has none, the turn fails."""
+    recovery = decide_recovery(state, config=config)
+    if recovery.next is not None:
+        return recovery
+    assert state.turn is not None and state.turn.failure is not None
+    failure = state.turn.failure
+    closing = _close(state, reason="model_failed",
+                     text=f"the model call failed: {failure.message}",
+                     exit_reason=f"model_error({failure.error_type})", failed=True,
+                     error=f"{failure.error_type}: {failure.message}")
+    return Decision(events=recovery.events + closing.events, next=Finish())
+
+
+def decide_tools(state: State, *, config: SessionSettings) -> Decision:
+    """Plan the pending calls; when all of them were refused, the model is asked again."""
+    plan = decide_tool_plan(state, config=config)
+    return plan if plan.next is not None else Decision(events=plan.events, next=PrepareCall())
+
+
+ROUTES: dict[str, Callable[..., Decision]] = {
+    "interrupt": decide_interrupted,
+    "recovery": decide_failed,
+    "tool_plan": decide_tools,
+    "continuation": decide_continuation,
+    "answer": decide_answer,
+}
+
+
+def decide_next(state: State, *, config: SessionSettings) -> Decision:
+    """The decision of the stage ``next_stage`` names (``call`` asks for a model call)."""
+    stage = next_stage(state)
+    if stage == "finish":
+        return Decision(next=Finish())
+    if stage == "call":
+        return Decision(next=PrepareCall())
+    return ROUTES[stage](state, config=config)
 
 
 def decide_abandon(state: State) -> Decision:

@@ -5,6 +5,9 @@ A bump adds its function here and a log to the frozen corpus in ``tests/corpus``
 
 * ``session_started``/``session_resumed`` v1 -> v2: provider resilience arrived with retries
   on by default; a v1 session never retried, so it replays with ``max_retries = 0``.
+* ``session_started``/``session_resumed`` v2 -> v3: settings gained ``rules`` (see
+  ``stages.events.RULES``); a session written before it ran under rules 1.
+* ``model_requested`` v1 -> v2: the request digest arrived; older requests have none.
 """
 
 from __future__ import annotations
@@ -15,13 +18,25 @@ from stages.events import EVENT_TYPES
 
 Upcaster = Callable[[dict], dict]
 
+
 def _no_retries(payload: dict) -> dict:
     return {**payload, "settings": {**payload["settings"], "max_retries": 0}}
+
+
+def _first_rules(payload: dict) -> dict:
+    return {**payload, "settings": {**payload["settings"], "rules": 1}}
+
+
+def _no_digest(payload: dict) -> dict:
+    return {**payload, "digest": None}
 
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("session_started", 1): _no_retries,
     ("session_resumed", 1): _no_retries,
+    ("session_started", 2): _first_rules,
+    ("session_resumed", 2): _first_rules,
+    ("model_requested", 1): _no_digest,
 }
 
 

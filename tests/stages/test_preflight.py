@@ -7,7 +7,7 @@ import attrs
 from stages import events as ev
 from stages.decision import NOTHING
 from stages.preflight import CHARS_PER_TOKEN, decide_preflight, estimate_tokens
-from stages.request import decide_request
+from stages.request import decide_request, request_digest
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 
 
@@ -47,9 +47,10 @@ def test_request_shares_the_state_history() -> None:
     state = turn(session(spec("read")), "hello")
     decision = decide_request(state, config=SETTINGS)
     (asked,) = decision.events
+    request = decision.next.request
     assert asked == ev.ModelRequested(call_index=0, purpose="step", model="m", provider="p",
                                       message_count=1, tool_count=1,
-                                      estimated_tokens=estimate_tokens(state))
-    request = decision.next.request
+                                      estimated_tokens=estimate_tokens(state),
+                                      digest=request_digest(request, state.history_digest))
     assert request.messages is state.messages
     assert request.tools == state.tools and request.purpose == "step"

@@ -12,7 +12,7 @@ from tests.stages.helpers import SETTINGS, session, then, turn
 
 
 def test_default_identity() -> None:
-    decision = decide_prompt(turn(session()), (), config=SETTINGS)
+    decision = decide_prompt(turn(session()), config=SETTINGS)
     assert decision.events == (ev.SystemPromptSet(text=DEFAULT_IDENTITY),)
 
 
@@ -24,7 +24,8 @@ def test_configured_identity() -> None:
 def test_system_message_overrides_identity_and_memory() -> None:
     settings = attrs.evolve(SETTINGS, identity="You are a pirate.")
     state = turn(session(), system_message="Only answer in French.")
-    decision = decide_prompt(state, ("remembered fact",), config=settings)
+    state = attrs.evolve(state, turn=attrs.evolve(state.turn, prefetched=("remembered fact",)))
+    decision = decide_prompt(state, config=settings)
     assert decision.events == (ev.SystemPromptSet(text="Only answer in French."),)
 
 
@@ -41,21 +42,21 @@ def test_empty_memory_adds_no_block() -> None:
 
 def test_stable_prompt_emits_nothing_the_second_time() -> None:
     state = turn(session())
-    first = decide_prompt(state, (), config=SETTINGS)
+    first = decide_prompt(state, config=SETTINGS)
     state = then(state, first)
     assert state.system_prompt == DEFAULT_IDENTITY
-    assert decide_prompt(state, (), config=SETTINGS) == NOTHING
+    assert decide_prompt(state, config=SETTINGS) == NOTHING
     state = turn(state, "next", index=1)
-    assert decide_prompt(state, (), config=SETTINGS) == NOTHING
+    assert decide_prompt(state, config=SETTINGS) == NOTHING
 
 
 def test_a_changed_prompt_is_recorded_again() -> None:
     state = turn(session())
-    state = then(state, decide_prompt(state, (), config=SETTINGS))
+    state = then(state, decide_prompt(state, config=SETTINGS))
     state = turn(state, "next", system_message="Be brief.", index=1)
-    assert decide_prompt(state, (), config=SETTINGS).events == (
+    assert decide_prompt(state, config=SETTINGS).events == (
         ev.SystemPromptSet(text="Be brief."),)
-    state = then(state, decide_prompt(state, (), config=SETTINGS))
+    state = then(state, decide_prompt(state, config=SETTINGS))
     state = turn(state, "and again", index=2)
-    assert decide_prompt(state, (), config=SETTINGS).events == (
+    assert decide_prompt(state, config=SETTINGS).events == (
         ev.SystemPromptSet(text=DEFAULT_IDENTITY),)

@@ -138,16 +138,19 @@ usages = _full(
 
 provider_entries = _full(
     ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
-    api_mode=st.sampled_from(("chat_completions", "codex_responses", "anthropic_messages")))
+    api_mode=st.sampled_from(ev.API_MODES))
 
 session_settings = _full(
-    ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple), model=identifiers, provider=identifiers, base_url=st.none() | texts,
-    api_mode=st.sampled_from(("chat_completions", "responses", "anthropic_messages")),
+    ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple),
+    model=identifiers, provider=identifiers, base_url=st.none() | texts,
+    api_mode=st.sampled_from(ev.API_MODES),
     max_turns=st.integers(1, 1000), max_tokens=st.none() | st.integers(1, 10**6),
     context_length=st.none() | st.integers(1, 10**7), stream=st.booleans(),
     identity=st.none() | texts,
-    preflight_threshold=st.floats(0, 1, allow_nan=False), compression_enabled=st.booleans(),
-    protect_last_n=st.integers(0, 1000))
+    preflight_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
+    compression_enabled=st.booleans(), protect_last_n=st.integers(0, 1000),
+    credential_strategy=st.sampled_from(ev.CREDENTIAL_STRATEGIES),
+    cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES))
 
 _opt_text = st.none() | texts
 

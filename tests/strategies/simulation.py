@@ -1,6 +1,7 @@
-"""A pure simulation of the turn loop: ``Driver`` plays the part of ``pipeline.runner``, running
-the same stage chain, with every observation (turn start, model reply, failure, interruption,
-tool result) taken from a generated :class:`~tests.strategies.scripts.SessionScript`.
+"""A pure simulation of the turn loop: ``Driver`` drives the real turn machine
+(``stages.turn``) as ``pipeline.runner`` does, with every observation (turn start, model reply,
+failure, interruption, tool result) taken from a generated
+:class:`~tests.strategies.scripts.SessionScript`.
 
 After every event the driver checks that the history alternates (the last calls may still await
 results) and that the turn's model calls stay within ``max_turns + 1``. It records which script
@@ -14,22 +15,18 @@ from collections.abc import Callable
 import attrs
 
 from stages import events as ev
+from stages import turn
 from stages.alternation import violations
-from stages.chain import PRE_CALL_STAGES
-from stages.decision import CallModel, Decision, Finish, Next, PrepareCall, RunTools
+from stages.decision import BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, RunTools
 from stages.fold import apply_event
-from stages.hints import decide_hints
 from stages.messages import Message, ToolCall
-from stages.prompt import decide_prompt
-from stages.request import decide_request
 from stages.state import State
-from stages.step import decide_next
 from stages.tools import ToolOutcome, ToolSpec
 from tests.strategies.scripts import (
     CutStep, FailStep, ReplyStep, SessionScript, Step, TurnScript,
 )
 
-__all__ = ["FALLBACK", "PRE_CALL", "TOOLS", "Driver", "check_pairs", "drive", "history"]
+__all__ = ["FALLBACK", "TOOLS", "Driver", "check_pairs", "drive", "history"]
 
 TOOLS = (
     ToolSpec(name="read", description="Read a file.", parameters='{"type":"object"}',
@@ -38,8 +35,6 @@ TOOLS = (
     ToolSpec(name="ask", description="Ask the user.", parameters='{"type":"object"}',
              interactive=True),
 )
-
-PRE_CALL: tuple[Callable[..., Decision], ...] = tuple(stage for _, stage in PRE_CALL_STAGES)
 
 FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
 
@@ -75,10 +70,9 @@ class Driver:
         if turn is not None:
             assert turn.api_calls <= self.settings.max_turns + 1, turn
 
-    def emit(self, decision: Decision) -> Next | None:
-        for event in decision.events:
+    def emit(self, events: tuple[ev.Event, ...]) -> None:
+        for event in events:
             self.add(event)
-        return decision.next
 
     def start(self) -> None:
         self.add(ev.SessionStarted(session_id="s", started_at="t0", settings=self.settings))
@@ -86,38 +80,42 @@ class Driver:
 
     def run_turn(self, index: int, script: TurnScript,
                  history: tuple[Message, ...] | None) -> None:
-        if history is not None:
-            self.add(ev.HistoryLoaded(messages=history))
-        self.add(ev.TurnStarted(turn_id=f"turn{index}", task_id=f"task{index}", started_at="t",
-                                user_message=script.user, system_message=script.system_message))
-        config = self.settings
-        self.emit(decide_hints(self.state, config=config))
-        self.emit(decide_prompt(self.state, (), config=config))
+        """Drive the real turn machine, serving every observation from the script."""
         steps = list(script.steps)
         used: list[Step] = []
         self.consumed.append(used)
         interrupt, runs = script.interrupt_first, 0
-        for _ in range(200):
-            if interrupt:
-                self.add(ev.Interrupted(during="between_steps"))
-                interrupt = False
-            step = self.emit(decide_next(self.state, config=config))
-            if isinstance(step, Finish):
-                return
-            if isinstance(step, PrepareCall):
-                used.append(steps.pop(0) if steps else FALLBACK)
-                interrupt = self.call_model(used[-1], index)
+        flow = turn.run_turn(script.user, system_message=script.system_message, history=history)
+        ask = next(flow)
+        for _ in range(2000):
+            if isinstance(ask, turn.Record):
+                self.emit(ask.events)
             else:
-                assert isinstance(step, RunTools), step
-                runs = self.run_tools(step, script.tool_ok, runs)
+                effect = ask.effect
+                if isinstance(effect, LoadHistory):
+                    self.add(ev.HistoryLoaded(messages=effect.messages))
+                elif isinstance(effect, BeginTurn):
+                    self.add(ev.TurnStarted(
+                        turn_id=f"turn{index}", task_id=f"task{index}", started_at="t",
+                        user_message=effect.user_message, system_message=effect.system_message))
+                elif isinstance(effect, PollInterrupt):
+                    if interrupt:
+                        self.add(ev.Interrupted(during=effect.during))
+                    interrupt = False
+                elif isinstance(effect, CallModel):
+                    used.append(steps.pop(0) if steps else FALLBACK)
+                    interrupt = self.call_model(effect.request, used[-1], index)
+                else:
+                    assert isinstance(effect, RunTools), effect
+                    runs = self.run_tools(effect, script.tool_ok, runs)
+            try:
+                ask = flow.send(self.state)
+            except StopIteration:
+                return
         raise AssertionError("the turn did not finish")
 
-    def call_model(self, step: ReplyStep | FailStep | CutStep, index: int) -> bool:
-        for stage in PRE_CALL:
-            self.emit(stage(self.state, config=self.settings))
-        call = self.emit(decide_request(self.state, config=self.settings))
-        assert isinstance(call, CallModel)
-        request = call.request
+    def call_model(self, request: ModelRequest, step: ReplyStep | FailStep | CutStep,
+                   index: int) -> bool:
         assert request.messages is self.state.messages  # shared, never copied
         assert violations(request.messages) == [], "a request must send a closed history"
         if self.state.turn.budget_exhausted:

@@ -1,0 +1,141 @@
+"""The turn as one machine: a generator with no I/O, driven by its caller (the shape of h11,
+or httpx's ``Auth.auth_flow``).
+
+``run_turn`` yields what it needs, one ask at a time:
+
+* ``Record(stage, events)``: events decided by ``stage``;
+* ``Perform(stage, effect, kinds, count)``: perform ``effect``, expecting ``count``
+  observations of ``kinds`` (``optional``: maybe none, as when polling for an interrupt).
+
+The driver folds the events into the state and sends the new state back. The live shell
+(``pipeline.runner``) performs effects and appends to the log; a replay serves the logged
+observations and compares the decisions; the hypothesis simulation serves scripted ones. The
+whole order of a turn is in this one module, top to bottom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+
+import attrs
+
+from stages.budget import decide_budget
+from stages.cache_marks import decide_cache_marks
+from stages.compression import decide_compression
+from stages.credentials import decide_credentials
+from stages.decision import (
+    BeginTurn,
+    CallModel,
+    Decision,
+    Effect,
+    Finish,
+    LoadHistory,
+    PollInterrupt,
+    PrepareCall,
+    ReadClock,
+    RefreshCredential,
+    RunTools,
+    Wait,
+)
+from stages.events import (
+    ClockRead,
+    CredentialRefreshed,
+    Event,
+    HistoryLoaded,
+    Interrupted,
+    ModelFailed,
+    ModelReplied,
+    SessionSettings,
+    ToolRan,
+    TurnStarted,
+    Waited,
+)
+from stages.hints import decide_hints
+from stages.memory import decide_memory
+from stages.messages import Message
+from stages.preflight import decide_preflight
+from stages.prompt import decide_prompt
+from stages.request import decide_request
+from stages.routing import decide_routing
+from stages.state import State
+from stages.step import ROUTES, next_stage
+
+
+@attrs.frozen
+class Record:
+    stage: str
+    events: tuple[Event, ...]
+
+
+@attrs.frozen
+class Perform:
+    stage: str
+    effect: Effect
+    kinds: tuple[str, ...]
+    count: int = 1
+    optional: bool = False
+
+
+Ask = Record | Perform
+Flow = Generator[Ask, State, None]
+Stage = Callable[..., Decision]
+
+
+def run_turn(user_message: str, *, system_message: str | None = None,
+             history: tuple[Message, ...] | None = None, task_id: str | None = None) -> Flow:
+    """One user turn, from the user's message to the turn's end."""
+    if history is not None:
+        yield Perform("input", LoadHistory(messages=history), (HistoryLoaded.kind,))
+    state = yield Perform("input", BeginTurn(user_message=user_message,
+                                             system_message=system_message, task_id=task_id),
+                          (TurnStarted.kind,))
+    assert state.settings is not None, "a turn needs a started session"
+    config = state.settings
+    state = yield from _decide("hints", decide_hints, state, config)
+    state = yield from _decide("memory", decide_memory, state, config)
+    state = yield from _decide("prompt", decide_prompt, state, config)
+    while True:
+        state = yield Perform("interrupt", PollInterrupt(during="between_steps"),
+                              (Interrupted.kind,), optional=True)
+        stage = next_stage(state)
+        if stage == "finish":
+            return
+        step = PrepareCall() if stage == "call" else None
+        if step is None:
+            decision = ROUTES[stage](state, config=config)
+            state = yield Record(stage, decision.events)
+            step = decision.next
+        if isinstance(step, Finish):
+            return
+        if isinstance(step, PrepareCall):
+            state = yield from model_call(state, config)
+        elif isinstance(step, RunTools):
+            state = yield Perform("tools", step, (ToolRan.kind,), count=len(step.calls))
+        elif isinstance(step, Wait):
+            state = yield Perform("backoff", step, (Waited.kind, Interrupted.kind))
+        elif isinstance(step, RefreshCredential):
+            state = yield Perform("credentials", step, (CredentialRefreshed.kind,))
+
+
+def model_call(state: State, config: SessionSettings) -> Flow:
+    """The stages before every model call, then the call."""
+    if config.needs_clock:
+        state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
+    state = yield from _decide("budget", decide_budget, state, config)
+    state = yield from _decide("preflight", decide_preflight, state, config)
+    state = yield from _decide("compression", decide_compression, state, config)
+    state = yield from _decide("routing", decide_routing, state, config)
+    state = yield from _decide("credentials", decide_credentials, state, config)
+    marks = decide_cache_marks(state, config=config)
+    request = decide_request(state, config=config, cache_marks=marks)
+    state = yield Record("request", request.events)
+    assert isinstance(request.next, CallModel)
+    return (yield Perform("model_call", request.next,
+                          (ModelReplied.kind, ModelFailed.kind, Interrupted.kind)))
+
+
+def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> Flow:
+    decision = stage(state, config=config)
+    if not decision.events:
+        return state
+    return (yield Record(name, decision.events))
