@@ -146,3 +146,24 @@ def test_payload_that_is_not_an_object_is_corrupt(payload: object) -> None:
 def test_wrongly_typed_scalars_are_corrupt(kind: str, payload: dict) -> None:
     with pytest.raises(LogCorruptError):
         from_payload(kind, 1, payload)
+
+
+def test_every_kind_has_a_fold_rule() -> None:
+    from stages.fold import _APPLY
+    assert set(_APPLY) == set(ev.EVENT_TYPES.values())
+
+
+def test_observed_and_redacted_are_declared_on_the_classes() -> None:
+    assert ev.OBSERVED == {k for k, cls in ev.EVENT_TYPES.items() if cls.observed}
+    assert ev.ModelFailed in ev.REDACTED_FIELDS
+    assert set(ev.REDACTED_FIELDS[ev.ModelFailed]) == {"message", "body"}
+    for cls, names in ev.REDACTED_FIELDS.items():
+        assert cls.observed, f"{cls.__name__} is decided, its text comes from the stages"
+        assert set(names) <= {f.name for f in attrs.fields(cls)}
+
+
+def test_an_integer_error_code_is_kept_as_text_and_reads_back() -> None:
+    """llama.cpp sends ``"code": 500``; it was logged as a number the codec then refused."""
+    failed = ev.ModelFailed(error_type="ProviderHTTPError", message="boom", status=500, code=500)
+    assert failed.code == "500"
+    assert from_payload(failed.kind, failed.schema_version, to_payload(failed)) == failed
