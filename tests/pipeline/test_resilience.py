@@ -17,6 +17,7 @@ from effects.codec import from_payload
 from effects.eventlog import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.replay import replay
+from pipeline.testing import FakeClock
 from stages.fold import fold
 from stages.state import State
 from tests.fake_anthropic import FakeAnthropicServer
@@ -175,17 +176,16 @@ def test_retry_after_header_is_honoured(server, home):
     server.script(Reply.error(429, "Rate limit reached for requests", type="requests",
                               code="rate_limit_exceeded", headers={"Retry-After": "0.05"}),
                   Reply.text("after the wait"))
-    with make(server, home) as agent:
-        started = time.monotonic()
+    clock = FakeClock()
+    with make(server, home, clock=clock) as agent:
         result = agent.run_conversation("hi")
-        elapsed = time.monotonic() - started
     sid = result["session_id"]
     assert result["final_response"] == "after the wait"
     assert recoveries(home, sid) == [("rate_limit", "retry")]
     assert payloads(home, sid, "model_failed")[0]["retry_after"] == 0.05
     (waited,) = payloads(home, sid, "waited")
     assert waited["seconds"] >= 0.05
-    assert elapsed >= 0.05
+    assert sum(clock.slept) == pytest.approx(waited["seconds"])
     assert_replays(home, sid)
 
 
@@ -236,11 +236,12 @@ def test_strategies_pick_the_expected_keys(server, home, keys, strategy, expecte
     server.script(Reply.error(429, "Rate limit reached", type="requests",
                               code="rate_limit_exceeded", headers={"Retry-After": "0.3"}),
                   *[Reply.text(f"t{i}") for i in range(4)])
-    with make(server, home, credentials=["KEY_A", "KEY_B"],
-              credential_strategy=strategy) as agent:
+    clock = FakeClock()
+    with make(server, home, credentials=["KEY_A", "KEY_B"], credential_strategy=strategy,
+              clock=clock) as agent:
         agent.chat("1")
         agent.chat("2")
-        time.sleep(0.35)
+        clock.advance(0.35)
         agent.chat("3")
         agent.chat("4")
         sid = agent.session_id
