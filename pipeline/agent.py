@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -232,7 +232,7 @@ class Agent:
             if shutdown is not None:
                 shutdown()
 
-    def __enter__(self) -> Agent:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -280,18 +280,19 @@ def configure(
         timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
         deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
         session_id=session_id, parent_session_id=parent_session_id)
-    values: dict[str, Any] = dict(
-        max_turns=max_turns, max_tokens=max_tokens, context_length=context_length,
-        stream=stream, identity=identity, tool_choice=tool_choice,
-        credentials=cfg.credential_labels(credentials or section.get("credentials")),
-        credential_strategy=_first(credential_strategy, section.get("credential_strategy"),
-                                   "round_robin"),
-        credential_refresh=credential_refresh is not None, max_retries=max_retries,
-        retry_base_delay=retry_base_delay, rate_limit_cooldown=rate_limit_cooldown,
-        billing_cooldown=billing_cooldown, prompt_caching=prompt_caching, cache_ttl=cache_ttl,
-        fallback_providers=tuple(cfg.provider_entry(f) for f in (
+    values: dict[str, Any] = {
+        "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
+        "stream": stream, "identity": identity, "tool_choice": tool_choice,
+        "credentials": cfg.credential_labels(credentials or section.get("credentials")),
+        "credential_strategy": _first(credential_strategy, section.get("credential_strategy"),
+                                      "round_robin"),
+        "credential_refresh": credential_refresh is not None, "max_retries": max_retries,
+        "retry_base_delay": retry_base_delay, "rate_limit_cooldown": rate_limit_cooldown,
+        "billing_cooldown": billing_cooldown, "prompt_caching": prompt_caching,
+        "cache_ttl": cache_ttl,
+        "fallback_providers": tuple(cfg.provider_entry(f) for f in (
             file.get("fallback_providers", ()) if fallback_providers is None
-            else fallback_providers)))
+            else fallback_providers))}
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:

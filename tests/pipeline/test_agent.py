@@ -286,21 +286,21 @@ def test_child_is_an_evolve_of_the_parent_settings_and_shares_its_effects(server
     monkeypatch.setenv("KEY_B", "sk-child-test-bbbbbbbbbbbb")
     fallback = {"provider": "anthropic", "model": "claude-x", "base_url": server.base_url,
                 "key_env": "KEY_B"}
-    with Agent(model="fake-model", base_url=server.base_url, home=home,
-               credentials=["KEY_A", "KEY_B"], credential_strategy="least_used",
-               credential_refresh=lambda label: None, fallback_providers=[fallback],
-               max_retries=1, retry_base_delay=0.5, rate_limit_cooldown=7.0,
-               prompt_caching=False, cache_ttl="1h", delegation_max_iterations=4,
-               durability="flush", timeout=12, deadline=34) as parent:
-        with parent.child(max_turns=9) as child:
-            assert child.settings == attrs.evolve(parent.settings, max_turns=4)
-            assert child.agent_settings == attrs.evolve(
-                parent.agent_settings, parent_session_id=parent.session_id)
-            assert child.model_client is parent.model_client
-            assert child._effects.refresh == parent._effects.refresh is not None
-            assert child._effects.clock is parent._effects.clock
-            assert child._secrets is parent._secrets
-            assert child._effects.tools is not parent._effects.tools
+    parent = Agent(model="fake-model", base_url=server.base_url, home=home,
+                   credentials=["KEY_A", "KEY_B"], credential_strategy="least_used",
+                   credential_refresh=lambda label: None, fallback_providers=[fallback],
+                   max_retries=1, retry_base_delay=0.5, rate_limit_cooldown=7.0,
+                   prompt_caching=False, cache_ttl="1h", delegation_max_iterations=4,
+                   durability="flush", timeout=12, deadline=34)
+    with parent, parent.child(max_turns=9) as child:
+        assert child.settings == attrs.evolve(parent.settings, max_turns=4)
+        assert child.agent_settings == attrs.evolve(
+            parent.agent_settings, parent_session_id=parent.session_id)
+        assert child.model_client is parent.model_client
+        assert child._effects.refresh == parent._effects.refresh is not None
+        assert child._effects.clock is parent._effects.clock
+        assert child._secrets is parent._secrets
+        assert child._effects.tools is not parent._effects.tools
 
 
 def test_child_overrides_settings_and_re_resolves_the_api_mode(server, home):
@@ -353,3 +353,14 @@ def test_settings_and_configuration_keywords_do_not_mix(home):
         Agent(settings=SessionSettings(model="m", provider="custom"), max_turns=3)
     with pytest.raises(UsageError, match="max_tokens"):
         Agent(settings=SessionSettings(model="m", provider="custom", max_tokens=0))
+
+
+def test_a_failed_turn_names_the_provider_and_endpoint_used(server, home):
+    server.script(Reply.error(500, "upstream broke", type="server_error"))
+    with make(server, home, max_retries=0) as agent:
+        failed = agent.run_conversation("hi")
+    assert failed["failed"] and f"[openai at {server.base_url}]" in failed["error"]
+    with Agent(model="m", base_url="http://127.0.0.1:9/v1", api_key=KEY, home=home,
+               max_retries=0) as nowhere:
+        unreachable = nowhere.run_conversation("hi")
+    assert unreachable["failed"] and "[openai at http://127.0.0.1:9/v1]" in unreachable["error"]

@@ -32,10 +32,10 @@ def clean_env(home: Path, env: dict | None = None) -> dict[str, str]:
 
 
 def mibyan(home: Path, *args: str, env: dict | None = None,
-           input: str | None = None) -> subprocess.CompletedProcess:  # noqa: A002
+           stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT,
                           env=clean_env(home, env), capture_output=True, text=True, timeout=60,
-                          input=input)
+                          input=stdin, check=False)
 
 
 def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
@@ -145,11 +145,11 @@ def test_an_unwritable_home_is_a_usage_error(tmp_path):
 def test_the_prompt_is_read_from_stdin_when_it_is_a_dash(server, home):
     prompt = "summarise this: " + "lorem ipsum " * 20_000  # past the 128 KB argument limit
     server.script(Reply.text("short"))
-    done = mibyan(home, "run", "--model", "fake", "--no-tools", "-", input=prompt,
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "-", stdin=prompt,
                   env={"OPENAI_BASE_URL": server.base_url})
     assert done.returncode == 0, done.stderr
     assert server.requests[0]["messages"][-1]["content"] == prompt
-    empty = mibyan(home, "run", "--model", "fake", "-", input="  \n",
+    empty = mibyan(home, "run", "--model", "fake", "-", stdin="  \n",
                    env={"OPENAI_BASE_URL": server.base_url})
     assert empty.returncode == 2 and "stdin held no prompt" in empty.stderr
 

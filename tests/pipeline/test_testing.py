@@ -51,9 +51,9 @@ def test_scripted_failures_drive_the_agents_recovery(home):
 
 def test_an_unexpected_call_fails_the_turn_loudly(home):
     model = ScriptedModel()
-    with Agent(client=model, home=home, ids=CountingIds(), durability="flush") as agent:
-        with pytest.raises(UnexpectedModelCall):
-            agent.run("hi")
+    with Agent(client=model, home=home, ids=CountingIds(), durability="flush") as agent, \
+            pytest.raises(UnexpectedModelCall):
+        agent.run("hi")
 
 
 def test_fake_clock_moves_only_when_told_or_slept_on():
