@@ -25,33 +25,19 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.codec import from_payload
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
-from effects.protocols import Clock, DeltaSink, IdSource, ModelClient
-from effects.tool_runner import ThreadPoolToolRunner, ToolRunner
+from effects.protocols import DeltaSink, ModelClient
+from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
 from pipeline.journal import LiveJournal
-from pipeline.providers import (
-    LOCAL,
-    LOCAL_MAX_TOKENS,
-    ProviderRouter,
-    Secrets,
-    local_endpoint,
-    pooled_keys,
-    split_userinfo,
-)
+from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.runner import Effects, SessionRunner
-from pipeline.settings import (
-    DEFAULT_DEADLINE,
-    DEFAULT_TIMEOUT,
-    AgentSettings,
-    check_session_values,
-    checked,
-)
+from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.tools import Tool, ToolRegistry
 from stages.api_mode import resolve_api_mode
-from stages.budget import DELEGATION_MAX_ITERATIONS, child_budget
-from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import Event, ProviderEntry, SessionSettings
+from stages.budget import child_budget
+from stages.errors import UsageError
+from stages.events import Event, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai
 
@@ -97,7 +83,7 @@ class Agent:
         """Settings from keyword arguments, then the environment, then
         ``<home>/config.toml``; the model client is the provider router over the key pool (or
         the embedded local model when no provider is configured). The keywords are those of
-        :func:`configure`."""
+        :func:`pipeline.settings.configure`."""
         parts = configure(model, **overrides)
         return cls(settings=parts.settings, agent_settings=parts.agent_settings,
                    effects=parts.effects, secrets=parts.secrets, tools=tools,
@@ -237,100 +223,3 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-@attrs.frozen
-class Configured:
-    """What ``configure`` assembled: the values an ``Agent`` is built from."""
-
-    settings: SessionSettings
-    agent_settings: AgentSettings
-    effects: Effects
-    secrets: Secrets
-
-
-def _first(*values: Any) -> Any:
-    return next((v for v in values if v is not None), None)
-
-
-def configure(
-    model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
-    provider: str | None = None, api_mode: str | None = None, max_turns: int = 500,
-    max_tokens: int | None = None, context_length: int | None = None, stream: bool = True,
-    identity: str | None = None, tool_choice: str | None = None, session_id: str | None = None,
-    home: str | Path | None = None, durability: Durability = "durable",
-    credentials: str | Sequence[str] = (), credential_strategy: str | None = None,
-    credential_refresh: Callable[[str], str | None] | None = None,
-    fallback_providers: Sequence[Mapping[str, str] | ProviderEntry] | None = None,
-    max_retries: int = 3, retry_base_delay: float = 2.0, rate_limit_cooldown: float = 60.0,
-    billing_cooldown: float = 3600.0, prompt_caching: bool = True, cache_ttl: str = "5m",
-    timeout: float | None = None, deadline: float | None = None,
-    delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
-    parent_session_id: str | None = None, client: ModelClient | None = None,
-    tool_runner: ToolRunner | None = None, clock: Clock | None = None,
-    ids: IdSource | None = None,
-) -> Configured:
-    """Arguments first, then the environment, then ``<home>/config.toml``. Every value is
-    checked before anything is started or logged; a bad one is a ``UsageError`` naming it."""
-    root = Path(home).expanduser() if home is not None else cfg.home()
-    file = cfg.load_file(root)
-    section = file.get("model", {})
-    agent_settings = AgentSettings(
-        home=root, durability=durability, delegation_max_iterations=delegation_max_iterations,
-        timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
-        deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
-        session_id=session_id, parent_session_id=parent_session_id)
-    values: dict[str, Any] = {
-        "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
-        "stream": stream, "identity": identity, "tool_choice": tool_choice,
-        "credentials": cfg.credential_labels(credentials or section.get("credentials")),
-        "credential_strategy": _first(credential_strategy, section.get("credential_strategy"),
-                                      "round_robin"),
-        "credential_refresh": credential_refresh is not None, "max_retries": max_retries,
-        "retry_base_delay": retry_base_delay, "rate_limit_cooldown": rate_limit_cooldown,
-        "billing_cooldown": billing_cooldown, "prompt_caching": prompt_caching,
-        "cache_ttl": cache_ttl,
-        "fallback_providers": tuple(cfg.provider_entry(f) for f in (
-            file.get("fallback_providers", ()) if fallback_providers is None
-            else fallback_providers))}
-    check_session_values(values)
-    endpoints: dict[str, Callable[[], str]] = {}
-    if client is not None:
-        resolved = cfg.ProviderConfig(provider=provider or "custom", model=model or "scripted",
-                                      base_url=base_url or "", api_key=api_key or "")
-    else:
-        resolved = _resolve(model, base_url, api_key, provider, file, root, endpoints)
-        if resolved.provider == LOCAL and values["max_tokens"] is None:
-            values["max_tokens"] = LOCAL_MAX_TOKENS
-    bare_url, userinfo = split_userinfo(resolved.base_url or None)
-    mode = resolve_api_mode(explicit=api_mode or section.get("api_mode"),
-                            provider=resolved.provider, base_url=bare_url, model=resolved.model)
-    settings = SessionSettings(model=resolved.model, provider=resolved.provider,
-                               base_url=bare_url, api_mode=mode.mode,
-                               api_mode_reason=mode.reason, **values)
-    refresh = None
-    secrets = Secrets((resolved.api_key, userinfo, (userinfo or "").partition(":")[2]))
-    if client is None:
-        router = ProviderRouter(
-            default_key=resolved.api_key or cfg.KEYLESS, keys=pooled_keys(settings),
-            timeout=agent_settings.timeout, deadline=agent_settings.deadline,
-            refresh_hook=credential_refresh, endpoints=endpoints,
-            userinfo={bare_url: userinfo} if bare_url and userinfo else None)
-        client, refresh, secrets = router, router.refresh, router.secrets
-    effects = Effects(clock=clock or SystemClock(), ids=ids or RandomIds(), model=client,
-                      refresh=refresh, tools=tool_runner)
-    return Configured(settings, agent_settings, effects, secrets)
-
-
-def _resolve(model: str | None, base_url: str | None, api_key: str | None,
-             provider: str | None, file: dict, root: Path,
-             endpoints: dict[str, Callable[[], str]]) -> cfg.ProviderConfig:
-    """The configured provider, else the embedded local model (its URL as a function in
-    ``endpoints``: the server may be restarted)."""
-    try:
-        return cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
-                                    provider=provider, file=file)
-    except ProviderNotConfiguredError as missing:
-        local_model, endpoints[LOCAL] = local_endpoint(root, missing)
-        return cfg.ProviderConfig(provider=LOCAL, model=local_model,
-                                  base_url=endpoints[LOCAL](), api_key=cfg.KEYLESS)
