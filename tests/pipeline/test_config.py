@@ -200,3 +200,18 @@ def test_credentials_in_the_base_url_stay_out_of_the_settings(home):
                home=home) as built:
         assert built.settings.base_url == "http://127.0.0.1:9/v1"
         assert "hunter2hunter2" in built.model_client.secrets
+
+
+def test_from_config_is_what_agent_keywords_build(home, monkeypatch):
+    monkeypatch.setenv("MIBYAN_MODEL", "from-env")
+    write_config(home, '[model]\napi_mode = "codex_responses"\ndeadline = 60\n')
+    with Agent.from_config(base_url=URL, api_key="sk-config-test-key-000000", home=home,
+                           max_tokens=64) as built, \
+            agent(home, model=None, max_tokens=64) as same:
+        assert built.settings == same.settings
+        assert built.agent_settings == same.agent_settings
+        assert (built.settings.model, built.settings.api_mode) == ("from-env", "codex_responses")
+        assert built.agent_settings.deadline == 60
+        assert not (home / "sessions").exists()  # building an agent logs nothing
+    with pytest.raises(TypeError, match="colour"):
+        Agent.from_config(colour="blue", home=home)
