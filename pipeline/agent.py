@@ -65,9 +65,11 @@ class Agent:
         self.settings = checked(settings)
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
+        # A provider router knows its keys (and learns renewed ones): redact with those.
+        secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
-        effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
                 self.registry, interrupt=self._interrupt))

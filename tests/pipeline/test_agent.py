@@ -364,3 +364,18 @@ def test_a_failed_turn_names_the_provider_and_endpoint_used(server, home):
                max_retries=0) as nowhere:
         unreachable = nowhere.run_conversation("hi")
     assert unreachable["failed"] and "[openai at http://127.0.0.1:9/v1]" in unreachable["error"]
+
+
+def test_an_agent_from_values_redacts_with_its_routers_secrets(server, home):
+    from pipeline.providers import ProviderRouter
+
+    plain = "plain-secret-no-pattern-0123456789"  # only the known secrets can mask it
+    router = ProviderRouter(default_key=plain, keys={})
+    server.script(Reply.text(f"the key is {plain}"))
+    agent = Agent(settings=SessionSettings(model="fake", provider="openai",
+                                           base_url=server.base_url),
+                  agent_settings=AgentSettings(home=home),
+                  effects=Effects(clock=FakeClock(), ids=CountingIds(), model=router))
+    with agent:
+        result = agent.run("hi")
+    assert result.completed and plain not in log_text(home, result.session_id)
