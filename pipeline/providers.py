@@ -52,7 +52,7 @@ class Secrets:
     iterates it for every observation, so a key renewed mid-session is redacted from then on
     (and a key rotated out stays redacted)."""
 
-    def __init__(self, initial: Iterable[str] = ()) -> None:
+    def __init__(self, initial: Iterable[str | None] = ()) -> None:
         self._items: list[str] = []
         self._lock = threading.Lock()
         self.extend(initial)
