@@ -1,6 +1,9 @@
-"""mibyan's imperative shell: the runner, replay, the Agent facade, the CLI, DuckDB queries.
+"""mibyan's public face: the Agent, tools, settings, results, replay and the errors.
 
-Names are imported on first use, so that ``mibyan --help`` does not pay for the SDKs.
+    from pipeline import Agent, tool
+
+Test doubles for your own agents are in :mod:`pipeline.testing`. Names are imported on first
+use, so that ``mibyan --help`` does not pay for the SDKs.
 """
 
 from __future__ import annotations
@@ -8,19 +11,46 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "Effects",
+    "MibyanError",
+    "ProviderEntry",
+    "ReplayReport",
+    "SessionSettings",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolRegistry",
+    "TurnResult",
+    "UsageError",
+    "replay",
+    "tool",
+]
+
 _HOMES = {
     "Agent": "pipeline.agent",
+    "AgentSettings": "pipeline.settings",
+    "Effects": "pipeline.runner",
+    "MibyanError": "stages.errors",
+    "ProviderEntry": "stages.events",
     "ReplayReport": "pipeline.replay",
+    "SessionSettings": "stages.events",
     "Tool": "pipeline.tools",
+    "ToolArgumentsError": "pipeline.tools",
     "ToolRegistry": "pipeline.tools",
+    "TurnResult": "pipeline.result",
+    "UsageError": "stages.errors",
     "replay": "pipeline.replay",
     "tool": "pipeline.tools",
 }
-
-__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,11 +1,16 @@
 """The public entry point: ``Agent``.
 
-    agent = Agent(model="gpt-4o-mini", tools=[get_weather])
+    agent = Agent(model="gpt-4o-mini", tools=[get_weather])    # = Agent.from_config(...)
     agent.chat("What's the weather in Oslo?")                  # -> str
-    agent.run_conversation("And tomorrow?")                    # -> dict (see TurnResult keys)
+    agent.run("And tomorrow?")                                 # -> TurnResult
+    agent.run_conversation("And the day after?")               # -> dict (TurnResult.as_dict())
 
-Each agent owns one session (created on first use, or resumed with ``session_id=``) whose
-event log lives under ``$MIBYAN_HOME/sessions``.
+An agent is built from values: the session's settings (``SessionSettings``, logged), the agent's
+own (``AgentSettings``: home, durability, timeouts, delegation) and its effects (model client,
+clock, ids, tool runner). ``Agent.from_config`` reads config.toml, the environment and key pools
+and starts the embedded model when nothing is configured; ``Agent(...)`` with keyword arguments
+does the same. Each agent owns one session (created on first use, or resumed with
+``session_id=``) whose event log lives under ``<home>/sessions``.
 """
 
 from __future__ import annotations
@@ -13,145 +18,143 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+import attrs
 
 from effects.clock import RandomIds, SystemClock
 from effects.codec import from_payload
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
-from effects.protocols import Clock, DeltaSink, IdSource, ModelClient
-from effects.tool_runner import ThreadPoolToolRunner, ToolRunner
+from effects.protocols import DeltaSink, ModelClient
+from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
 from pipeline.journal import LiveJournal
-from pipeline.providers import (
-    LOCAL,
-    LOCAL_MAX_TOKENS,
-    ProviderRouter,
-    local_endpoint,
-    pooled_keys,
-)
-from pipeline.result import turn_result
+from pipeline.providers import Secrets
+from pipeline.result import TurnResult
 from pipeline.runner import Effects, SessionRunner
+from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.tools import Tool, ToolRegistry
 from stages.api_mode import resolve_api_mode
-from stages.budget import DELEGATION_MAX_ITERATIONS, child_budget
-from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import Event, ProviderEntry, SessionSettings
+from stages.budget import child_budget
+from stages.errors import UsageError
+from stages.events import Event, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai
 
+ToolsArg = Iterable[Tool | Callable[..., Any]]
+Listener = Callable[[Event], None]
+_SESSION_FIELDS = frozenset(attrs.fields_dict(SessionSettings))
+_AGENT_FIELDS = frozenset(attrs.fields_dict(AgentSettings)) - {"session_id", "parent_session_id"}
+
 
 class Agent:
-    def __init__(
-        self, model: str | None = None, *, tools: Iterable[Tool | Callable[..., Any]] = (),
-        base_url: str | None = None, api_key: str | None = None, provider: str | None = None,
-        api_mode: str | None = None, max_turns: int = 500, max_tokens: int | None = None,
-        context_length: int | None = None, stream: bool = True, identity: str | None = None,
-        tool_choice: str | None = None, session_id: str | None = None,
-        home: str | Path | None = None, durability: Durability = "durable",
-        credentials: Sequence[str] = (), credential_strategy: str = "round_robin",
-        credential_refresh: Callable[[str], str | None] | None = None,
-        fallback_providers: Sequence[Mapping[str, str] | ProviderEntry] | None = None,
-        max_retries: int = 3, retry_base_delay: float = 2.0, rate_limit_cooldown: float = 60.0,
-        billing_cooldown: float = 3600.0, prompt_caching: bool = True,
-        cache_ttl: str = "5m", timeout: float = 600.0,
-        delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
-        parent_session_id: str | None = None, client: ModelClient | None = None,
-        tool_runner: ToolRunner | None = None, clock: Clock | None = None,
-        ids: IdSource | None = None, event_listener: Callable[[Event], None] | None = None,
-    ) -> None:
-        if max_turns < 1:
-            raise UsageError(f"max_turns must be at least 1, got {max_turns}")
-        self.home = Path(home).expanduser() if home is not None else cfg.home()
+    def __init__(self, model: str | None = None, *, settings: SessionSettings | None = None,
+                 agent_settings: AgentSettings | None = None, effects: Effects | None = None,
+                 secrets: Iterable[str] = (), tools: ToolsArg = (),
+                 event_listener: Listener | None = None, **overrides: Any) -> None:
+        """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
+        ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
+        if settings is None:
+            # Today's keyword arguments: the same as ``Agent.from_config``.
+            parts = configure(model, **overrides)
+            settings, agent_settings = parts.settings, parts.agent_settings
+            effects, secrets = parts.effects, parts.secrets
+        elif model is not None or overrides:
+            raise UsageError("pass either settings= or configuration keywords, not both "
+                             f"(got {', '.join(sorted(overrides)) or 'model'})")
+        self.settings = checked(settings)
+        self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        file = cfg.load_file(self.home)
-        default_key = api_key
-        endpoints: dict[str, Callable[[], str]] = {}
-        if client is None:
-            try:
-                resolved = cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
-                                                provider=provider, file=file)
-            except ProviderNotConfiguredError as missing:
-                local_model, endpoints[LOCAL] = local_endpoint(self.home, missing)
-                resolved = cfg.ProviderConfig(provider=LOCAL, model=local_model,
-                                              base_url=endpoints[LOCAL](), api_key=cfg.KEYLESS)
-                max_tokens = max_tokens or LOCAL_MAX_TOKENS
-            model, provider, base_url = resolved.model, resolved.provider, resolved.base_url
-            default_key = resolved.api_key
-        section = file.get("model", {})
-        mode = resolve_api_mode(explicit=api_mode or section.get("api_mode"), provider=provider,
-                                base_url=base_url, model=model)
-        if fallback_providers is None:
-            fallback_providers = file.get("fallback_providers", ())
-        self.settings = SessionSettings(
-            model=model or "scripted", provider=provider or "custom", base_url=base_url,
-            api_mode=mode.mode, api_mode_reason=mode.reason, max_turns=max_turns,
-            max_tokens=max_tokens, context_length=context_length, stream=stream,
-            identity=identity, tool_choice=tool_choice,
-            credentials=tuple(credentials or section.get("credentials", ())),
-            credential_strategy=credential_strategy,
-            credential_refresh=credential_refresh is not None,
-            rate_limit_cooldown=rate_limit_cooldown, billing_cooldown=billing_cooldown,
-            fallback_providers=tuple(cfg.provider_entry(f) for f in fallback_providers),
-            max_retries=max_retries, retry_base_delay=retry_base_delay,
-            prompt_caching=prompt_caching, cache_ttl=cache_ttl)
-        refresh = None
-        self._secrets: tuple[str, ...] = (default_key,) if default_key else ()
-        if client is None:
-            router = ProviderRouter(default_key=default_key or cfg.KEYLESS,
-                                    keys=pooled_keys(self.settings), timeout=timeout,
-                                    refresh_hook=credential_refresh, endpoints=endpoints)
-            client, refresh, self._secrets = router, router.refresh, router.secrets
-        self.durability = durability
-        self.delegation_max_iterations = delegation_max_iterations
-        self.parent_session_id = parent_session_id
-        self._requested_session = session_id
+        effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
+        # A provider router knows its keys (and learns renewed ones): redact with those.
+        secrets = secrets or getattr(effects.model, "secrets", ())
+        self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
-        self._effects = Effects(
-            clock=clock or SystemClock(), ids=ids or RandomIds(), model=client, refresh=refresh,
-            tools=tool_runner or ThreadPoolToolRunner(self.registry, interrupt=self._interrupt))
+        if effects.tools is None:
+            effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
+                self.registry, interrupt=self._interrupt))
+        self._effects = effects
         self._listener = event_listener
         self._runner: SessionRunner | None = None
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, model: str | None = None, *, tools: ToolsArg = (),
+                    event_listener: Listener | None = None, **overrides: Any) -> Agent:
+        """Settings from keyword arguments, then the environment, then
+        ``<home>/config.toml``; the model client is the provider router over the key pool (or
+        the embedded local model when no provider is configured). The keywords are those of
+        :func:`pipeline.settings.configure`."""
+        parts = configure(model, **overrides)
+        return cls(settings=parts.settings, agent_settings=parts.agent_settings,
+                   effects=parts.effects, secrets=parts.secrets, tools=tools,
+                   event_listener=event_listener)
+
+    # --- the agent's settings ---------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self.agent_settings.home
+
+    @property
+    def durability(self) -> Durability:
+        return self.agent_settings.durability
+
+    @property
+    def delegation_max_iterations(self) -> int:
+        return self.agent_settings.delegation_max_iterations
+
+    @property
+    def parent_session_id(self) -> str | None:
+        return self.agent_settings.parent_session_id
+
+    @property
+    def model_client(self) -> ModelClient | None:
+        return self._effects.model
 
     # --- session ----------------------------------------------------------------------------
     @property
     def session_id(self) -> str | None:
         if self._runner is not None:
             return self._runner.state.session_id
-        return self._requested_session
+        return self.agent_settings.session_id
 
     def _open(self) -> SessionRunner:
         if self._runner is not None:
             return self._runner
         root = self.home / "sessions"
-        session_id = self._requested_session or self._effects.ids.session_id()
+        requested = self.agent_settings.session_id
+        session_id = requested or self._effects.ids.session_id()
         exists = session_path(root, session_id).exists()
-        if self._requested_session is not None and not exists:
+        if requested is not None and not exists:
             raise UsageError(f"no session {session_id!r} under {root}")
-        self._log = SessionLog.open(root, session_id, durability=self.durability)
-        journal = LiveJournal(self._log, self._effects.clock, self._secrets)
+        try:
+            self._log = SessionLog.open(root, session_id, durability=self.durability)
+        except OSError as exc:
+            raise UsageError(f"cannot write session logs under {root}: {exc.strerror or exc}; "
+                             "choose another home (--home or MIBYAN_HOME)") from exc
+        journal = LiveJournal(self._log, self._effects.clock, self._secrets)  # type: ignore[arg-type]
+        runner = SessionRunner(journal, self._effects, interrupt=self._interrupt,
+                               listener=self._listener, state=self._folded() if exists else None)
         if exists:
-            state = fold(from_payload(e.kind, e.schema_version, e.payload)
-                         for e in read_envelopes(self._log.path))
-            runner = SessionRunner(journal, self._effects, state=state, interrupt=self._interrupt,
-                                   listener=self._listener)
             runner.resume(self.settings)
         else:
-            runner = SessionRunner(journal, self._effects, interrupt=self._interrupt,
-                                   listener=self._listener)
             runner.start(self.settings, session_id=session_id,
                          parent_session_id=self.parent_session_id)
         runner.declare_tools(self.registry.specs)
         self._runner = runner
         return runner
 
+    def _folded(self) -> Any:
+        assert self._log is not None
+        return fold(from_payload(e.kind, e.schema_version, e.payload)
+                    for e in read_envelopes(self._log.path))
+
     # --- turns ------------------------------------------------------------------------------
-    def run_conversation(self, user_message: str, system_message: str | None = None,
-                         conversation_history: Sequence[Mapping[str, Any]] | None = None,
-                         task_id: str | None = None,
-                         stream_callback: DeltaSink | None = None) -> dict[str, Any]:
-        """Run one user turn to its end and describe it (see ``pipeline.result``)."""
+    def run(self, user_message: str, system_message: str | None = None,
+            conversation_history: Sequence[Mapping[str, Any]] | None = None,
+            task_id: str | None = None, stream_callback: DeltaSink | None = None) -> TurnResult:
+        """Run one user turn to its end and describe it."""
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
@@ -164,10 +167,18 @@ class Agent:
             finally:
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
-        return turn_result(state)
+        return TurnResult.from_state(state)
+
+    def run_conversation(self, user_message: str, system_message: str | None = None,
+                         conversation_history: Sequence[Mapping[str, Any]] | None = None,
+                         task_id: str | None = None,
+                         stream_callback: DeltaSink | None = None) -> dict[str, Any]:
+        """``run(...)`` as the plain dict of ``TurnResult.as_dict``."""
+        return self.run(user_message, system_message, conversation_history, task_id,
+                        stream_callback).as_dict()
 
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
-        return self.run_conversation(message, stream_callback=stream_callback)["final_response"] or ""
+        return self.run(message, stream_callback=stream_callback).final_response or ""
 
     def interrupt(self) -> None:
         """Stop the running turn now (a model call's response is closed, a backoff is cut
@@ -175,20 +186,31 @@ class Agent:
         stops the next turn at its first step."""
         self._interrupt.set()
 
-    def child(self, *, max_turns: int | None = None, tools: Iterable[Any] | None = None,
-              **overrides: Any) -> Agent:
-        """A subagent on the same provider with its own session and a capped budget."""
-        options: dict[str, Any] = dict(
-            model=self.settings.model, provider=self.settings.provider,
-            base_url=self.settings.base_url, home=self.home, durability=self.durability,
-            client=self._effects.model, clock=self._effects.clock, ids=self._effects.ids,
-            delegation_max_iterations=self.delegation_max_iterations,
-            tools=self.registry if tools is None else tools)
-        options.update(overrides)
-        options["max_turns"] = child_budget(
+    def child(self, *, max_turns: int | None = None, tools: ToolsArg | None = None,
+              event_listener: Listener | None = None, **overrides: Any) -> Agent:
+        """A subagent with its own session: the parent's settings evolved (same provider chain,
+        key pool, retry and cache policy, model client, clock and ids), its budget capped by
+        the delegation limit. ``overrides`` name fields of ``SessionSettings`` or
+        ``AgentSettings``."""
+        unknown = set(overrides) - _SESSION_FIELDS - _AGENT_FIELDS - {"max_turns"}
+        if unknown:
+            raise UsageError(f"child() got unknown settings: {', '.join(sorted(unknown))}")
+        session = {k: v for k, v in overrides.items() if k in _SESSION_FIELDS}
+        if {"model", "provider", "base_url"} & set(session) and "api_mode" not in session:
+            merged = attrs.evolve(self.settings, **session)
+            mode = resolve_api_mode(explicit=None, provider=merged.provider,
+                                    base_url=merged.base_url, model=merged.model)
+            session.update(api_mode=mode.mode, api_mode_reason=mode.reason)
+        session["max_turns"] = child_budget(
             max_turns, delegation_max_iterations=self.delegation_max_iterations)
-        options["parent_session_id"] = self._open().state.session_id
-        return Agent(**options)
+        check_session_values(session)
+        agent_settings = attrs.evolve(
+            self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
+            **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
+        return Agent(settings=attrs.evolve(self.settings, **session),
+                     agent_settings=agent_settings, effects=attrs.evolve(self._effects, tools=None),
+                     secrets=self._secrets, tools=self.registry if tools is None else tools,
+                     event_listener=event_listener)
 
     def close(self) -> None:
         with self._lock:
@@ -198,7 +220,7 @@ class Agent:
             if shutdown is not None:
                 shutdown()
 
-    def __enter__(self) -> Agent:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

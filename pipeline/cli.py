@@ -4,11 +4,69 @@ needs them, so ``mibyan --help`` starts fast."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def read_message(message: str) -> str:
+    """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
+    if message != "-":
+        return message
+    text = sys.stdin.read()
+    if not text.strip():
+        from stages.errors import UsageError
+        raise UsageError("the message is '-' but stdin held no prompt")
+    return text
+
+
+@contextlib.contextmanager
+def signals_interrupt(agent: Any) -> Iterator[list[int]]:
+    """While the block runs, SIGINT and SIGTERM interrupt the agent's turn (which then ends
+    cleanly, with an event, and stays resumable); the signals received are yielded. A second
+    signal stops at once, as Ctrl-C always did."""
+    received: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        del frame
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        agent.interrupt()
+
+    caught = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, handle) for signum in caught}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run one agent turn and print the answer")
-    run.add_argument("message", help="the user message")
+    run.add_argument("message", help="the user message ('-': read it from stdin)")
     run.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
     run.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
     run.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
@@ -28,8 +86,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="the provider API (else detected from provider and endpoint)")
     run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
-    run.add_argument("--max-turns", type=int, default=500, help="model calls per turn (500)")
-    run.add_argument("--max-tokens", type=int, help="output cap per model call")
+    run.add_argument("--max-turns", type=_positive_int, default=500,
+                     help="model calls per turn (500)")
+    run.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
+    run.add_argument("--timeout", type=_seconds, help="seconds without a byte before a model "
+                     "call fails (else [model] timeout, or 600)")
+    run.add_argument("--deadline", type=_seconds, help="seconds a whole model call may take "
+                     "(else [model] deadline, or 1800)")
     run.add_argument("--no-stream", action="store_true", help="do not stream the answer")
     run.add_argument("--durability", choices=("durable", "flush"), default="durable",
                      help="fsync the log at turn ends and before tools (durable) or only flush")
@@ -61,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mibyan: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_SIGNALLED + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ def _usage_line(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from effects import builtin_tools
     from pipeline.agent import Agent
+    from pipeline.cli import EXIT_SIGNALLED, read_message, signals_interrupt
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.tools import Tool
+    message = read_message(args.message)
     tools = () if args.no_tools else (
         Tool.from_function(builtin_tools.read_file, read_only=True),
         Tool.from_function(builtin_tools.list_directory, read_only=True))
@@ -46,20 +48,24 @@ def run(args: argparse.Namespace) -> int:
     with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
                api_mode=args.api_mode, tools=tools, home=args.home,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
-               stream=stream, durability=args.durability, event_listener=_tool_line) as agent:
+               timeout=args.timeout, deadline=args.deadline, stream=stream,
+               durability=args.durability, event_listener=_tool_line) as agent:
         if agent.settings.provider == LOCAL:
             print(LOCAL_NOTICE, file=sys.stderr)
         def show(delta: str) -> None:
             sys.stdout.write(delta)
             sys.stdout.flush()
-        result = agent.run_conversation(args.message, system_message=args.system,
-                                        stream_callback=show if stream else None)
+        with signals_interrupt(agent) as received:
+            result = agent.run_conversation(message, system_message=args.system,
+                                            stream_callback=show if stream else None)
     if result["final_response"] and not (stream and result["completed"]):
         sys.stdout.write(result["final_response"])
     sys.stdout.write("\n")
     if result["failed"]:
         print(f"mibyan: the turn failed: {result['error']}", file=sys.stderr)
     print(_usage_line(result), file=sys.stderr)
+    if received:
+        return EXIT_SIGNALLED + received[0]
     return EXIT_FAILED if result["failed"] else EXIT_OK
 
 

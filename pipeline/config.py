@@ -1,7 +1,9 @@
 """Where mibyan finds its settings: explicit arguments, then the environment, then
 ``$MIBYAN_HOME/config.toml`` (``MIBYAN_HOME`` defaults to ``~/.mibyan``).
 
-Secrets come from the environment only (the config file names the variable, ``api_key_env``),
+Each provider reads its own variables (openai: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``;
+anthropic: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``; openrouter: ``OPENROUTER_API_KEY``,
+``OPENROUTER_BASE_URL``; any other name: OpenAI's). Secrets come from the environment only (the config file names the variable, ``api_key_env``),
 so the file can be shared and nothing secret is ever copied into a log.
 
     [model]
@@ -11,7 +13,10 @@ so the file can be shared and nothing secret is ever copied into a log.
     provider = "openai"
 
     credentials = ["OPENAI_API_KEY", "OPENAI_API_KEY_2"]   # a pool: labels of env variables
+    credential_strategy = "round_robin"  # or least_used, fill_first
     api_mode = "chat_completions"  # or codex_responses, anthropic_messages (else detected)
+    timeout = 600      # seconds without a byte before a model call fails
+    deadline = 1800    # seconds a whole model call may take
 
     [[fallback_providers]]
     provider = "anthropic"
@@ -23,8 +28,9 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -43,13 +49,58 @@ def home(env: Mapping[str, str] | None = None) -> Path:
 
 
 def load_file(root: Path) -> dict:
+    """config.toml under ``root``, its shape checked (``{}`` when there is none)."""
     path = root / "config.toml"
-    if not path.exists():
-        return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    try:
+        file = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from exc
+    check_file(file, path)
+    return file
+
+
+# The [model] keys and the type each must have.
+_MODEL_KEYS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "base_url": (str,), "api_key_env": (str,), "provider": (str,),
+    "api_mode": (str,), "credentials": (str, list), "credential_strategy": (str,),
+    "timeout": (int, float), "deadline": (int, float)}
+_TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
+
+
+def check_file(file: Mapping[str, Any], path: Path) -> None:
+    """A ``UsageError`` naming the first setting of the wrong shape."""
+    section = file.get("model", {})
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: model must be a table ([model] with name = ..., ...), "
+                         f"got {section!r}")
+    for key, value in section.items():
+        if key not in _MODEL_KEYS:
+            raise UsageError(f"{path}: unknown setting [model] {key}; expected one of "
+                             f"{', '.join(sorted(_MODEL_KEYS))}")
+        types = _MODEL_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            expected = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
+            raise UsageError(f"{path}: [model] {key} must be {expected}, got {value!r}")
+    fallbacks = file.get("fallback_providers", [])
+    if not isinstance(fallbacks, list) or not all(isinstance(f, dict) for f in fallbacks):
+        raise UsageError(f"{path}: fallback_providers must be tables ([[fallback_providers]]), "
+                         f"got {fallbacks!r}")
+
+
+def credential_labels(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """A pool's labels: a list of environment variable names, or one name as a string."""
+    if value is None:
+        return ()
+    labels = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(label, str) and label for label in labels):
+        raise UsageError(f"credentials must be names of environment variables, got {value!r}")
+    return labels
 
 
 @attrs.frozen(kw_only=True)
@@ -61,9 +112,26 @@ class ProviderConfig:
 
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-# Each provider's usual key variable and endpoint.
-PROVIDER_DEFAULTS = {"openai": ("OPENAI_API_KEY", OPENAI_BASE_URL),
-                     "anthropic": ("ANTHROPIC_API_KEY", ANTHROPIC_BASE_URL)}
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+
+
+@attrs.frozen
+class ProviderVariables:
+    """A provider's own environment variables and its hosted endpoint."""
+
+    key_env: str
+    url_env: str
+    default_url: str
+
+
+OPENAI_VARIABLES = ProviderVariables("OPENAI_API_KEY", "OPENAI_BASE_URL", OPENAI_BASE_URL)
+# Each provider reads only its own variables; any other name is an OpenAI-compatible endpoint.
+PROVIDER_VARIABLES = {
+    "openai": OPENAI_VARIABLES,
+    "anthropic": ProviderVariables("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ANTHROPIC_BASE_URL),
+    "openrouter": ProviderVariables("OPENROUTER_API_KEY", "OPENROUTER_BASE_URL",
+                                    OPENROUTER_BASE_URL),
+}
 
 
 def resolve_provider(*, model: str | None = None, base_url: str | None = None,
@@ -74,22 +142,22 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
     env = os.environ if env is None else env
     section = dict((file or {}).get("model", {}))
     provider = provider or section.get("provider") or "openai"
-    usual_key, usual_url = PROVIDER_DEFAULTS.get(provider, ("OPENAI_API_KEY", OPENAI_BASE_URL))
-    key_env = section.get("api_key_env", usual_key)
-    base_url = base_url or env.get("OPENAI_BASE_URL") or section.get("base_url")
-    api_key = api_key or env.get(key_env) or env.get(usual_key)
+    own = PROVIDER_VARIABLES.get(provider, OPENAI_VARIABLES)
+    key_env = section.get("api_key_env", own.key_env)
+    base_url = base_url or env.get(own.url_env) or section.get("base_url")
+    api_key = api_key or env.get(key_env) or env.get(own.key_env)
     model = model or env.get("MIBYAN_MODEL") or section.get("name")
     if base_url is None and api_key is None:
         raise ProviderNotConfiguredError(
             "no model provider is configured. mibyan looked for: --base-url and --model, "
-            f"the environment variables OPENAI_BASE_URL, {key_env}"
-            f"{'' if key_env == usual_key else ', ' + usual_key} and MIBYAN_MODEL, "
+            f"the environment variables {own.url_env}, {key_env}"
+            f"{'' if key_env == own.key_env else ', ' + own.key_env} and MIBYAN_MODEL, "
             f"and [model] name/base_url/api_key_env in {home(env) / 'config.toml'}")
-    base_url = base_url or usual_url
+    base_url = base_url or own.default_url
     if model is None:
         if base_url.rstrip("/") != OPENAI_BASE_URL:
             raise ProviderNotConfiguredError(
-                f"no model name for {base_url}: pass --model, set MIBYAN_MODEL, "
+                f"no model name for {provider} at {base_url}: pass --model, set MIBYAN_MODEL, "
                 "or set [model] name in config.toml")
         model = DEFAULT_OPENAI_MODEL
     return ProviderConfig(provider=provider, model=model, base_url=base_url,

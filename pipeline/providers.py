@@ -4,18 +4,22 @@ adapters); events carry labels."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
-from stages.errors import ProviderNotConfiguredError, UsageError
+from stages.errors import ProviderError, ProviderNotConfiguredError, UsageError
 from stages.events import ModelReplied, SessionSettings
+from stages.redact import redact
 
 Refresh = Callable[[str], str | None]
+AdapterFactory = Callable[[str], Any]
 
 
 def _adapter(api_mode: str) -> Any:
@@ -43,48 +47,141 @@ def pooled_keys(settings: SessionSettings, env: Mapping[str, str] | None = None)
     return keys
 
 
+class Secrets:
+    """The secrets to redact, as a sequence that only grows: the journal holds this object and
+    iterates it for every observation, so a key renewed mid-session is redacted from then on
+    (and a key rotated out stays redacted)."""
+
+    def __init__(self, initial: Iterable[str | None] = ()) -> None:
+        self._items: list[str] = []
+        self._lock = threading.Lock()
+        self.extend(initial)
+
+    def add(self, secret: str | None) -> None:
+        with self._lock:
+            if secret and secret not in self._items:
+                self._items.append(secret)
+
+    def extend(self, secrets: Iterable[str | None]) -> None:
+        for secret in secrets:
+            self.add(secret)
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            return iter(tuple(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> str:
+        return self._items[index]
+
+    def __contains__(self, secret: object) -> bool:
+        return secret in self._items
+
+    def __repr__(self) -> str:
+        return f"Secrets(<{len(self)} hidden>)"
+
+
+def split_userinfo(url: str | None) -> tuple[str | None, str | None]:
+    """``url`` without its ``user:password@`` part, and that part (None when there is none):
+    the bare URL is what the session records; the credentials stay with the HTTP client."""
+    if url is None:
+        return None, None
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+
+
+def _reported(exc: ProviderError, secrets: Secrets, provider: str, base_url: str
+              ) -> ProviderError:
+    """The error as it may be logged: the provider and endpoint actually used named in its
+    message, every known secret (a renewed key too) masked in its message and body."""
+    where = f"[{provider} at {base_url}]"
+    message = redact(str(exc), secrets)
+    exc.args = (message if where in message else f"{message} {where}", *exc.args[1:])
+    if exc.body:
+        exc.body = redact(exc.body, secrets)
+    return exc
+
+
 class ProviderRouter:
     def __init__(self, *, default_key: str, keys: dict[str, str], timeout: float = 600.0,
-                 refresh_hook: Refresh | None = None,
-                 endpoints: Mapping[str, Callable[[], str]] | None = None) -> None:
+                 deadline: float | None = None, refresh_hook: Refresh | None = None,
+                 endpoints: Mapping[str, Callable[[], str]] | None = None,
+                 userinfo: Mapping[str, str] | None = None,
+                 adapters: AdapterFactory = _adapter) -> None:
         """``endpoints`` maps a provider to a function giving its current base URL (for a
-        provider whose address changes, like the embedded local server)."""
+        provider whose address changes, like the embedded local server); ``userinfo`` maps a
+        base URL to the ``user:password`` it was given with (kept out of the log)."""
         self.default_key = default_key
         self.endpoints = dict(endpoints or {})
+        self.userinfo = dict(userinfo or {})
         self.keys = keys
         self.timeout = timeout
+        self.deadline = deadline
         self.refresh_hook = refresh_hook
+        self.adapters = adapters
+        self.secrets = Secrets((default_key, *keys.values()))
+        for credentials in self.userinfo.values():
+            self.secrets.extend((credentials, credentials.partition(":")[2]))
         self._clients: dict[tuple[str, str | None, str], Any] = {}
         self._lock = threading.Lock()
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        return (self.default_key, *self.keys.values())
+    def base_url(self, request: ModelRequest) -> str | None:
+        """Where ``request`` goes, as the session records it (no credentials in it)."""
+        endpoint = self.endpoints.get(request.provider)
+        return endpoint() if endpoint is not None else request.base_url
 
     def _client(self, request: ModelRequest) -> Any:
-        endpoint = self.endpoints.get(request.provider)
-        base_url = endpoint() if endpoint is not None else request.base_url
+        base_url = self.base_url(request)
         key = (request.api_mode, base_url, request.provider)
         with self._lock:
             if key not in self._clients:
-                self._clients[key] = _adapter(request.api_mode)(
-                    base_url=base_url, api_key=self.default_key,
-                    provider=request.provider, timeout=self.timeout, keys=self.keys)
+                self._clients[key] = self._build_adapter(request.api_mode, base_url,
+                                                         request.provider)
             return self._clients[key]
+
+    def _build_adapter(self, api_mode: str, base_url: str | None, provider: str) -> Any:
+        """The one place an adapter is made: the read timeout and the total deadline of every
+        model call are passed here."""
+        cls = self.adapters(api_mode)
+        limits: dict[str, Any] = {"timeout": self.timeout}
+        # Adapters take ``deadline`` as they gain it (the adapters' branch adds it).
+        if self.deadline is not None and "deadline" in inspect.signature(cls).parameters:
+            limits["deadline"] = self.deadline
+        return cls(base_url=_with_userinfo(base_url, self.userinfo.get(base_url or "")),
+                   api_key=self.default_key, provider=provider, keys=self.keys, **limits)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
-        return self._client(request).complete(request, on_delta=on_delta, cancel=cancel)
+        try:
+            return self._client(request).complete(request, on_delta=on_delta, cancel=cancel)
+        except ProviderError as exc:
+            _reported(exc, self.secrets, request.provider,
+                      self.base_url(request) or "its default endpoint")
+            raise
 
     def refresh(self, label: str) -> bool:
-        """Ask the caller's hook for a new key; True when one came back."""
+        """Ask the caller's hook for a new key; True when one came back (and from now on it is
+        redacted wherever it appears)."""
         if self.refresh_hook is None:
             return False
         fresh = self.refresh_hook(label)
         if not fresh:
             return False
+        self.secrets.add(fresh)
         self.keys[label] = fresh
         return True
+
+
+def _with_userinfo(base_url: str | None, userinfo: str | None) -> str | None:
+    if base_url is None or userinfo is None:
+        return base_url
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(netloc=f"{quote(userinfo, safe=':')}@{parts.netloc}"))
 
 
 LOCAL = "local"

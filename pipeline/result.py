@@ -1,38 +1,79 @@
-"""The dict ``Agent.run_conversation`` returns, read off the folded state."""
+"""What one turn came to: ``TurnResult``, read off the folded state. ``Agent.run`` returns it;
+``Agent.run_conversation`` returns its ``as_dict()``, the dict users of the seeds' API expect."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
+from stages.events import Usage
+from stages.messages import Message
 from stages.ratelimits import format_usage
 from stages.state import State
 
 
+@attrs.frozen(kw_only=True)
+class TurnResult:
+    """``messages`` is the session's history after the turn (without the system prompt);
+    ``model`` and ``provider`` are those that answered (a fallback may have); ``usage`` is this
+    turn's, ``session_usage`` the whole session's; ``rate_limits`` is the provider's last
+    rate-limit headers as text, or None."""
+
+    final_response: str | None
+    messages: tuple[Message, ...]
+    api_calls: int
+    completed: bool
+    interrupted: bool
+    failed: bool
+    error: str | None
+    turn_exit_reason: str
+    model: str
+    provider: str
+    usage: Usage
+    session_usage: Usage
+    rate_limits: str | None
+    session_id: str | None
+    task_id: str
+
+    @classmethod
+    def from_state(cls, state: State) -> TurnResult:
+        turn, settings = state.turn, state.settings
+        if turn is None or turn.finished is None or settings is None:
+            raise ValueError("no finished turn to describe")
+        finished, answered = turn.finished, settings.chain[turn.provider_index]
+        return cls(
+            final_response=finished.final_response, messages=tuple(state.messages),
+            api_calls=turn.api_calls, completed=finished.completed,
+            interrupted=finished.interrupted, failed=finished.failed, error=finished.error,
+            turn_exit_reason=finished.exit_reason, model=answered.model,
+            provider=answered.provider, usage=turn.usage, session_usage=state.usage,
+            rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
+            session_id=state.session_id, task_id=turn.task_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
+        of ``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
+        ``reasoning_tokens``, ``total_tokens``."""
+        return {
+            "final_response": self.final_response,
+            "messages": [m.to_openai() for m in self.messages],
+            "api_calls": self.api_calls,
+            "completed": self.completed,
+            "interrupted": self.interrupted,
+            "failed": self.failed,
+            "error": self.error,
+            "turn_exit_reason": self.turn_exit_reason,
+            "model": self.model,
+            "provider": self.provider,
+            "usage": self.usage.as_dict(),
+            "session_usage": self.session_usage.as_dict(),
+            "rate_limits": self.rate_limits,
+            "session_id": self.session_id,
+            "task_id": self.task_id,
+        }
+
+
 def turn_result(state: State) -> dict[str, Any]:
-    """Keys: ``final_response``, ``messages`` (OpenAI format, without the system prompt),
-    ``api_calls`` (this turn), ``completed``, ``interrupted``, ``failed``, ``error``,
-    ``turn_exit_reason``, ``model`` and ``provider`` (those that answered: a fallback may have), ``usage`` (this turn: input, output, cache
-    read, cache write, reasoning and total tokens), ``session_usage`` (the whole session),
-    ``rate_limits`` (the provider's last rate-limit headers, as text, or None), ``session_id``,
-    ``task_id``."""
-    turn, settings = state.turn, state.settings
-    if turn is None or turn.finished is None or settings is None:
-        raise ValueError("no finished turn to describe")
-    finished = turn.finished
-    return {
-        "final_response": finished.final_response,
-        "messages": [m.to_openai() for m in state.messages],
-        "api_calls": turn.api_calls,
-        "completed": finished.completed,
-        "interrupted": finished.interrupted,
-        "failed": finished.failed,
-        "error": finished.error,
-        "turn_exit_reason": finished.exit_reason,
-        "model": settings.chain[turn.provider_index].model,
-        "provider": settings.chain[turn.provider_index].provider,
-        "usage": turn.usage.as_dict(),
-        "session_usage": state.usage.as_dict(),
-        "rate_limits": format_usage(state.rate_limits) if state.rate_limits else None,
-        "session_id": state.session_id,
-        "task_id": turn.task_id,
-    }
+    """The finished turn of ``state`` as the dict ``run_conversation`` returns."""
+    return TurnResult.from_state(state).as_dict()

@@ -6,11 +6,14 @@ import copy
 import json
 import threading
 
+import attrs
 import pytest
 
 from effects.eventlog import read_envelopes, session_path
+from pipeline import AgentSettings, Effects, SessionSettings, TurnResult
 from pipeline.agent import Agent
 from pipeline.replay import replay
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.tools import tool
 from stages.alternation import violations
 from stages.errors import LogConflictError, UsageError
@@ -273,3 +276,106 @@ def test_an_interrupt_between_turns_stops_the_next_at_its_first_step(server, hom
         result = agent.run_conversation("hello again")
     assert stopped["interrupted"] and stopped["api_calls"] == 0
     assert result["completed"] and result["final_response"] == "fine"
+
+
+# --- the front door: settings values, child agents, TurnResult, test doubles -------------------
+
+def test_child_is_an_evolve_of_the_parent_settings_and_shares_its_effects(server, home,
+                                                                           monkeypatch):
+    monkeypatch.setenv("KEY_A", "sk-child-test-aaaaaaaaaaaa")
+    monkeypatch.setenv("KEY_B", "sk-child-test-bbbbbbbbbbbb")
+    fallback = {"provider": "anthropic", "model": "claude-x", "base_url": server.base_url,
+                "key_env": "KEY_B"}
+    parent = Agent(model="fake-model", base_url=server.base_url, home=home,
+                   credentials=["KEY_A", "KEY_B"], credential_strategy="least_used",
+                   credential_refresh=lambda label: None, fallback_providers=[fallback],
+                   max_retries=1, retry_base_delay=0.5, rate_limit_cooldown=7.0,
+                   prompt_caching=False, cache_ttl="1h", delegation_max_iterations=4,
+                   durability="flush", timeout=12, deadline=34)
+    with parent, parent.child(max_turns=9) as child:
+        assert child.settings == attrs.evolve(parent.settings, max_turns=4)
+        assert child.agent_settings == attrs.evolve(
+            parent.agent_settings, parent_session_id=parent.session_id)
+        assert child.model_client is parent.model_client
+        assert child._effects.refresh == parent._effects.refresh is not None
+        assert child._effects.clock is parent._effects.clock
+        assert child._secrets is parent._secrets
+        assert child._effects.tools is not parent._effects.tools
+
+
+def test_child_overrides_settings_and_re_resolves_the_api_mode(server, home):
+    with make(server, home) as parent:
+        child = parent.child(provider="anthropic", model="claude-x", durability="flush")
+        assert (child.settings.provider, child.settings.api_mode) == (
+            "anthropic", "anthropic_messages")
+        assert child.durability == "flush"
+        with pytest.raises(UsageError, match="unknown settings: colour"):
+            parent.child(colour="blue")
+        with pytest.raises(UsageError, match="max_tokens"):
+            parent.child(max_tokens=0)
+
+
+def test_run_returns_a_turn_result_and_run_conversation_its_dict(server, home):
+    server.script(Reply.text("one"), Reply.text("two"))
+    with make(server, home) as agent:
+        result = agent.run("first")
+        as_dict = agent.run_conversation("second")
+    assert isinstance(result, TurnResult)
+    assert result.final_response == "one" and result.completed
+    assert result.usage.total_tokens == result.as_dict()["usage"]["total_tokens"] > 0
+    assert [m.content for m in result.messages] == ["first", "one"]
+    assert set(as_dict) == set(result.as_dict())
+    assert as_dict["messages"][-1] == {"role": "assistant", "content": "two"}
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        result.final_response = "changed"  # type: ignore[misc]
+
+
+def test_an_agent_from_values_reads_no_config_and_runs_on_test_doubles(home):
+    home.mkdir()
+    (home / "config.toml").write_text('model = "a config that does not parse as settings"\n')
+    with pytest.raises(UsageError, match="model must be a table"):
+        Agent(model="m", home=home)
+    model = ScriptedModel(tool_calls(("add", {"a": 2, "b": 3})), "It is 5.")
+    clock = FakeClock()
+    agent = Agent(settings=SessionSettings(model="m", provider="custom"),
+                  agent_settings=AgentSettings(home=home, durability="flush"),
+                  effects=Effects(clock=clock, ids=CountingIds(), model=model), tools=[add])
+    with agent:
+        result = agent.run("2 + 3?")
+    model.assert_complete()
+    assert result.final_response == "It is 5." and result.session_id == "session_0001"
+    assert model.requests[1].messages[-1].content == "5"
+    assert replay(home / "sessions", "session_0001").identical
+
+
+def test_settings_and_configuration_keywords_do_not_mix(home):
+    with pytest.raises(UsageError, match="either settings= or configuration keywords"):
+        Agent(settings=SessionSettings(model="m", provider="custom"), max_turns=3)
+    with pytest.raises(UsageError, match="max_tokens"):
+        Agent(settings=SessionSettings(model="m", provider="custom", max_tokens=0))
+
+
+def test_a_failed_turn_names_the_provider_and_endpoint_used(server, home):
+    server.script(Reply.error(500, "upstream broke", type="server_error"))
+    with make(server, home, max_retries=0) as agent:
+        failed = agent.run_conversation("hi")
+    assert failed["failed"] and f"[openai at {server.base_url}]" in failed["error"]
+    with Agent(model="m", base_url="http://127.0.0.1:9/v1", api_key=KEY, home=home,
+               max_retries=0) as nowhere:
+        unreachable = nowhere.run_conversation("hi")
+    assert unreachable["failed"] and "[openai at http://127.0.0.1:9/v1]" in unreachable["error"]
+
+
+def test_an_agent_from_values_redacts_with_its_routers_secrets(server, home):
+    from pipeline.providers import ProviderRouter
+
+    plain = "plain-secret-no-pattern-0123456789"  # only the known secrets can mask it
+    router = ProviderRouter(default_key=plain, keys={})
+    server.script(Reply.text(f"the key is {plain}"))
+    agent = Agent(settings=SessionSettings(model="fake", provider="openai",
+                                           base_url=server.base_url),
+                  agent_settings=AgentSettings(home=home),
+                  effects=Effects(clock=FakeClock(), ids=CountingIds(), model=router))
+    with agent:
+        result = agent.run("hi")
+    assert result.completed and plain not in log_text(home, result.session_id)

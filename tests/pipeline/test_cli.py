@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-from effects.eventlog import session_path
-from tests.fake_openai import Reply
+import pytest
+
+from effects.eventlog import read_envelopes, session_path
+from tests.fake_anthropic import FakeAnthropicServer
+from tests.fake_anthropic import Reply as AReply
+from tests.fake_openai import FakeOpenAIServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def mibyan(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MIBYAN_MODEL")}
+PROVIDER_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
+                      "ANTHROPIC_BASE_URL", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL",
+                      "MIBYAN_MODEL")
+
+
+def clean_env(home: Path, env: dict | None = None) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARIABLES}
     base["MIBYAN_HOME"] = str(home)
     base.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT, env=base,
-                          capture_output=True, text=True, timeout=60)
+    return base
+
+
+def mibyan(home: Path, *args: str, env: dict | None = None,
+           stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT,
+                          env=clean_env(home, env), capture_output=True, text=True, timeout=60,
+                          input=stdin, check=False)
 
 
 def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
@@ -77,3 +93,129 @@ def test_help_lists_the_commands(home):
     assert done.returncode == 0
     for command in ("run", "sessions", "replay", "log", "sql"):
         assert command in done.stdout
+
+
+# --- bad input is a clear usage error, before anything is logged ------------------------------
+
+def no_traceback(done: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--max-tokens", "0"), "--max-tokens: must be a whole number of at least 1, got '0'"),
+    (("--max-turns", "-3"), "--max-turns: must be a whole number of at least 1"),
+    (("--timeout", "-1"), "--timeout: must be a positive number of seconds, got '-1'"),
+    (("--deadline", "0"), "--deadline: must be a positive number of seconds"),
+])
+def test_bad_numbers_are_usage_errors(home, args, expected):
+    done = mibyan(home, "run", *args, "hi", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                                 "MIBYAN_MODEL": "fake"})
+    assert done.returncode == 2 and expected in done.stderr
+    no_traceback(done)
+    assert not (home / "sessions").exists()
+
+
+@pytest.mark.parametrize("config, expected", [
+    ('model = "oops"\n', "model must be a table"),
+    ("[model]\nname = 5\n", "[model] name must be a string, got 5"),
+    ('[model]\ncredential_strategy = "random"\n', "unknown credential_strategy 'random'"),
+    ("[model]\ntimeout = -1\n", "timeout must be a positive number of seconds, got -1"),
+])
+def test_a_bad_config_toml_is_a_usage_error(home, config, expected):
+    home.mkdir()
+    (home / "config.toml").write_text(config)
+    done = mibyan(home, "run", "hi", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                          "MIBYAN_MODEL": "fake"})
+    assert done.returncode == 2 and expected in done.stderr
+    no_traceback(done)
+    assert not (home / "sessions").exists()
+
+
+def test_an_unwritable_home_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = mibyan(tmp_path, "--home", str(blocker / "home"), "run", "hi",
+                  env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "MIBYAN_MODEL": "fake"})
+    assert done.returncode == 2 and "mibyan: cannot" in done.stderr
+    no_traceback(done)
+
+
+# --- the prompt from stdin, credentials in the URL, each provider's own variables -------------
+
+def test_the_prompt_is_read_from_stdin_when_it_is_a_dash(server, home):
+    prompt = "summarise this: " + "lorem ipsum " * 20_000  # past the 128 KB argument limit
+    server.script(Reply.text("short"))
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "-", stdin=prompt,
+                  env={"OPENAI_BASE_URL": server.base_url})
+    assert done.returncode == 0, done.stderr
+    assert server.requests[0]["messages"][-1]["content"] == prompt
+    empty = mibyan(home, "run", "--model", "fake", "-", stdin="  \n",
+                   env={"OPENAI_BASE_URL": server.base_url})
+    assert empty.returncode == 2 and "stdin held no prompt" in empty.stderr
+
+
+def test_credentials_in_the_base_url_never_reach_the_log(server, home):
+    server.script(Reply.text("fine"))
+    url = server.base_url.replace("http://", "http://alice:pa55w0rd-in-the-url@")
+    done = mibyan(home, "run", "--model", "fake", "--base-url", url, "hi")
+    assert done.returncode == 0, done.stderr
+    sid = done.stderr.split("[session ")[1].split(" ")[0]
+    log = session_path(home / "sessions", sid).read_text()
+    assert "pa55w0rd-in-the-url" not in log and "alice" not in log
+    assert server.base_url in log
+    assert len(server.requests) == 1
+
+
+def test_anthropic_uses_its_own_base_url_and_ignores_openais(server, home):
+    with FakeAnthropicServer() as anthropic:
+        anthropic.script(AReply.text("from anthropic"))
+        done = mibyan(home, "run", "--provider", "anthropic", "--model", "claude-fake",
+                      "--no-stream", "hi",
+                      env={"ANTHROPIC_BASE_URL": anthropic.base_url,
+                           "ANTHROPIC_API_KEY": "sk-ant-cli-test-0123456789",
+                           "OPENAI_BASE_URL": server.base_url})
+        anthropic.assert_done()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from anthropic"
+    assert server.requests == []
+
+
+# --- SIGTERM interrupts the turn like Ctrl-C ----------------------------------------------------
+
+class ArrivalServer(FakeOpenAIServer):
+    """Tells when a request has arrived (so a test signals a process mid-call, not before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Event()
+
+    def _record(self, body, headers):
+        try:
+            return super()._record(body, headers)
+        finally:
+            self.arrived.set()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_interrupts_the_turn_cleanly_and_the_session_resumes(home, signum):
+    env = {"MIBYAN_MODEL": "fake"}
+    with ArrivalServer() as slow:
+        slow.script(Reply.hang(30), Reply.text("resumed fine"))
+        env["OPENAI_BASE_URL"] = slow.base_url
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "run", "slow question"], cwd=ROOT,
+            env=clean_env(home, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert slow.arrived.wait(30), "the model call never reached the server"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + signum, err
+        no_traceback(subprocess.CompletedProcess(proc.args, proc.returncode, "", err))
+        assert "interrupted_during_api_call" in err
+        sid = err.split("[session ")[1].split(" ")[0]
+        kinds = [e.kind for e in read_envelopes(session_path(home / "sessions", sid))]
+        assert kinds[-2:] == ["interrupted", "turn_finished"]
+        again = mibyan(home, "run", "--resume", sid, "and now?", env=env)
+        slow.assert_done()
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "resumed fine"
+    assert mibyan(home, "replay", sid).stdout.startswith("identical (")

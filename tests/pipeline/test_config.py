@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from pipeline.config import provider_entry, resolve_provider
+from pipeline.agent import Agent
+from pipeline.config import credential_labels, load_file, provider_entry, resolve_provider
+from pipeline.providers import split_userinfo
 from stages.errors import ProviderNotConfiguredError, UsageError
 
 
@@ -48,3 +52,166 @@ def test_fallback_entries_resolve_their_api_mode_and_key_label():
         "anthropic_messages", "https://api.anthropic.com", ("ANTHROPIC_API_KEY",))
     with pytest.raises(UsageError, match="provider and model"):
         provider_entry({"model": "x"})
+
+
+# --- each provider reads its own variables --------------------------------------------------
+
+BOTH = {"OPENAI_BASE_URL": "http://openai.test/v1", "OPENAI_API_KEY": "sk-o",
+        "ANTHROPIC_BASE_URL": "http://anthropic.test", "ANTHROPIC_API_KEY": "sk-ant-a"}
+
+
+def test_anthropic_reads_anthropic_base_url_and_never_openais():
+    resolved = resolve_provider(provider="anthropic", model="claude-x", env=BOTH)
+    assert (resolved.base_url, resolved.api_key) == ("http://anthropic.test", "sk-ant-a")
+    alone = resolve_provider(provider="anthropic", model="claude-x",
+                             env={"OPENAI_BASE_URL": "http://openai.test/v1",
+                                  "ANTHROPIC_API_KEY": "sk-ant-a"})
+    assert alone.base_url == "https://api.anthropic.com"
+
+
+def test_openai_ignores_anthropic_variables():
+    resolved = resolve_provider(model="m", env=BOTH)
+    assert (resolved.base_url, resolved.api_key) == ("http://openai.test/v1", "sk-o")
+
+
+def test_openrouter_reads_its_own_key_and_endpoint():
+    resolved = resolve_provider(provider="openrouter", model="x/y",
+                                env={"OPENROUTER_API_KEY": "sk-or-k", "OPENAI_API_KEY": "sk-o"})
+    assert (resolved.base_url, resolved.api_key) == ("https://openrouter.ai/api/v1", "sk-or-k")
+
+
+def test_a_missing_model_name_names_the_provider_and_endpoint():
+    with pytest.raises(ProviderNotConfiguredError, match="anthropic at http://anthropic.test"):
+        resolve_provider(provider="anthropic", env=BOTH)
+
+
+# --- config.toml of the wrong shape is a clear error ------------------------------------------
+
+def write_config(home, text: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('model = "oops"\n', "model must be a table"),
+    ("[model]\nname = 5\n", r"\[model\] name must be a string, got 5"),
+    ("[model]\nbase_url = true\n", r"\[model\] base_url must be a string"),
+    ("[model]\ncredentials = 3\n", r"\[model\] credentials must be a string or a list"),
+    ("[model]\ntimeout = \"soon\"\n", r"\[model\] timeout must be a number"),
+    ("[model]\nnmae = \"typo\"\n", r"unknown setting \[model\] nmae"),
+    ("fallback_providers = 1\n", "fallback_providers must be tables"),
+])
+def test_a_malformed_config_is_a_usage_error_naming_the_setting(home, text, expected):
+    write_config(home, text)
+    with pytest.raises(UsageError, match=expected):
+        load_file(home)
+
+
+def test_a_config_toml_that_is_a_directory_is_a_usage_error(home):
+    (home / "config.toml").mkdir(parents=True)
+    with pytest.raises(UsageError, match="cannot read"):
+        load_file(home)
+
+
+def test_a_single_credential_string_is_one_label():
+    assert credential_labels("KEY") == ("KEY",)
+    assert credential_labels(["A", "B"]) == ("A", "B")
+    assert credential_labels(None) == ()
+    with pytest.raises(UsageError, match="names of environment variables"):
+        credential_labels(["A", 5])
+
+
+def test_userinfo_is_split_off_the_base_url():
+    assert split_userinfo("https://user:p%40ss@host.test:8443/v1") == (
+        "https://host.test:8443/v1", "user:p@ss")
+    assert split_userinfo("https://host.test/v1") == ("https://host.test/v1", None)
+    assert split_userinfo(None) == (None, None)
+
+
+# --- the Agent checks its settings before anything is logged ----------------------------------
+
+URL = "http://127.0.0.1:9/v1"
+
+
+def agent(home, **kw) -> Agent:
+    kw.setdefault("model", "m")
+    return Agent(base_url=URL, api_key="sk-config-test-key-000000", home=home, **kw)
+
+
+@pytest.mark.parametrize("kw, expected", [
+    ({"max_tokens": 0}, "max_tokens must be a whole number of at least 1, got 0"),
+    ({"max_turns": 0}, "max_turns must be a whole number of at least 1"),
+    ({"credential_strategy": "random"}, "unknown credential_strategy 'random'"),
+    ({"timeout": -1}, "timeout must be a positive number of seconds, got -1"),
+    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0"),
+    ({"deadline": float("nan")}, "deadline must be a positive number of seconds"),
+    ({"max_retries": -1}, "max_retries must be a whole number of at least 0"),
+    ({"cache_ttl": "2h"}, "cache_ttl must be one of 5m, 1h"),
+    ({"durability": "never"}, "durability must be one of durable, flush"),
+    ({"credentials": ["A", 5]}, "credentials must be names of environment variables"),
+])
+def test_bad_settings_are_usage_errors_before_anything_is_logged(home, kw, expected):
+    with pytest.raises(UsageError, match=re.escape(expected)):
+        agent(home, **kw).chat("hi")
+    assert not (home / "sessions").exists()
+
+
+def test_a_bad_strategy_in_config_toml_is_refused_too(home):
+    write_config(home, '[model]\ncredential_strategy = "random"\n')
+    with pytest.raises(UsageError, match="unknown credential_strategy 'random'"):
+        agent(home)
+
+
+def test_credentials_as_one_string_in_config_toml_is_one_label(home, monkeypatch):
+    monkeypatch.setenv("KEY_ONE", "sk-one-0000000000000000")
+    write_config(home, '[model]\ncredentials = "KEY_ONE"\n')
+    with agent(home) as built:
+        assert built.settings.credentials == ("KEY_ONE",)
+        assert built.model_client.keys == {"KEY_ONE": "sk-one-0000000000000000"}
+    with agent(home, credentials="KEY_ONE") as direct:
+        assert direct.settings.credentials == ("KEY_ONE",)
+
+
+def test_timeout_and_deadline_come_from_arguments_then_config_toml(home):
+    with agent(home) as default:
+        assert (default.model_client.timeout, default.model_client.deadline) == (600.0, 1800.0)
+    write_config(home, "[model]\ntimeout = 30\ndeadline = 90.5\n")
+    with agent(home) as from_file:
+        assert (from_file.agent_settings.timeout, from_file.agent_settings.deadline) == (30, 90.5)
+        assert (from_file.model_client.timeout, from_file.model_client.deadline) == (30, 90.5)
+    with agent(home, timeout=5, deadline=10) as from_args:
+        assert (from_args.model_client.timeout, from_args.model_client.deadline) == (5, 10)
+
+
+def test_an_unwritable_home_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(UsageError, match="cannot"):
+        agent(blocker / "home").chat("hi")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "sessions").write_text("not a directory either")
+    with pytest.raises(UsageError, match="cannot write session logs under"):
+        agent(home).chat("hi")
+
+
+def test_credentials_in_the_base_url_stay_out_of_the_settings(home):
+    with Agent(model="m", base_url="http://user:hunter2hunter2@127.0.0.1:9/v1",
+               home=home) as built:
+        assert built.settings.base_url == "http://127.0.0.1:9/v1"
+        assert "hunter2hunter2" in built.model_client.secrets
+
+
+def test_from_config_is_what_agent_keywords_build(home, monkeypatch):
+    monkeypatch.setenv("MIBYAN_MODEL", "from-env")
+    write_config(home, '[model]\napi_mode = "codex_responses"\ndeadline = 60\n')
+    with Agent.from_config(base_url=URL, api_key="sk-config-test-key-000000", home=home,
+                           max_tokens=64) as built, \
+            agent(home, model=None, max_tokens=64) as same:
+        assert built.settings == same.settings
+        assert built.agent_settings == same.agent_settings
+        assert (built.settings.model, built.settings.api_mode) == ("from-env", "codex_responses")
+        assert built.agent_settings.deadline == 60
+        assert not (home / "sessions").exists()  # building an agent logs nothing
+    with pytest.raises(TypeError, match="colour"):
+        Agent.from_config(colour="blue", home=home)

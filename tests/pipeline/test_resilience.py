@@ -17,6 +17,7 @@ from effects.codec import from_payload
 from effects.eventlog import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.replay import replay
+from pipeline.testing import FakeClock
 from stages.fold import fold
 from stages.state import State
 from tests.fake_anthropic import FakeAnthropicServer
@@ -175,17 +176,16 @@ def test_retry_after_header_is_honoured(server, home):
     server.script(Reply.error(429, "Rate limit reached for requests", type="requests",
                               code="rate_limit_exceeded", headers={"Retry-After": "0.05"}),
                   Reply.text("after the wait"))
-    with make(server, home) as agent:
-        started = time.monotonic()
+    clock = FakeClock()
+    with make(server, home, clock=clock) as agent:
         result = agent.run_conversation("hi")
-        elapsed = time.monotonic() - started
     sid = result["session_id"]
     assert result["final_response"] == "after the wait"
     assert recoveries(home, sid) == [("rate_limit", "retry")]
     assert payloads(home, sid, "model_failed")[0]["retry_after"] == 0.05
     (waited,) = payloads(home, sid, "waited")
     assert waited["seconds"] >= 0.05
-    assert elapsed >= 0.05
+    assert sum(clock.slept) == pytest.approx(waited["seconds"])
     assert_replays(home, sid)
 
 
@@ -236,11 +236,12 @@ def test_strategies_pick_the_expected_keys(server, home, keys, strategy, expecte
     server.script(Reply.error(429, "Rate limit reached", type="requests",
                               code="rate_limit_exceeded", headers={"Retry-After": "0.3"}),
                   *[Reply.text(f"t{i}") for i in range(4)])
-    with make(server, home, credentials=["KEY_A", "KEY_B"],
-              credential_strategy=strategy) as agent:
+    clock = FakeClock()
+    with make(server, home, credentials=["KEY_A", "KEY_B"], credential_strategy=strategy,
+              clock=clock) as agent:
         agent.chat("1")
         agent.chat("2")
-        time.sleep(0.35)
+        clock.advance(0.35)
         agent.chat("3")
         agent.chat("4")
         sid = agent.session_id
@@ -647,7 +648,7 @@ def endpoint(request):
 
 @pytest.mark.parametrize("endpoint", MODES, indirect=True)
 def test_each_mode_retries_a_transient_failure(endpoint, home):
-    mode, srv, options, replies = endpoint
+    _mode, srv, options, replies = endpoint
     srv.script(replies["transient"], replies["text"]("recovered"))
     with make(srv, home, **options) as agent:
         result = agent.run_conversation("hi")
@@ -661,7 +662,7 @@ def test_each_mode_retries_a_transient_failure(endpoint, home):
 
 @pytest.mark.parametrize("endpoint", MODES, indirect=True)
 def test_each_mode_does_not_reissue_a_partly_delivered_answer(endpoint, home):
-    mode, srv, options, replies = endpoint
+    _mode, srv, options, replies = endpoint
     srv.script(replies["cut"])
     deltas: list[str] = []
     with make(srv, home, **options) as agent:
@@ -677,7 +678,7 @@ def test_each_mode_does_not_reissue_a_partly_delivered_answer(endpoint, home):
 
 @pytest.mark.parametrize("endpoint", MODES, indirect=True)
 def test_each_mode_sends_the_refreshed_key(endpoint, home, keys, monkeypatch):
-    mode, srv, options, replies = endpoint
+    _mode, srv, options, replies = endpoint
     monkeypatch.setenv("POOL_KEY", "sk-test-poolpoolpoolpoolpoolpool")
     fresh = "sk-test-refreshedrefreshedrefreshed"
     srv.script(replies["auth"], replies["text"]("authorised"))
@@ -944,3 +945,24 @@ def test_spent_rate_limit_headers_on_responses_and_anthropic(responses, anthropi
     assert folded(home, aid).rate_limits.bucket("requests").reset_seconds == 30.0
     assert_replays(home, rid)
     assert_replays(home, aid)
+
+
+# --- 10. secrets that appear mid-session --------------------------------------------------------
+
+def test_a_refreshed_key_echoed_by_the_server_never_reaches_the_log(server, home, keys):
+    """No pattern matches this key: only the live set of known secrets can mask it."""
+    fresh = "renewed-credential-4f9a8b7c6d5e"
+    server.script(Reply.error(401, "Incorrect API key provided", code="invalid_api_key"),
+                  Reply.error(500, f"upstream broke while checking {fresh}", type="server_error"),
+                  Reply.text(f"your new key is {fresh}"))
+    with make(server, home, credentials=["KEY_A"], credential_refresh=lambda label: fresh,
+              max_retries=2) as agent:
+        result = agent.run_conversation("hi")
+    sid = result["session_id"]
+    assert result["completed"]
+    assert [h["authorization"] for h in server.request_headers][1:] == [f"Bearer {fresh}"] * 2
+    assert [p["status"] for p in payloads(home, sid, "model_failed")] == [401, 500]
+    text = session_path(home / "sessions", sid).read_text()
+    assert fresh not in text and fresh[:6] in text  # masked, not dropped
+    assert fresh not in json.dumps(result)
+    assert_replays(home, sid)
