@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import attrs
@@ -66,7 +66,7 @@ def _clean(event: Event) -> Event:
 
 
 class LiveJournal:
-    def __init__(self, log: SessionLog, clock: Clock, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, log: SessionLog, clock: Clock, secrets: Iterable[str] = ()) -> None:
         self.log = log
         self.clock = clock
         self.secrets = secrets

@@ -116,8 +116,10 @@ def check_session_values(values: Mapping[str, Any]) -> None:
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise UsageError(f"max_retries must be a whole number of at least 0, got {retries!r}")
     for name in ("retry_base_delay", "rate_limit_cooldown", "billing_cooldown"):
-        if name in values:
-            positive_number(name, values[name])
+        value = values.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise UsageError(f"{name} must be a number of seconds, at least 0; got {value!r}")
     if values.get("cache_ttl", _CACHE_TTLS[0]) not in _CACHE_TTLS:
         raise UsageError(f"cache_ttl must be one of {', '.join(_CACHE_TTLS)}, "
                          f"got {values['cache_ttl']!r}")

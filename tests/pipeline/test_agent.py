@@ -351,8 +351,8 @@ def test_an_agent_from_values_reads_no_config_and_runs_on_test_doubles(home):
 def test_settings_and_configuration_keywords_do_not_mix(home):
     with pytest.raises(UsageError, match="either settings= or configuration keywords"):
         Agent(settings=SessionSettings(model="m", provider="custom"), max_turns=3)
-    with pytest.raises(UsageError, match="max_tokens"):
-        Agent(settings=SessionSettings(model="m", provider="custom", max_tokens=0))
+    with pytest.raises(ValueError, match="max_tokens"):  # settings are checked when built
+        SessionSettings(model="m", provider="custom", max_tokens=0)
 
 
 def test_a_failed_turn_names_the_provider_and_endpoint_used(server, home):
