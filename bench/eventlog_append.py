@@ -6,9 +6,10 @@ script compares two versions of the event log::
     python bench/eventlog_append.py                   # this tree
     python bench/eventlog_append.py --tree /tmp/orig  # another checkout (e.g. before a change)
 
-Each figure is the best and the median of 7 batches (on a busy machine, compare the best): ``SessionLog.append`` in flush mode (encode, hash
-chain, one ``write()``) of a ~350-byte payload; ``read_envelopes`` and ``verify`` of a
-10,000-record log; ``SessionLog.open`` of that log (the scan that finds a torn tail).
+Each figure is the best and the median of 7 batches (on a busy machine, compare the best):
+``SessionLog.append`` in flush mode (encode, seal, hash chain, one ``write()``) of a record of
+about 600 bytes; ``read_envelopes`` and ``verify`` of a 10,000-record log; ``SessionLog.open`` of
+that log (the scan that finds a torn tail).
 """
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ def test_garbage_without_a_newline_is_cut_and_leaves_no_session(tmp_path: Path) 
     path = _write(tmp_path, "torn", b"garbage with no newline")
     report = verify(path)
     assert (report.ok, report.torn_tail) == (False, True)
-    assert report.problems == ("line 1 (seq 0): the log has no complete record, but a session "
-                               "log begins with 'session_started'",)
+    assert report.problems == (("line 1 (seq 0): the log has no complete record, but a session "
+                                "log begins with 'session_started'"),)
     with pytest.raises(LogCorruptError, match="no complete record"):
         list(read_envelopes(path))
 
@@ -66,8 +66,8 @@ def test_a_log_that_does_not_begin_with_a_session_start_is_corrupt(tmp_path: Pat
     path = _write(tmp_path, "headless", data)
     report = verify(path)
     assert not report.ok and report.count == 1
-    assert report.problems == ("line 1 (seq 0): the record is 'turn_started', but a session log "
-                               "begins with 'session_started'",)
+    assert report.problems == (("line 1 (seq 0): the record is 'turn_started', but a session "
+                                "log begins with 'session_started'"),)
     with pytest.raises(LogCorruptError, match=r"headless.jsonl .*line 1 \(seq 0\)"):
         list(read_envelopes(path))
     with pytest.raises(LogCorruptError, match=r"line 1 \(seq 0\)"):
@@ -133,5 +133,5 @@ def test_a_seal_once_written_cannot_be_dropped(tmp_path: Path) -> None:
     stripped = second.rpartition(b',"hash":"')[0] + b"}"
     path = _write(tmp_path, "mixed", first + b"\n" + stripped + b"\n")
     report = verify(path)
-    assert report.problems == ("line 2 (seq 1): the record has no 'hash' although the records "
-                               "before it have one",)
+    assert report.problems == (("line 2 (seq 1): the record has no 'hash' although the "
+                                "records before it have one"),)

@@ -90,7 +90,7 @@ def test_line_format_is_canonical(tmp_path: Path) -> None:
         '{"session_id":"fmt","seq":0,"kind":"session_started","schema_version":2,'
         f'"recorded_at":"{T0}","prev_hash":"{"0" * 64}",'
         '"payload":{"a":"é\\n","b":[1,2.5,null]}}'
-    ).encode("utf-8")
+    ).encode()
     own = hashlib.sha256(first_format).hexdigest()
     expected = first_format[:-1] + f',"hash":"{own}"}}\n'.encode()
     assert log.path.read_bytes() == expected

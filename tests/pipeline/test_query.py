@@ -47,7 +47,7 @@ def test_a_garbage_file_among_the_logs_does_not_stop_a_query(root: Path) -> None
     "LOAD httpfs",
 ])
 def test_nothing_outside_the_logs_can_be_read(root: Path, sql: str) -> None:
-    with pytest.raises(UsageError, match="^query refused: .*reads the event logs only"):
+    with pytest.raises(UsageError, match=r"^query refused: .*reads the event logs only"):
         query(root, sql)
 
 
@@ -56,9 +56,9 @@ def test_a_session_log_cannot_be_overwritten(root: Path) -> None:
     before = path.read_bytes()
     for target in (path, root / "new.jsonl", root.parent / "out.csv"):
         for options in ("", " (FORMAT json)", " (FORMAT csv, USE_TMP_FILE false)"):
-            with pytest.raises(UsageError, match="^query refused: "):
+            with pytest.raises(UsageError, match=r"^query refused: "):
                 query(root, f"COPY (SELECT 'x' AS session_id) TO '{target}'{options}")
-    with pytest.raises(UsageError, match="^query refused: "):
+    with pytest.raises(UsageError, match=r"^query refused: "):
         query(root, f"EXPORT DATABASE '{root}'")
     assert path.read_bytes() == before
     assert sorted(p.name for p in root.parent.rglob("*")) == ["s1.jsonl", "sessions"]
@@ -66,7 +66,7 @@ def test_a_session_log_cannot_be_overwritten(root: Path) -> None:
 
 def test_no_database_file_can_be_attached(root: Path) -> None:
     for target in (root / "x.db", session_path(root, "s1")):
-        with pytest.raises(UsageError, match="^query refused: "):
+        with pytest.raises(UsageError, match=r"^query refused: "):
             query(root, f"ATTACH '{target}' AS other")
     assert not (root / "x.db").exists()
 
@@ -81,7 +81,7 @@ def test_no_database_file_can_be_attached(root: Path) -> None:
     "SET enable_external_access = true; SELECT * FROM read_text('/etc/passwd')",
 ])
 def test_the_configuration_cannot_be_changed_back(root: Path, sql: str) -> None:
-    with pytest.raises(UsageError, match="^query refused: .*configuration has been locked"):
+    with pytest.raises(UsageError, match=r"^query refused: .*configuration has been locked"):
         query(root, sql)
 
 
