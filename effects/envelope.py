@@ -44,7 +44,6 @@ __all__ = [
     "HASH_KEY",
     "SUFFIX",
     "check_lines",
-    "corruption",
     "decode_line",
     "empty_log",
     "encode_line",
@@ -287,7 +286,7 @@ def _order_problem(envelope: Envelope, number: int, sealed: bool,
     return None
 
 
-def corruption(path: Path, session_id: str, line: CheckedLine) -> LogCorruptError:
+def _corruption(path: Path, session_id: str, line: CheckedLine) -> LogCorruptError:
     """The error for a bad line, naming the file, the line and the seq."""
     return LogCorruptError(
         f"event log {path} of session {session_id!r} is corrupt at line {line.number} "
@@ -309,5 +308,5 @@ def strict_lines(fh: IO[bytes], session_id: str, path: Path) -> Iterator[Checked
     """Yield good lines and, last, a torn tail; raise for any other bad line."""
     for line in check_lines(fh, session_id):
         if line.problem is not None and not line.torn:
-            raise corruption(path, session_id, line)
+            raise _corruption(path, session_id, line)
         yield line
