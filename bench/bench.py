@@ -398,6 +398,7 @@ def bench_eventlog(n_flush: int, n_durable: int) -> dict:
             for durability in ("flush", "durable") for path in ("append", "record")}
         journals = {key: LiveJournal(log, SystemClock(), (API_KEY,)) for key, log in logs.items()}
         for log in logs.values():
+            log.append("session_started", 1, {}, recorded_at)  # a session log begins with it
             for _ in range(20):  # warm-up
                 log.append(event.kind, 1, payload, recorded_at)
 

@@ -1,18 +1,23 @@
 """Envelopes of the event log and their one-line JSON encoding.
 
 An envelope is what the log stores: ``(session_id, seq, kind, schema_version, recorded_at,
-prev_hash, payload)``. The log knows nothing of event classes; the payload is a JSON-able dict
-produced by the events codec.
+prev_hash, payload)``. The log knows nothing of event classes (the payload is a JSON-able dict
+produced by the events codec) except one kind: a session's log begins with
+:data:`FIRST_KIND`.
 
 On disk an envelope is one line of UTF-8 JSON, keys in the fixed order above, compact separators,
-non-ASCII kept as is, the payload with sorted keys::
+non-ASCII kept as is, the payload with sorted keys, then the line's own ``hash``::
 
-    {"session_id":"s1","seq":0,"kind":"user_message","schema_version":1,
-     "recorded_at":"2025-01-01T00:00:00Z","prev_hash":"000…0","payload":{"text":"hi"}}
+    {"session_id":"s1","seq":0,"kind":"session_started","schema_version":1,
+     "recorded_at":"2025-01-01T00:00:00Z","prev_hash":"000…0","payload":{"text":"hi"},
+     "hash":"9f2…"}
 
 ``prev_hash`` is the SHA-256 hex digest of the previous line's bytes (without its newline);
-the first record carries :data:`GENESIS_HASH`. Each session has one file,
-``<root>/<session_id>.jsonl``; :func:`check_lines` checks such a file line by line.
+the first record carries :data:`GENESIS_HASH`. ``hash`` is the SHA-256 of the line without its
+``hash`` field (the line as the first format wrote it), so a record that was changed after it was
+written is detected even when it is the last one, which no ``prev_hash`` vouches for. Lines of the
+first format (no ``hash``) still read. Each session has one file, ``<root>/<session_id>.jsonl``;
+:func:`check_lines` checks such a file line by line.
 """
 
 from __future__ import annotations
@@ -31,19 +36,22 @@ from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
     "CheckedLine",
+    "EMPTY",
     "ENVELOPE_KEYS",
     "Envelope",
+    "FIRST_KIND",
     "GENESIS_HASH",
+    "HASH_KEY",
     "SUFFIX",
     "check_lines",
     "decode_line",
+    "empty_log",
     "encode_line",
     "line_hash",
     "list_session_ids",
     "session_path",
     "strict_lines",
     "validate_session_id",
-    "with_last",
 ]
 
 GENESIS_HASH = "0" * 64
@@ -51,6 +59,12 @@ SUFFIX = ".jsonl"
 ENVELOPE_KEYS = (
     "session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload"
 )
+HASH_KEY = "hash"
+FIRST_KIND = "session_started"
+
+_HASH_OPEN = b',"hash":"'
+_HASH_SUFFIX_LEN = len(_HASH_OPEN) + 64 + len(b'"}')
+_HASHED_KEYS = (*ENVELOPE_KEYS, HASH_KEY)
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 _PAYLOAD_ENCODER = json.JSONEncoder(
@@ -104,7 +118,7 @@ def encode_line(
     prev_hash: str,
     payload: dict[str, Any],
 ) -> bytes:
-    """Encode one envelope as its canonical line (no trailing newline).
+    """Encode one envelope as its canonical line (no trailing newline), sealed by its ``hash``.
 
     Raises :class:`UsageError` for arguments of the wrong type or a payload that is not JSON
     (NaN, infinities, unserialisable objects, lone surrogates, non-string keys mixed with
@@ -124,11 +138,17 @@ def encode_line(
             f'{{"session_id":{encode_basestring(session_id)},"seq":{seq},'
             f'"kind":{encode_basestring(kind)},"schema_version":{schema_version},'
             f'"recorded_at":{encode_basestring(recorded_at)},"prev_hash":"{prev_hash}",'
-            f'"payload":{body}}}'
+            f'"payload":{body}'
         )
-        return text.encode("utf-8")
+        unsealed = text.encode("utf-8")
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise UsageError(f"payload of {kind!r} is not JSON-serialisable: {exc}") from exc
+    own = hashlib.sha256(unsealed + b"}").hexdigest().encode("ascii")
+    return b"".join((unsealed, _HASH_OPEN, own, b'"}'))
+
+
+class _SealBroken(ValueError):
+    """The line parses but is not the line its own hash was taken of."""
 
 
 def _reject_constant(name: str) -> None:
@@ -136,14 +156,21 @@ def _reject_constant(name: str) -> None:
 
 
 def decode_line(line: bytes) -> Envelope:
-    """Parse one line (without newline) into an :class:`Envelope`.
+    """Parse one line (without newline) into an :class:`Envelope`, checking its own ``hash``
+    if it has one.
 
     Raises :class:`ValueError` describing what is wrong; chaining is not checked here.
     """
+    return _decode(line)[0]
+
+
+def _decode(line: bytes) -> tuple[Envelope, bool]:
+    """The envelope and whether the line is sealed by its own hash."""
     obj = json.loads(line, parse_constant=_reject_constant)
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
-    if tuple(obj) != ENVELOPE_KEYS:
+    keys = tuple(obj)
+    if keys not in (ENVELOPE_KEYS, _HASHED_KEYS):
         raise ValueError(f"keys {list(obj)} are not the envelope keys in order")
     for key in ("session_id", "kind", "recorded_at", "prev_hash"):
         if type(obj[key]) is not str:
@@ -153,7 +180,18 @@ def decode_line(line: bytes) -> Envelope:
             raise ValueError(f"{key} is not an integer")
     if type(obj["payload"]) is not dict:
         raise ValueError("payload is not an object")
-    return Envelope(**obj)
+    sealed = keys == _HASHED_KEYS
+    obj.pop(HASH_KEY, None)
+    if sealed and not _seal_holds(line):
+        raise _SealBroken("fails its own hash (the line was changed after it was written)")
+    return Envelope(**obj), sealed
+
+
+def _seal_holds(line: bytes) -> bool:
+    # The seal is the canonical suffix written by encode_line, hashing everything before it.
+    unsealed = line[:-_HASH_SUFFIX_LEN]
+    own = hashlib.sha256(unsealed + b"}").hexdigest().encode("ascii")
+    return line[-_HASH_SUFFIX_LEN:] == b"".join((_HASH_OPEN, own, b'"}'))
 
 
 # --- files and lines ----------------------------------------------------------------------------
@@ -195,26 +233,37 @@ class CheckedLine:
     digest: str  # sha256 of the line's bytes
     envelope: Envelope | None  # None when the line has a problem
     problem: str | None
+    torn: bool = False  # the final line has no newline: a write cut short by a crash
+
+
+_TORN = "has no trailing newline (torn write)"
 
 
 def check_lines(fh: IO[bytes], session_id: str) -> Iterator[CheckedLine]:
-    """Check every line; after a bad line, continue relative to it (so problems stay local)."""
-    prev_hash, expected, start = GENESIS_HASH, 0, 0
+    """Check every line; after a bad line, continue relative to it (so problems stay local).
+
+    Only a final line without its newline is torn; every other problem is corruption.
+    """
+    prev_hash, expected, start, sealed_before = GENESIS_HASH, 0, 0, False
     for number, chunk in enumerate(fh, 1):
-        complete = chunk.endswith(b"\n")
-        raw = chunk[:-1] if complete else chunk
-        envelope, problem = None, "has no trailing newline (torn write)"
-        if complete:
+        torn = not chunk.endswith(b"\n")
+        raw = chunk if torn else chunk[:-1]
+        envelope, problem, sealed = None, _TORN if torn else None, False
+        if not torn:
             try:
-                envelope = decode_line(raw)
+                envelope, sealed = _decode(raw)
+            except _SealBroken as exc:
+                problem = str(exc)
             except ValueError as exc:
                 problem = f"does not parse ({exc})"
             else:
-                problem = _link_problem(envelope, session_id, expected, prev_hash)
+                problem = _link_problem(envelope, session_id, expected, prev_hash) or (
+                    _order_problem(envelope, number, sealed, sealed_before))
         digest = line_hash(raw)
-        yield CheckedLine(number, start, expected, digest, None if problem else envelope, problem)
+        yield CheckedLine(number, start, expected, digest, None if problem else envelope, problem,
+                          torn)
         expected = envelope.seq + 1 if envelope is not None else expected + 1
-        prev_hash, start = digest, start + len(chunk)
+        prev_hash, start, sealed_before = digest, start + len(chunk), sealed_before or sealed
 
 
 def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str) -> str | None:
@@ -227,22 +276,37 @@ def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str)
     return None
 
 
-def with_last(lines: Iterator[CheckedLine]) -> Iterator[tuple[CheckedLine, bool]]:
-    """Pair each line with whether it is the last one."""
-    previous = next(lines, None)
-    for line in lines:
-        yield previous, False  # type: ignore[misc]
-        previous = line
-    if previous is not None:
-        yield previous, True
+def _order_problem(envelope: Envelope, number: int, sealed: bool,
+                   sealed_before: bool) -> str | None:
+    if number == 1 and envelope.kind != FIRST_KIND:
+        return f"is {envelope.kind!r}, but a session log begins with {FIRST_KIND!r}"
+    if sealed_before and not sealed:
+        # A writer never goes back to the unsealed format: the seal was stripped.
+        return f"has no {HASH_KEY!r} although the records before it have one"
+    return None
+
+
+def _corruption(path: Path, session_id: str, line: CheckedLine) -> LogCorruptError:
+    """The error for a bad line, naming the file, the line and the seq."""
+    return LogCorruptError(
+        f"event log {path} of session {session_id!r} is corrupt at line {line.number} "
+        f"(seq {line.seq}): the record {line.problem}"
+    )
+
+
+EMPTY = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
+
+
+def empty_log(path: Path, session_id: str) -> LogCorruptError:
+    """The error for a log without one complete record (so without its session start)."""
+    return LogCorruptError(
+        f"event log {path} of session {session_id!r} is corrupt at line 1 (seq 0): {EMPTY}"
+    )
 
 
 def strict_lines(fh: IO[bytes], session_id: str, path: Path) -> Iterator[CheckedLine]:
-    """Yield good lines and, last, a torn tail; raise for a bad line before the end."""
-    for line, is_last in with_last(check_lines(fh, session_id)):
-        if line.problem is not None and not is_last:
-            raise LogCorruptError(
-                f"event log {path} of session {session_id!r} is corrupt at line {line.number} "
-                f"(seq {line.seq}): the record {line.problem}"
-            )
+    """Yield good lines and, last, a torn tail; raise for any other bad line."""
+    for line in check_lines(fh, session_id):
+        if line.problem is not None and not line.torn:
+            raise _corruption(path, session_id, line)
         yield line

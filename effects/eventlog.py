@@ -3,8 +3,9 @@
 * :class:`SessionLog` is the single writer of one session. It holds an exclusive ``flock`` on
   ``<root>/<session_id>.jsonl`` (a second writer of the same session, in any process, gets
   :class:`LogConflictError`; different sessions never interfere). On open it scans the file:
-  a bad *last* line (a torn write) is cut off with a warning, a bad line before the end raises
-  :class:`LogCorruptError`. Each append is one ``write()`` of a whole line to the OS;
+  a final line without its newline (a torn write) is cut off with a warning; any other bad line,
+  the last one included, raises :class:`LogCorruptError` and nothing is cut or appended. A new
+  log's first record must be a session start. Each append is one ``write()`` of a whole line;
   :meth:`SessionLog.sync` makes what was written durable (``fsync``) in ``"durable"`` mode and is
   a no-op in ``"flush"`` mode.
 * :func:`read_envelopes` and :func:`verify` are for readers (replay, insights, tooling); they
@@ -23,17 +24,19 @@ from typing import IO, Any, Literal
 import attrs
 
 from effects.envelope import (
+    EMPTY,
+    FIRST_KIND,
     GENESIS_HASH,
     SUFFIX,
     Envelope,
     check_lines,
+    empty_log,
     encode_line,
     line_hash,
     list_session_ids,
     session_path,
     strict_lines,
     validate_session_id,
-    with_last,
 )
 from effects.logs import get_logger
 from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
@@ -82,9 +85,12 @@ class SessionLog:
         if durability not in ("durable", "flush"):
             raise UsageError(f"durability must be 'durable' or 'flush', got {durability!r}")
         path = session_path(root, session_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
-        file = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the SessionLog
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the SessionLog
+        except OSError as exc:
+            raise LogError(f"cannot open the event log {path}: {exc.strerror or exc}") from exc
         try:
             try:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -119,6 +125,7 @@ class SessionLog:
         with self._lock:
             self._check_usable()
             seq, prev = self._next_seq, self._last_hash
+            _check_first(seq, kind)
             line = encode_line(self.session_id, seq, kind, schema_version, recorded_at, prev,
                                payload)
             self._write(line + b"\n")
@@ -137,6 +144,7 @@ class SessionLog:
             self._check_usable()
             seq, prev = self._next_seq, self._last_hash
             for kind, version, payload, recorded_at in items:
+                _check_first(seq, kind)
                 line = encode_line(self.session_id, seq, kind, version, recorded_at, prev, payload)
                 lines.append(line)
                 envelopes.append(Envelope(session_id=self.session_id, seq=seq, kind=kind,
@@ -212,6 +220,12 @@ class SessionLog:
             raise LogError(f"cannot sync the log of session {self.session_id!r}: {exc}") from exc
 
 
+def _check_first(seq: int, kind: str) -> None:
+    # Readers refuse a log that does not begin with a session start, so none is written.
+    if seq == 0 and kind != FIRST_KIND:
+        raise UsageError(f"a session log begins with {FIRST_KIND!r}, not {kind!r}")
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -222,7 +236,10 @@ def _fsync_dir(directory: Path) -> None:
 
 def _recover(file: IO[bytes], path: Path, session_id: str,
              durability: Durability) -> tuple[int, str, int]:
-    """Scan the locked file; cut a torn tail. Return ``(next_seq, last_hash, size)``."""
+    """Scan the locked file; cut a torn tail, raise for corruption.
+
+    Return ``(next_seq, last_hash, size)``.
+    """
     next_seq, last_hash, fd = 0, GENESIS_HASH, file.fileno()
     with open(fd, "rb", buffering=1 << 16, closefd=False) as fh:
         fh.seek(0)
@@ -256,15 +273,18 @@ def _open_for_reading(path: Path) -> IO[bytes]:
         return open(path, "rb", buffering=1 << 16)  # noqa: SIM115 - closed by the caller
     except FileNotFoundError as exc:
         raise UsageError(f"no event log at {path}") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read the event log {path}: {exc.strerror or exc}") from exc
 
 
 def read_envelopes(path: Path, *, tolerate_torn_tail: bool = True,
                    session_id: str | None = None) -> Iterator[Envelope]:
     """Yield the envelopes of the log at ``path`` in order.
 
-    The session id is taken from the file name unless given. A torn last line (a crash, or a
-    writer in the middle of an append) is skipped when tolerated, else it raises
-    :class:`LogCorruptError`, as does a bad line anywhere before the end (raised when reached).
+    The session id is taken from the file name unless given. A final line without its newline
+    (a crash, or a writer in the middle of an append) is skipped when tolerated, else it raises
+    :class:`LogCorruptError`, as does any other bad line (raised when reached) and a log with no
+    complete record (a session log begins with its session start).
     """
     path = Path(path)
     sid = _reader_session_id(path, session_id)
@@ -273,23 +293,28 @@ def read_envelopes(path: Path, *, tolerate_torn_tail: bool = True,
 
 def _read(fh: IO[bytes], path: Path, session_id: str, tolerate: bool) -> Iterator[Envelope]:
     with fh:
+        empty = True
         for line in strict_lines(fh, session_id, path):
             if line.envelope is not None:
+                empty = False
                 yield line.envelope
             elif not tolerate:
                 raise LogCorruptError(
                     f"event log {path} of session {session_id!r} has a torn tail at line "
                     f"{line.number} (seq {line.seq}): the record {line.problem}"
                 )
+        if empty:
+            raise empty_log(path, session_id)
 
 
 @attrs.frozen(kw_only=True)
 class VerifyReport:
     """What :func:`verify` found.
 
-    ``count`` is the number of valid records; ``ok`` is false when a record before the end is
-    bad (``problems`` says which and why). A bad last line is a crash remnant, reported through
-    ``torn_tail`` (``SessionLog.open`` cuts it); it does not make the log not ``ok``.
+    ``count`` is the number of valid records; ``ok`` is false when a complete record is bad, or
+    none is good (``problems`` says which and why, by line and seq). A final line without its
+    newline is a crash remnant, reported through ``torn_tail`` (``SessionLog.open`` cuts it); it
+    does not make the log not ``ok``.
     """
 
     session_id: str
@@ -300,18 +325,21 @@ class VerifyReport:
 
 
 def verify(path: Path, *, session_id: str | None = None) -> VerifyReport:
-    """Check parse, gap-free seq, hash chain and session ids of every record; never raises
-    for corruption (a missing file or an unusable name is a :class:`UsageError`)."""
+    """Check parse, own hash, gap-free seq, hash chain, session ids and the session start of
+    every record; never raises for corruption (a missing file or an unusable name is a
+    :class:`UsageError`)."""
     path = Path(path)
     sid = _reader_session_id(path, session_id)
     count, problems, torn = 0, [], False
     with _open_for_reading(path) as fh:
-        for line, is_last in with_last(check_lines(fh, sid)):
+        for line in check_lines(fh, sid):
             if line.problem is None:
                 count += 1
-            elif is_last:
+            elif line.torn:
                 torn = True
             else:
                 problems.append(f"line {line.number} (seq {line.seq}): the record {line.problem}")
+    if count == 0 and not problems:
+        problems.append(f"line 1 (seq 0): {EMPTY}")
     return VerifyReport(session_id=sid, count=count, ok=not problems, problems=tuple(problems),
                         torn_tail=torn)

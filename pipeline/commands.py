@@ -93,21 +93,18 @@ def verify(args: argparse.Namespace) -> int:
         raise UsageError(f"no session {args.session!r} under {_root(args)}")
     report = verify_log(path)
     tail = " (torn last record; it will be cut on the next open)" if report.torn_tail else ""
-    print(f"{'ok' if report.ok else 'BROKEN'}: {report.count} records{tail}")
+    if report.ok:
+        print(f"ok: {report.count} records{tail}")
+        return EXIT_OK
+    print(f"BROKEN: {path}: {report.count} good records{tail}")
     for problem in report.problems:
         print(f"  {problem}")
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return EXIT_FAILED
 
 
 def sql(args: argparse.Namespace) -> int:
-    import duckdb
-
     from pipeline.query import query
-    from stages.errors import UsageError
-    try:
-        columns, rows = query(_root(args), args.query)
-    except duckdb.Error as exc:
-        raise UsageError(f"query failed: {exc}") from exc
+    columns, rows = query(_root(args), args.query)
     _table(columns, rows)
     return EXIT_OK
 

@@ -17,7 +17,8 @@ exceptions; these classes are for what the *caller* must handle.
     ├── BudgetExhaustedError
     ├── LogError
     │   ├── LogConflictError       another writer holds the session, or seq/hash mismatch
-    │   └── LogCorruptError        a record in the middle of a log does not parse or chain
+    │   └── LogCorruptError        a complete record does not parse, chain or match its hash,
+    │                              or the log is empty or does not begin with session_started
     ├── ReplayDivergenceError      replay produced an event that differs from the log
     └── InterruptedTurnError
 """
@@ -99,7 +100,9 @@ class LogConflictError(LogError):
 
 
 class LogCorruptError(LogError):
-    """A record that is not the last one fails to parse or to chain."""
+    """A complete record fails to parse, to chain or to match its own hash, or the log is empty
+    or does not begin with its session start (only a final line without its newline is a torn
+    write, which is cut instead)."""
 
 
 class EventEncodingError(LogError):

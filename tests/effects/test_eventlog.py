@@ -1,4 +1,8 @@
-"""The event-log storage layer: round trips, the hash chain, torn tails, corruption, locking."""
+"""The event-log storage layer: round trips, the hash chain, torn tails, corruption, locking.
+
+Every log here begins with a ``session_started`` record, as a session's log must; the storage
+layer does not look inside payloads, so they are free-form.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.envelope import GENESIS_HASH, decode_line, encode_line
+from effects.envelope import FIRST_KIND, GENESIS_HASH, decode_line, encode_line
 from effects.eventlog import (
     Envelope,
     SessionLog,
@@ -47,9 +51,20 @@ json_values = st.recursive(
 payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=4)
 
 
+def kind_at(seq: int, kind: str = "note") -> str:
+    return FIRST_KIND if seq == 0 else kind
+
+
 def write_log(root: Path, session_id: str, n: int, *, mode: str = "flush") -> list[Envelope]:
     with SessionLog.open(root, session_id, durability=mode) as log:
-        return [log.append("note", 1, {"i": i, "text": f"record {i} é✓"}, T0) for i in range(n)]
+        return [log.append(kind_at(i), 1, {"i": i, "text": f"record {i} é✓"}, T0)
+                for i in range(n)]
+
+
+def unsealed(line: bytes) -> bytes:
+    """The line without its own ``hash`` field: what that field is the SHA-256 of."""
+    head, _, _ = line.rpartition(b',"hash":"')
+    return head + b"}"
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -69,14 +84,16 @@ def test_round_trip(tmp_path: Path) -> None:
 
 def test_line_format_is_canonical(tmp_path: Path) -> None:
     with SessionLog.open(tmp_path, "fmt", durability="flush") as log:
-        log.append("user_message", 2, {"b": [1, 2.5, None], "a": "é\n"}, T0)
+        log.append(FIRST_KIND, 2, {"b": [1, 2.5, None], "a": "é\n"}, T0)
     assert log.path == tmp_path / "fmt.jsonl"
-    expected = (
-        '{"session_id":"fmt","seq":0,"kind":"user_message","schema_version":2,'
+    first_format = (
+        '{"session_id":"fmt","seq":0,"kind":"session_started","schema_version":2,'
         f'"recorded_at":"{T0}","prev_hash":"{"0" * 64}",'
-        '"payload":{"a":"é\\n","b":[1,2.5,null]}}\n'
-    )
-    assert log.path.read_bytes() == expected.encode("utf-8")
+        '"payload":{"a":"é\\n","b":[1,2.5,null]}}'
+    ).encode()
+    own = hashlib.sha256(first_format).hexdigest()
+    expected = first_format[:-1] + f',"hash":"{own}"}}\n'.encode()
+    assert log.path.read_bytes() == expected
 
 
 def test_chain_links_every_line(tmp_path: Path) -> None:
@@ -86,8 +103,9 @@ def test_chain_links_every_line(tmp_path: Path) -> None:
     for line in lines:
         record = json.loads(line)
         assert list(record) == ["session_id", "seq", "kind", "schema_version", "recorded_at",
-                                "prev_hash", "payload"]
+                                "prev_hash", "payload", "hash"]
         assert record["prev_hash"] == previous
+        assert record["hash"] == hashlib.sha256(unsealed(line)).hexdigest()
         previous = hashlib.sha256(line).hexdigest()
 
 
@@ -103,7 +121,7 @@ def test_seq_is_gap_free_across_reopen(tmp_path: Path) -> None:
 
 
 def test_append_many_matches_single_appends(tmp_path: Path) -> None:
-    items = [("note", 1, {"i": i}, T0) for i in range(4)]
+    items = [(kind_at(i), 1, {"i": i}, T0) for i in range(4)]
     with SessionLog.open(tmp_path / "a", "same") as one:
         singles = [one.append(*item) for item in items]
     with SessionLog.open(tmp_path / "b", "same") as many:
@@ -116,7 +134,7 @@ def test_append_many_matches_single_appends(tmp_path: Path) -> None:
 
 def test_invalid_append_writes_nothing(tmp_path: Path) -> None:
     with SessionLog.open(tmp_path, "bad", durability="flush") as log:
-        log.append("note", 1, {"ok": True}, T0)
+        log.append(FIRST_KIND, 1, {"ok": True}, T0)
         for args in [
             ("note", 1, ["not", "a", "dict"], T0),
             ("note", 1, {"x": float("nan")}, T0),
@@ -172,9 +190,19 @@ def test_closed_log_refuses_appends(tmp_path: Path) -> None:
 # --- torn tails and corruption ------------------------------------------------------------------
 
 
-def _bad_hash_line(path: Path) -> bytes:
-    line = encode_line(path.stem, 3, "note", 1, T0, "f" * 64, {"i": 3})
-    return line + b"\n"
+def _bad_prev_hash_line(path: Path) -> bytes:
+    return encode_line(path.stem, 3, "note", 1, T0, "f" * 64, {"i": 3}) + b"\n"
+
+
+def _edited_last_line(path: Path) -> bytes:
+    """The last line, edited as a person would: still valid JSON, still chained."""
+    last = lines_of(path)[-1]
+    return last.replace(b"record 2", b"record Z") + b"\n"
+
+
+def _resealed_without_hash(path: Path) -> bytes:
+    """The last line edited, its seal stripped so that it looks like the first format."""
+    return unsealed(lines_of(path)[-1]).replace(b"record 2", b"record Z") + b"\n"
 
 
 @pytest.mark.parametrize(
@@ -182,10 +210,9 @@ def _bad_hash_line(path: Path) -> bytes:
     [
         lambda path: lines_of(path)[0][:37],  # half a line
         lambda path: b"\x00garbage{\"seq\":",  # garbage without newline
-        lambda path: b"{not json}\n",  # an unparsable complete line
-        _bad_hash_line,  # a full line with a bad hash
+        lambda path: lines_of(path)[-1],  # a whole record but for its newline
     ],
-    ids=["half-line", "garbage", "unparsable-line", "bad-hash-line"],
+    ids=["half-line", "garbage", "all-but-newline"],
 )
 def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail, caplog) -> None:
     written = write_log(tmp_path, "torn", 3)
@@ -212,6 +239,53 @@ def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail, caplog) -> None:
     assert (report.ok, report.torn_tail, report.count) == (True, False, 4)
 
 
+@pytest.mark.parametrize(
+    ("tail", "problem"),
+    [
+        (lambda path: b"{not json}\n", "does not parse"),
+        (_bad_prev_hash_line, "does not chain"),
+        (lambda path: lines_of(path)[-1] + b"\n", "has seq 2, expected 3"),
+    ],
+    ids=["unparsable-line", "bad-prev-hash", "repeated-line"],
+)
+def test_a_bad_complete_last_line_is_corruption_not_a_torn_write(tmp_path: Path, tail,
+                                                                 problem: str) -> None:
+    write_log(tmp_path, "last", 3)
+    path = session_path(tmp_path, "last")
+    corrupted = path.read_bytes() + tail(path)
+    path.write_bytes(corrupted)
+    _assert_corrupt_at(tmp_path, "last", line=4, seq=3, problem=problem, count=3)
+    assert path.read_bytes() == corrupted  # nothing was cut or appended
+
+
+@pytest.mark.parametrize("edit", [_edited_last_line, _resealed_without_hash],
+                         ids=["edited", "seal-stripped"])
+def test_an_edited_last_line_is_detected_and_not_sealed_in(tmp_path: Path, edit) -> None:
+    write_log(tmp_path, "edit", 3)
+    path = session_path(tmp_path, "edit")
+    lines = lines_of(path)
+    json.loads(edit(path))  # still valid JSON
+    corrupted = b"".join(line + b"\n" for line in lines[:-1]) + edit(path)
+    path.write_bytes(corrupted)
+    problem = "fails its own hash" if edit is _edited_last_line else "has no 'hash'"
+    _assert_corrupt_at(tmp_path, "edit", line=3, seq=2, problem=problem, count=2)
+    assert path.read_bytes() == corrupted
+
+
+def _assert_corrupt_at(root: Path, session_id: str, *, line: int, seq: int, problem: str,
+                       count: int) -> None:
+    """Every reader and the writer name the file, the line and the seq; nothing is changed."""
+    path = session_path(root, session_id)
+    where = rf"{path}.* line {line} \(seq {seq}\)"
+    report = verify(path)
+    assert (report.ok, report.count, report.torn_tail) == (False, count, False)
+    assert report.problems[0].startswith(f"line {line} (seq {seq}): the record {problem}")
+    with pytest.raises(LogCorruptError, match=where):
+        list(read_envelopes(path))
+    with pytest.raises(LogCorruptError, match=where):
+        SessionLog.open(root, session_id)
+
+
 def test_corruption_in_the_middle_is_an_error(tmp_path: Path) -> None:
     write_log(tmp_path, "mid", 5)
     path = session_path(tmp_path, "mid")
@@ -220,12 +294,13 @@ def test_corruption_in_the_middle_is_an_error(tmp_path: Path) -> None:
     corrupted = b"\n".join(lines) + b"\n"
     path.write_bytes(corrupted)
 
-    with pytest.raises(LogCorruptError, match=r"line 3 \(seq 2\)"):
+    with pytest.raises(LogCorruptError, match=r"line 2 \(seq 1\).*fails its own hash"):
         SessionLog.open(tmp_path, "mid")
     assert path.read_bytes() == corrupted  # nothing was cut
     report = verify(path)
-    assert not report.ok and report.count == 4 and not report.torn_tail
-    assert len(report.problems) == 1 and "line 3 (seq 2)" in report.problems[0]
+    assert not report.ok and report.count == 3 and not report.torn_tail
+    assert [p[:16] for p in report.problems] == ["line 2 (seq 1): ", "line 3 (seq 2): "]
+    assert "does not chain" in report.problems[1]
     with pytest.raises(LogCorruptError):
         list(read_envelopes(path))
     # the lock was released despite the error
@@ -239,11 +314,12 @@ def test_verify_reports_gaps_and_foreign_records(tmp_path: Path) -> None:
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(b"\n".join(lines[:2] + lines[3:] + [lines[0]]) + b"\n")
     report = verify(copy)
-    assert report.session_id == "copy" and not report.ok and report.torn_tail
+    assert report.session_id == "copy" and not report.ok and not report.torn_tail
     assert any("belongs to session 'orig'" in p for p in report.problems)
     report = verify(copy, session_id="orig")
     assert not report.ok
     assert any("has seq 3, expected 2" in p for p in report.problems)
+    assert report.problems[-1].startswith("line 4 (seq 4): the record has seq 0, expected 4")
     with pytest.raises(ValueError, match="envelope keys"):
         decode_line(b'{"seq":0}')
 
@@ -256,14 +332,16 @@ def test_second_open_of_a_session_conflicts(tmp_path: Path) -> None:
         with pytest.raises(LogConflictError, match="'held'"):
             SessionLog.open(tmp_path, "held")
         with SessionLog.open(tmp_path, "other") as other:  # different sessions never interfere
-            other.append("note", 1, {}, T0)
-        first.append("note", 1, {}, T0)
+            other.append(FIRST_KIND, 1, {}, T0)
+        first.append(FIRST_KIND, 1, {}, T0)
     with SessionLog.open(tmp_path, "held") as again:
         assert again.next_seq == 1
 
 
 def test_threads_share_one_writer(tmp_path: Path) -> None:
     with SessionLog.open(tmp_path, "threads", durability="flush") as log:
+        log.append(FIRST_KIND, 1, {}, T0)
+
         def work(k: int) -> None:
             for i in range(200):
                 log.append("note", 1, {"k": k, "i": i}, T0)
@@ -274,7 +352,7 @@ def test_threads_share_one_writer(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
     report = verify(log.path)
-    assert (report.ok, report.count) == (True, 800)
+    assert (report.ok, report.count) == (True, 801)
 
 
 _CHILD_OPEN = """
@@ -308,7 +386,7 @@ def _append_in_child(root: str, session_id: str, n: int, start) -> None:
     start.wait(timeout=30)
     with SessionLog.open(Path(root), session_id, durability="flush") as log:
         for i in range(n):
-            log.append("note", 1, {"i": i, "who": session_id, "pad": "p" * 200}, T0)
+            log.append(kind_at(i), 1, {"i": i, "who": session_id, "pad": "p" * 200}, T0)
 
 
 def test_processes_writing_different_sessions(tmp_path: Path) -> None:
@@ -331,11 +409,14 @@ def test_processes_writing_different_sessions(tmp_path: Path) -> None:
 
 # --- properties ---------------------------------------------------------------------------------
 
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+@PROPERTY
 @given(items=st.lists(st.tuples(st.sampled_from(["a", "tool_result", "ü"]), payloads),
-                      max_size=8))
+                      min_size=1, max_size=8))
 def test_property_append_then_read(items: list[tuple[str, dict]]) -> None:
+    items = [(kind_at(i, kind), payload) for i, (kind, payload) in enumerate(items)]
     with tempfile.TemporaryDirectory() as d:
         with SessionLog.open(Path(d), "prop", durability="flush") as log:
             written = [log.append(kind, 1, payload, T0) for kind, payload in items]
@@ -347,31 +428,80 @@ def test_property_append_then_read(items: list[tuple[str, dict]]) -> None:
 
 
 def _check_truncation(root: Path, data: bytes, written: list[Envelope], cut: int) -> None:
-    """Truncate a copy at ``cut``; reopening keeps exactly the records whose line is complete."""
+    """Truncate a copy at ``cut``: a torn write, which reopening cuts, keeping exactly the
+    records whose line is complete."""
     path = session_path(root, "cut")
     path.write_bytes(data[:cut])
     survivors = data[:cut].count(b"\n")
+    torn = not data[:cut].endswith(b"\n") and cut > 0
+    report = verify(path)
+    assert (report.ok, report.count, report.torn_tail) == (survivors > 0, survivors, torn)
+    if survivors:
+        assert list(read_envelopes(path)) == written[:survivors]
+    else:  # no session start survived: nothing to read, the log is not a session's
+        with pytest.raises(LogCorruptError, match=r"line 1 \(seq 0\)"):
+            list(read_envelopes(path))
     with SessionLog.open(root, "cut", durability="flush") as log:
         assert log.next_seq == survivors
-        assert list(read_envelopes(path)) == written[:survivors]
-        log.append("after", 1, {"cut": cut}, T0)
+        assert path.read_bytes() == data[:cut].rpartition(b"\n")[0] + b"\n" * (survivors > 0)
+        log.append(kind_at(survivors, "after"), 1, {"cut": cut}, T0)
     report = verify(path)
     assert (report.ok, report.count, report.torn_tail) == (True, survivors + 1, False)
 
 
 def _source_log(root: Path, items: list[dict]) -> tuple[bytes, list[Envelope]]:
     with SessionLog.open(root / "src", "cut", durability="flush") as log:
-        written = [log.append("note", 1, payload, T0) for payload in items]
+        written = [log.append(kind_at(i), 1, payload, T0) for i, payload in enumerate(items)]
     return log.path.read_bytes(), written
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@PROPERTY
 @given(items=st.lists(payloads, min_size=1, max_size=5), data=st.data())
 def test_property_truncation_at_any_byte_keeps_a_valid_prefix(items, data) -> None:
     with tempfile.TemporaryDirectory() as d:
         raw, written = _source_log(Path(d), items)
         cut = data.draw(st.integers(min_value=0, max_value=len(raw)), label="cut")
         _check_truncation(Path(d), raw, written, cut)
+
+
+@PROPERTY
+@given(items=st.lists(payloads, min_size=1, max_size=5), data=st.data())
+def test_property_any_truncation_of_the_last_line_is_a_torn_write(items, data) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        raw, written = _source_log(Path(d), items)
+        last_start = raw[:-1].rfind(b"\n") + 1
+        # from one byte of the last line up to all of it but its newline
+        cut = data.draw(st.integers(min_value=last_start + 1, max_value=len(raw) - 1),
+                        label="cut")
+        _check_truncation(Path(d), raw, written, cut)
+
+
+@PROPERTY
+@given(items=st.lists(payloads, min_size=1, max_size=5), data=st.data())
+def test_property_any_change_to_a_complete_line_is_corruption_at_its_seq(items, data) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        raw, _ = _source_log(root, items)
+        seq = data.draw(st.integers(min_value=0, max_value=len(items) - 1), label="seq")
+        starts = [0] + [i + 1 for i, byte in enumerate(raw) if byte == ord("\n")]
+        # any byte of the line, its newline too unless that ends the file (which would make
+        # the last line incomplete: a torn write, see above)
+        end = starts[seq + 1] - (1 if seq == len(items) - 1 else 0)
+        at = data.draw(st.integers(min_value=starts[seq], max_value=end - 1), label="at")
+        byte = data.draw(st.integers(0, 255).filter(lambda b: b != raw[at]), label="byte")
+        changed = raw[:at] + bytes([byte]) + raw[at + 1:]
+        path = session_path(root, "cut")
+        path.write_bytes(changed)
+
+        report = verify(path)
+        assert not report.ok and not report.torn_tail
+        assert report.problems[0].startswith(f"line {seq + 1} (seq {seq}): the record ")
+        where = rf"line {seq + 1} \(seq {seq}\)"
+        with pytest.raises(LogCorruptError, match=where):
+            list(read_envelopes(path))
+        with pytest.raises(LogCorruptError, match=where):
+            SessionLog.open(root, "cut")
+        assert path.read_bytes() == changed
 
 
 def test_truncation_at_every_byte_of_a_small_log(tmp_path: Path) -> None:
