@@ -36,7 +36,7 @@ from pipeline.settings import AgentSettings, check_session_values, checked, conf
 from pipeline.tools import Tool, ToolRegistry
 from stages.api_mode import resolve_api_mode
 from stages.budget import child_budget
-from stages.errors import UsageError
+from stages.errors import LogError, UsageError
 from stages.events import Event, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai
@@ -130,8 +130,12 @@ class Agent:
             raise UsageError(f"no session {session_id!r} under {root}")
         try:
             self._log = SessionLog.open(root, session_id, durability=self.durability)
-        except OSError as exc:
-            raise UsageError(f"cannot write session logs under {root}: {exc.strerror or exc}; "
+        except LogError as exc:
+            cause = exc.__cause__
+            if type(exc) is not LogError or not isinstance(cause, OSError):
+                raise  # a second writer, a corrupt log: not a matter of the home
+            raise UsageError(f"cannot write session logs under {root}: "
+                             f"{cause.strerror or cause}; "
                              "choose another home (--home or MIBYAN_HOME)") from exc
         journal = LiveJournal(self._log, self._effects.clock, self._secrets)  # type: ignore[arg-type]
         runner = SessionRunner(journal, self._effects, interrupt=self._interrupt,
