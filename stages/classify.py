@@ -110,7 +110,8 @@ _NOT_REISSUED = Actions(abort=True)
 STATUS_REASONS: types.MappingProxyType[int, FailureReason] = types.MappingProxyType({
     401: R.AUTH, 402: R.BILLING, 403: R.AUTH_PERMANENT, 404: R.MODEL_NOT_FOUND,
     405: R.ENDPOINT_ERROR, 408: R.TIMEOUT, 413: R.PAYLOAD_TOO_LARGE, 429: R.RATE_LIMIT,
-    500: R.SERVER_ERROR, 502: R.SERVER_ERROR, 503: R.OVERLOADED, 504: R.TIMEOUT,
+    500: R.SERVER_ERROR, 501: R.ENDPOINT_ERROR, 502: R.SERVER_ERROR, 503: R.OVERLOADED,
+    504: R.TIMEOUT,
     529: R.OVERLOADED,
 })
 """The statuses that decide on their own (402, 403, 404, 429 and 5xx refine with the body)."""
@@ -172,8 +173,8 @@ def _by_status(f: ErrorText) -> Match | None:
     if f.status == 402 and has(f.text, ph.USAGE_LIMIT) and has(f.text, ph.USAGE_LIMIT_TRANSIENT):
         return R.RATE_LIMIT, "status", why + " with a transient usage-limit message"
     if f.status == 429:
-        if "insufficient_quota" in f.codes or has(f.text, ph.BILLING):
-            return R.BILLING, "status", why + " with insufficient_quota or a billing message"
+        if any(ph.CODES.get(c) == "billing" for c in f.codes) or has(f.text, ph.BILLING):
+            return R.BILLING, "status", why + " with a billing code or message"
         if has(f.text, ph.OVERLOADED):
             return R.OVERLOADED, "status", why + " with an overload message"
     if f.status == 401 and has(f.text, ph.REVOKED):
@@ -182,6 +183,8 @@ def _by_status(f: ErrorText) -> Match | None:
         return _not_found(f)
     if f.status >= 500 and (phrase := has(f.text, ph.CONTEXT_OVERFLOW)):
         return R.CONTEXT_OVERFLOW, "status", f"{why} whose message says {phrase!r}"
+    if f.status >= 500 and (phrase := has(f.text, ph.REQUEST_INVALID)):
+        return R.FORMAT_ERROR, "status", f"{why} refusing the request itself: {phrase!r}"
     return reason, "status", why
 
 

@@ -77,6 +77,13 @@ WRONG_ENDPOINT: tuple[str, ...] = (
     "not found", "method not allowed", "unknown path", "no route",
 )
 
+# A 5xx whose message says the request itself is malformed (llama.cpp answers these with 500):
+# sent again unchanged it fails again.
+REQUEST_INVALID: tuple[str, ...] = (
+    "failed to parse tool call arguments", "json.exception.parse_error",
+    "requires --jinja flag", "unsupported param:", "cannot use tools with stream",
+)
+
 # A 4xx the server itself says may pass if sent again.
 RETRY_ADVICE: tuple[str, ...] = (
     "try again", "please retry", "retry your request", "retry later", "retry shortly",
@@ -194,7 +201,8 @@ CODES: types.MappingProxyType[str, str] = types.MappingProxyType({
                      "api_key_service_blocked"), "account_blocked"),
     **dict.fromkeys(("model_not_found", "not_found_error", "model_not_available",
                      "unknown_model", "invalid_model", "deployment_not_found",
-                     "deploymentnotfound", "not_found"), "model_not_found"),
+                     "deploymentnotfound", "not_found", "operationnotsupported"),
+                    "model_not_found"),
     **dict.fromkeys(("content_filter", "content_policy_violation", "content_policy",
                      "responsibleaipolicyviolation", "moderation_blocked", "safety",
                      "invalid_prompt"), "content_policy_blocked"),

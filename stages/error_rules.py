@@ -41,7 +41,8 @@ def by_upstream(f: ErrorText) -> Match | None:
         if f.upstream and f.status == 429:
             return R.UPSTREAM_RATE_LIMIT, "provider", f"{where} answered HTTP 429"
         return None
-    reason = R.UPSTREAM_RATE_LIMIT if found[0] is R.RATE_LIMIT else found[0]
+    limited = found[0] is R.RATE_LIMIT or (f.status == 429 and found[0] is R.OVERLOADED)
+    reason = R.UPSTREAM_RATE_LIMIT if limited else found[0]
     return reason, "provider", f"{where}: {found[2]}"
 
 
@@ -99,8 +100,8 @@ def _quota_period(f: ErrorText) -> _Rule:
     """Google's quota errors name their period in the quota id (and free-tier metric)."""
     if f.status not in (429, None) or not ("quota" in f.text or "resource_exhausted" in f.codes):
         return None
-    if "perday" in f.text or "per_day" in f.text:
-        return R.BILLING, "daily quota exhausted (resets at midnight, not in seconds)"
+    if "limit: 0," in f.text or "perday" in f.text or "per_day" in f.text:
+        return R.BILLING, "daily or zero quota: waiting seconds will not pass it"
     if "perminute" in f.text or "per_minute" in f.text or "free_tier" in f.text:
         return R.RATE_LIMIT, "per-minute quota: the next minute may pass"
     return None

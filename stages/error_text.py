@@ -104,8 +104,11 @@ def read_error(failure: ModelFailed) -> ErrorText:
         _walk(wrapped, inner)
     own = _code_of(getattr(failure, "code", None))
     inner_text = _join(inner.texts)
+    status = _status_of(getattr(failure, "status", None))
+    if status is None:  # an error event inside a 200 stream carries its status as its code
+        status = next((int(c) for c in found.codes if c.isdigit() and 400 <= int(c) < 600), None)
     return ErrorText(
-        status=_status_of(getattr(failure, "status", None)),
+        status=status,
         codes=(own,) * bool(own) + tuple(found.codes),
         text=_join([_as_text(getattr(failure, "message", None)), *found.texts, inner_text]),
         inner_codes=tuple(inner.codes), inner_text=inner_text,
