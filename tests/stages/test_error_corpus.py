@@ -1,6 +1,6 @@
 """The classifier over a corpus of real provider error bodies, case by case.
 
-``tests/corpus/errors/<provider>.jsonl`` holds one case a line: the provider, API mode, HTTP
+``tests/corpus/errors/<provider>.json`` holds a list of cases, one a line: the provider, API mode, HTTP
 status, headers, body (JSON, or text when the server sent text), optionally the adapter's
 message and exception class and the session's size, the expected reason and action, and where
 the shape comes from (provider docs, SDK and server sources, bodies quoted in public issues).
@@ -32,12 +32,9 @@ ACTIONS = {"compress", "rotate", "retry", "fallback", "fail"}
 
 def load_cases() -> list[dict]:
     cases = []
-    for path in sorted(CORPUS.glob("*.jsonl")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                case = json.loads(line)
-                case["where"] = f"{path.name}:{number}"
-                cases.append(case)
+    for path in sorted(CORPUS.glob("*.json")):
+        for number, case in enumerate(json.loads(path.read_text(encoding="utf-8")), 1):
+            cases.append({**case, "where": f"{path.name} case {number}"})
     return cases
 
 
