@@ -9,6 +9,10 @@ so it lies in ``[d, 1.5 d]``. When the provider sent ``Retry-After`` (or the err
 a delay) that is used instead, capped at ``retry_after_cap`` so one header cannot park a turn
 for an hour. A credential rotation or a fallback switch is not a retry of the same request:
 the caller does not count it as an attempt.
+
+:func:`retry_after_of` picks that delay: the adapter's header, else one the error body names
+(Google's ``retryDelay``), else one its message names ("try again in 7m12s" is 432 s, read by
+:func:`duration_in_text`).
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ def _unit(jitter: float) -> float:
 
 # --- delays named in an error's text ----------------------------------------------------------
 
-_TRIGGER = re.compile(r"(?:try again in|retry after|retry in|retry-after:?|retrydelay:?)\s*")
+_TRIGGER = re.compile(r"(?:try again in|retry after|retry in|retry-after:?|retrydelay:?)\s*",
+                      re.IGNORECASE)
 _PART = re.compile(r"\s*(\d{1,7}(?:\.\d{1,9})?)\s*(milliseconds?|ms|hours?|hrs?|h|minutes?|mins?|m"
-                   r"|seconds?|secs?|s)?(?![a-z])")
+                   r"|seconds?|secs?|s)?(?![a-z])", re.IGNORECASE)
 _SCALE = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
@@ -69,6 +74,7 @@ def duration_in_text(text: str) -> float | None:
 def _unit_scale(unit: str | None) -> float:
     if not unit:
         return 1.0
+    unit = unit.lower()
     if unit.startswith(("ms", "milli")):
         return 0.001
     if unit.startswith("min") or unit == "m":
@@ -79,9 +85,9 @@ def _unit_scale(unit: str | None) -> float:
 def retry_after_of(given: object, text: str, hint: float | None = None) -> float | None:
     """The adapter's ``Retry-After``, else a delay the body names (``hint``), else one the
     message names ("try again in 7m12s"); a negative or non-finite value is no delay."""
-    if isinstance(given, (int, float)) and not isinstance(given, bool):
-        if math.isfinite(given) and given >= 0:
-            return float(given)
+    if (isinstance(given, (int, float)) and not isinstance(given, bool)
+            and math.isfinite(given) and given >= 0):
+        return float(given)
     if hint is not None and math.isfinite(hint) and hint >= 0:
         return hint
     found = _TRIGGER.search(text)

@@ -234,9 +234,8 @@ def _by_size(f: ErrorText, context_length: object, estimated: object, *,
         return None
     if estimated < limit:
         return None
-    return (R.CONTEXT_OVERFLOW, "heuristic",
-            f"bare error (HTTP {f.status}) on a request of ~{estimated} tokens, "
-            f"window {context_length}")
+    why = f"bare error (HTTP {f.status}) on ~{estimated} tokens, window {context_length}"
+    return R.CONTEXT_OVERFLOW, "heuristic", why
 
 
 def _bare(f: ErrorText) -> bool:

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from stages import error_text as pat
 from stages.classify import (
-    ACTIONS, STATUS_REASONS, ClassifiedError, FailureReason, classify_api_error,
+    ACTIONS,
+    STATUS_REASONS,
+    ClassifiedError,
+    FailureReason,
+    classify_api_error,
 )
 from stages.events import ModelFailed
 
@@ -283,6 +287,11 @@ def test_actions_table_matches_the_recovery_policy() -> None:
 def test_retry_after_comes_from_the_failure_or_the_message() -> None:
     assert classify(failed("slow down", status=429, retry_after=12.0)).retry_after == 12.0
     assert classify(failed("Please try again in 6m0s.", status=429)).retry_after == 360.0
+    assert classify(failed("Please try again in 7m12s.", status=429)).retry_after == 432.0
+    gemini = [{"error": {"code": 429, "message": "Quota exceeded. Please retry in 35.4s.",
+                         "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                      "retryDelay": "35s"}]}}]
+    assert classify(failed("429", status=429, body=gemini)).retry_after == 35.0
     assert classify(failed("Please try again in 20ms.", status=429)).retry_after == 0.02
     assert classify(failed("usage limit; try again in 2 hours", status=None,
                            error_type="Exception")).retry_after == 7200.0

@@ -91,8 +91,8 @@ _TREES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(_KEYS, inner, max_size=5), max_leaves=40)
 ODD_BODIES = [
     "", " ", "null", "0", "[]", "{}", '"error"', "[1, 2]", '{"error": null}', '{"error": []}',
-    '{"error": {"error": {"error": {"message": 5}}}}', "{not json", "<html><body><h1>502 Bad "
-    "Gateway</h1></body></html>", "\ud800\udfff lone surrogates \udc00", "x" * 300_000,
+    '{"error": {"error": {"error": {"message": 5}}}}', "{not json",
+    "<html><body><h1>502 Bad Gateway</h1></body></html>", "\ud800\udfff lone surrogates \udc00", "x" * 300_000,
     "[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000,
     json.dumps({"error": {"message": "m" * 250_000}}), '{"error": {"metadata": {"raw": "[[["}}}',
     json.dumps({"error": {"metadata": {"raw": json.dumps({"error": {"code": 429}})}}}),
