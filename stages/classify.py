@@ -199,7 +199,7 @@ def _not_found(f: ErrorText) -> Match:
         return R.MODEL_NOT_FOUND, "status", f"HTTP 404 with error code {code!r}"
     if phrase := has(f.text, ph.MODEL_NOT_FOUND):
         return R.MODEL_NOT_FOUND, "status", f"HTTP 404, message says {phrase!r}"
-    if "model" in f.text and not has(f.text, ph.WRONG_ENDPOINT[:3]):
+    if "model" in f.text and not has(f.text, ph.WRONG_ENDPOINT):
         return R.MODEL_NOT_FOUND, "status", "HTTP 404 naming a model"
     return R.ENDPOINT_ERROR, "status", "HTTP 404 naming no model: the URL or path is wrong"
 

@@ -71,10 +71,9 @@ ACCOUNT_BLOCKED: tuple[str, ...] = (
     "public access is disabled", "private endpoint", "organization has been disabled",
 )
 
-# A 404/405 that names no model: the URL, path or resource is wrong (a configuration error).
+# A 404 that names a path, not a model: the URL is wrong (a configuration error).
 WRONG_ENDPOINT: tuple[str, ...] = (
     "invalid url", "resource not found", "file not found", "404 page not found",
-    "not found", "method not allowed", "unknown path", "no route",
 )
 
 # A 5xx whose message says the request itself is malformed (llama.cpp answers these with 500):

@@ -1,4 +1,4 @@
-"""What a provider error says: its codes and text, and the tables ``stages.classify`` matches.
+"""What a provider error says: its codes and its text, normalised for ``stages.classify``.
 
 :func:`read_error` normalises a :class:`~stages.events.ModelFailed` of any shape: the adapter's
 fields may hold the wrong types (an integer ``code`` from llama.cpp, vLLM or OpenRouter), and the
@@ -11,10 +11,7 @@ An aggregator (OpenRouter) wraps the upstream provider's error in ``error.metada
 ``provider_name``, ``provider_error_code``); that part is read apart, as the *inner* error, so
 the classifier can tell an upstream limit from one on our own key.
 
-Phrases are matched as lower-case substrings of the text. They are verbatim fragments of real
-provider errors (the corpus in ``tests/corpus/errors/`` names their sources), kept narrow so one
-group does not swallow another; the order in which they are tried is decided in
-``stages.classify``.
+The phrase tables matched against the text are in ``stages.error_phrases``.
 """
 
 from __future__ import annotations
@@ -26,34 +23,9 @@ from collections import deque
 import attrs
 
 from stages.backoff import duration_in_text
-from stages.error_phrases import (
-    AUTH,
-    AUTH_PERMANENT,
-    BILLING,
-    CODES,
-    CONTENT_POLICY,
-    CONTEXT_OVERFLOW,
-    FORMAT_TYPES,
-    MODEL_NOT_FOUND,
-    OVERLOADED,
-    PAYLOAD_TOO_LARGE,
-    RATE_LIMIT,
-    REVOKED,
-    TIMEOUT,
-    TIMEOUT_TYPES,
-    TRANSPORT,
-    TRANSPORT_TYPES,
-    USAGE_LIMIT,
-    USAGE_LIMIT_TRANSIENT,
-)
 from stages.events import ModelFailed
 
-__all__ = [
-    "AUTH", "AUTH_PERMANENT", "BILLING", "CODES", "CONTENT_POLICY", "CONTEXT_OVERFLOW",
-    "FORMAT_TYPES", "MODEL_NOT_FOUND", "OVERLOADED", "PAYLOAD_TOO_LARGE", "RATE_LIMIT",
-    "REVOKED", "TIMEOUT", "TIMEOUT_TYPES", "TRANSPORT", "TRANSPORT_TYPES", "USAGE_LIMIT",
-    "USAGE_LIMIT_TRANSIENT", "ErrorText", "output_limit_of", "read_error",
-]
+__all__ = ["ErrorText", "output_limit_of", "read_error"]
 
 _MAX_TEXT = 20_000
 _MAX_BODY = 200_000

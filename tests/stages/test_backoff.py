@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.backoff import (
-    BASE_DELAY, MAX_DELAY, RETRY_AFTER_CAP, backoff_delay, duration_in_text, retry_after_of,
+    BASE_DELAY,
+    MAX_DELAY,
+    RETRY_AFTER_CAP,
+    backoff_delay,
+    duration_in_text,
+    retry_after_of,
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import error_text as pat
+from stages import error_phrases as pat
 from stages.classify import (
     ACTIONS,
     STATUS_REASONS,
