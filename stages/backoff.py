@@ -9,11 +9,16 @@ so it lies in ``[d, 1.5 d]``. When the provider sent ``Retry-After`` (or the err
 a delay) that is used instead, capped at ``retry_after_cap`` so one header cannot park a turn
 for an hour. A credential rotation or a fallback switch is not a retry of the same request:
 the caller does not count it as an attempt.
+
+:func:`retry_after_of` picks that delay: the adapter's header, else one the error body names
+(Google's ``retryDelay``), else one its message names ("try again in 7m12s" is 432 s, read by
+:func:`duration_in_text`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 BASE_DELAY = 2.0
 MAX_DELAY = 60.0
@@ -40,3 +45,52 @@ def _unit(jitter: float) -> float:
     if not math.isfinite(jitter) or jitter <= 0:
         return 0.0
     return min(jitter, 1.0)
+
+
+# --- delays named in an error's text ----------------------------------------------------------
+
+_TRIGGER = re.compile(r"(?:try again in|retry after|retry in|retry-after:?|retrydelay:?)\s*",
+                      re.IGNORECASE)
+_PART = re.compile(r"\s*(\d{1,7}(?:\.\d{1,9})?)\s*(milliseconds?|ms|hours?|hrs?|h|minutes?|mins?|m"
+                   r"|seconds?|secs?|s)?(?![a-z])", re.IGNORECASE)
+_SCALE = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def duration_in_text(text: str) -> float | None:
+    """Seconds in a duration such as ``"20s"``, ``"1.5s"``, ``"7m12s"`` (432), ``"20ms"``,
+    ``"2 hours"`` or ``"6 seconds"``; a bare number counts as seconds. None when there is none."""
+    total, position, parts = 0.0, 0, 0
+    while (found := _PART.match(text, position)) is not None:
+        unit = found.group(2)
+        if unit is None and parts:  # "7m 12" is not a duration this reads
+            break
+        total += float(found.group(1)) * _unit_scale(unit)
+        position, parts = found.end(), parts + 1
+        if unit is None:
+            break
+    return total if parts else None
+
+
+def _unit_scale(unit: str | None) -> float:
+    if not unit:
+        return 1.0
+    unit = unit.lower()
+    if unit.startswith(("ms", "milli")):
+        return 0.001
+    if unit.startswith("min") or unit == "m":
+        return 60.0
+    return _SCALE.get(unit[0], 1.0)
+
+
+def retry_after_of(given: object, text: str, hint: float | None = None) -> float | None:
+    """The adapter's ``Retry-After``, else a delay the body names (``hint``), else one the
+    message names ("try again in 7m12s"); a negative or non-finite value is no delay."""
+    if (isinstance(given, (int, float)) and not isinstance(given, bool)
+            and math.isfinite(given) and given >= 0):
+        return float(given)
+    if hint is not None and math.isfinite(hint) and hint >= 0:
+        return hint
+    found = _TRIGGER.search(text)
+    if found is None:
+        return None
+    return duration_in_text(text[found.end():found.end() + 40])

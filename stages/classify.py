@@ -1,82 +1,52 @@
 """Error classification: map a failed model call onto one reason and the recovery actions.
 
 ``classify_api_error`` reads a :class:`~stages.events.ModelFailed` (plain data recorded by the
-provider adapter) and runs a priority pipeline; the first rule that matches decides:
+provider adapter; any field may hold an unexpected type, the body any shape) and runs a
+priority pipeline; the first rule that matches decides:
 
-1. provider-specific patterns: verbatim safety-filter phrases, Anthropic's ``overloaded_error``,
-   "credit balance is too low", "prompt is too long", the long-context tier 429 and thinking
-   signature 400, and errors an aggregator (OpenRouter) wraps in ``error.metadata.raw``;
-2. the HTTP status (400 and unlisted statuses look further);
-3. error codes from the body (``error.code``/``error.type``/``error.status``);
-4. message patterns (context-window, billing, rate-limit, overload, auth phrases, ...);
-5. transport heuristics from ``error_type`` (the adapter's exception class) and
+1. provider wordings that decide whatever the status (``stages.error_rules``): safety
+   filters, Anthropic's overloaded/credit/overflow/long-context/thinking errors, output caps,
+   oversized images, unreadable encrypted reasoning, a refused long-context beta, an account
+   refused for its region, network or a disabled API, a per-minute request too large, Gemini's
+   free-tier quotas, LiteLLM's budget and cooldown;
+2. an error an aggregator (OpenRouter) wraps from its upstream provider: a rate limit there is
+   not one on our key, so it is retried or falls back but does not rotate the key;
+3. the HTTP status (400 and unlisted statuses look further; 402, 403, 404, 429 and 5xx refine
+   with the body);
+4. error codes from the body (``error.code``/``type``/``status``, Google's ``reason``);
+5. message patterns (context-window, billing, rate-limit, overload, auth phrases, ...);
+6. transport heuristics from ``error_type`` (the adapter's exception class) and
    disconnect phrases;
-6. the context-overflow heuristic: a 400 with no specific match on a request estimated above
-   90% of the window;
-7. the status class (other 4xx: format_error, other 5xx: server_error), then ``unknown``.
+7. the size heuristic: a bare error (nothing specific said) on a request estimated near or over
+   the window is an overflow (a 400 or a disconnect above 90% of it, a 500 at or above it);
+8. the status class (other 4xx: format_error, retried only when the body says to try again;
+   other 5xx: server_error), then ``unknown``.
 
 The patterns are not gated on ``provider``/``api_mode``: aggregators and compatible endpoints
 relay Anthropic's and OpenAI's errors verbatim, and the phrases are specific enough. Both names
 go into ``detail``, which the event log keeps. The actions of each reason are fixed by
-:data:`ACTIONS`. A failure with ``partial=True`` (part
-of a streamed answer already reached the user) is never re-issued: no retry, rotation or
-fallback, and ``abort`` is set; the runner decides what to keep of the streamed text.
+:data:`ACTIONS`. A failure with ``partial=True`` (part of a streamed answer already reached
+the user) is never re-issued: no retry, rotation or fallback, and ``abort`` is set; the runner
+decides what to keep of the streamed text.
 """
 
 from __future__ import annotations
 
-import enum
 import types
 
 import attrs
 
-from stages.error_text import (
-    AUTH,
-    AUTH_PERMANENT,
-    BILLING,
-    CODES,
-    CONTENT_POLICY,
-    CONTEXT_OVERFLOW,
-    FORMAT_TYPES,
-    MODEL_NOT_FOUND,
-    OVERLOADED,
-    PAYLOAD_TOO_LARGE,
-    RATE_LIMIT,
-    REVOKED,
-    TIMEOUT,
-    TIMEOUT_TYPES,
-    TRANSPORT,
-    TRANSPORT_TYPES,
-    USAGE_LIMIT,
-    USAGE_LIMIT_TRANSIENT,
-    ErrorText,
-    read_error,
-    retry_after_of,
-)
+from stages import error_phrases as ph
+from stages.backoff import retry_after_of
+from stages.error_reasons import FailureReason, Match, has, matched_code, matched_message
+from stages.error_rules import by_provider, by_upstream
+from stages.error_text import ErrorText, output_limit_of, read_error
 from stages.events import ModelFailed
 
+__all__ = ["ACTIONS", "STATUS_REASONS", "Actions", "ClassifiedError", "FailureReason",
+           "classify_api_error"]
+
 OVERFLOW_HEURISTIC_RATIO = 0.9
-
-
-class FailureReason(enum.StrEnum):
-    """Why a model call failed: a closed set, each with fixed recovery actions."""
-
-    AUTH = "auth"
-    AUTH_PERMANENT = "auth_permanent"
-    BILLING = "billing"
-    RATE_LIMIT = "rate_limit"
-    OVERLOADED = "overloaded"
-    SERVER_ERROR = "server_error"
-    TIMEOUT = "timeout"
-    TRANSPORT = "transport"
-    CONTEXT_OVERFLOW = "context_overflow"
-    PAYLOAD_TOO_LARGE = "payload_too_large"
-    MODEL_NOT_FOUND = "model_not_found"
-    CONTENT_POLICY_BLOCKED = "content_policy_blocked"
-    FORMAT_ERROR = "format_error"
-    THINKING_SIGNATURE = "thinking_signature"
-    LONG_CONTEXT_TIER = "long_context_tier"
-    UNKNOWN = "unknown"
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +77,8 @@ ACTIONS: types.MappingProxyType[FailureReason, Actions] = types.MappingProxyType
     R.AUTH_PERMANENT: Actions(rotate_credential=True, fallback=True),
     R.BILLING: Actions(rotate_credential=True, fallback=True),
     R.RATE_LIMIT: Actions(retryable=True, rotate_credential=True, fallback=True),
+    # The upstream provider's shared limit: our key is not the matter.
+    R.UPSTREAM_RATE_LIMIT: _TRANSIENT,
     R.OVERLOADED: _TRANSIENT,
     R.SERVER_ERROR: _TRANSIENT,
     R.TIMEOUT: _TRANSIENT,
@@ -114,27 +86,41 @@ ACTIONS: types.MappingProxyType[FailureReason, Actions] = types.MappingProxyType
     R.CONTEXT_OVERFLOW: Actions(compress=True),
     R.PAYLOAD_TOO_LARGE: Actions(compress=True),
     R.LONG_CONTEXT_TIER: Actions(compress=True),
+    # The runner drops the long-context beta (the window becomes 200k) and compresses.
+    R.LONG_CONTEXT_BETA_FORBIDDEN: Actions(compress=True),
+    # Resent as is it fails again: the runner lowers max_tokens (``output_limit``) or falls back.
+    R.OUTPUT_CAP: Actions(fallback=True),
+    R.IMAGE_TOO_LARGE: Actions(fallback=True),
     R.MODEL_NOT_FOUND: Actions(fallback=True),
+    # The URL or deployment is wrong: a configuration error another provider may not have.
+    R.ENDPOINT_ERROR: Actions(fallback=True),
+    # Region, network or a disabled API: binds every key of the account.
+    R.ACCOUNT_BLOCKED: Actions(fallback=True),
     R.CONTENT_POLICY_BLOCKED: Actions(fallback=True, abort=True),
-    R.FORMAT_ERROR: _TRANSIENT,
+    R.FORMAT_ERROR: Actions(fallback=True),
     # The runner strips reasoning signatures from the request, then retries once.
     R.THINKING_SIGNATURE: Actions(retryable=True),
+    # The runner stops replaying encrypted reasoning items, then retries once.
+    R.INVALID_ENCRYPTED_CONTENT: Actions(retryable=True),
     R.UNKNOWN: _TRANSIENT,
 })
 
 _NOT_REISSUED = Actions(abort=True)
 
 STATUS_REASONS: types.MappingProxyType[int, FailureReason] = types.MappingProxyType({
-    401: R.AUTH, 402: R.BILLING, 403: R.AUTH_PERMANENT, 404: R.MODEL_NOT_FOUND, 408: R.TIMEOUT,
-    413: R.PAYLOAD_TOO_LARGE, 429: R.RATE_LIMIT, 500: R.SERVER_ERROR, 502: R.SERVER_ERROR,
-    503: R.OVERLOADED, 504: R.TIMEOUT, 529: R.OVERLOADED,
+    401: R.AUTH, 402: R.BILLING, 403: R.AUTH_PERMANENT, 404: R.MODEL_NOT_FOUND,
+    405: R.ENDPOINT_ERROR, 408: R.TIMEOUT, 413: R.PAYLOAD_TOO_LARGE, 429: R.RATE_LIMIT,
+    500: R.SERVER_ERROR, 501: R.ENDPOINT_ERROR, 502: R.SERVER_ERROR, 503: R.OVERLOADED,
+    504: R.TIMEOUT,
+    529: R.OVERLOADED,
 })
-"""The statuses that decide on their own (402, 403 and 429 refine with the body text)."""
+"""The statuses that decide on their own (402, 403, 404, 429 and 5xx refine with the body)."""
 
 
 @attrs.frozen(kw_only=True)
 class ClassifiedError:
-    """One failure, classified. ``matched_by`` names the pipeline step that decided."""
+    """One failure, classified. ``matched_by`` names the pipeline step that decided;
+    ``output_limit`` is the largest ``max_tokens`` the error says would have fitted."""
 
     reason: FailureReason
     retryable: bool
@@ -145,9 +131,7 @@ class ClassifiedError:
     retry_after: float | None = None
     detail: str = ""
     matched_by: str = "default"
-
-
-_Match = tuple[FailureReason, str, str]  # reason, step, why
+    output_limit: int | None = None
 
 
 def classify_api_error(failure: ModelFailed, *, provider: str, api_mode: str,
@@ -156,131 +140,116 @@ def classify_api_error(failure: ModelFailed, *, provider: str, api_mode: str,
     """Classify ``failure``; total: every input maps to exactly one reason, nothing raises."""
     facts = read_error(failure)
     reason, step, why = (
-        _by_provider(facts) or _by_status(facts) or _by_codes(facts.codes)
-        or _by_message(facts.text) or _by_transport(facts)
-        or _by_overflow(facts, context_length, estimated_tokens) or _by_status_class(facts)
-        or (R.UNKNOWN, "default", "no rule matched"))
+        by_provider(facts) or by_upstream(facts)
+        or _by_size(facts, context_length, estimated_tokens, first=True)
+        or _by_status(facts) or matched_code(facts.codes) or matched_message(facts.text)
+        or _by_transport(facts) or _by_size(facts, context_length, estimated_tokens)
+        or _by_status_class(facts) or (R.UNKNOWN, "default", "no rule matched"))
     actions = ACTIONS[reason]
-    detail = f"{provider or '?'}/{api_mode or '?'}: {why}"
-    if failure.partial:
+    detail = f"{_name(provider)}/{_name(api_mode)}: {why}"
+    if getattr(failure, "partial", False) is True:
         actions = _NOT_REISSUED
         detail += "; part of the answer already reached the user, so it is not re-issued"
-    return ClassifiedError(reason=reason, detail=detail, matched_by=step,
-                           retry_after=retry_after_of(failure.retry_after, facts.text),
-                           **attrs.asdict(actions))
+    return ClassifiedError(
+        reason=reason, detail=detail, matched_by=step, output_limit=output_limit_of(facts.text),
+        retry_after=retry_after_of(getattr(failure, "retry_after", None), facts.text,
+                                   facts.retry_hint),
+        **attrs.asdict(actions))
 
 
-def _has(text: str, phrases: tuple[str, ...]) -> str | None:
-    return next((p for p in phrases if p in text), None)
+def _name(value: object) -> str:
+    return value[:100] if isinstance(value, str) and value else "?"
 
 
-# --- the pipeline -----------------------------------------------------------------------------
+# --- the generic steps of the pipeline --------------------------------------------------------
 
-def _by_provider(f: ErrorText) -> _Match | None:
-    if phrase := _has(f.text, CONTENT_POLICY):
-        return R.CONTENT_POLICY_BLOCKED, "provider", f"safety filter: {phrase!r}"
-    if "overloaded_error" in f.codes or "overloaded_error" in f.inner_codes:
-        return R.OVERLOADED, "provider", "anthropic overloaded_error"
-    if "credit balance is too low" in f.text:
-        return R.BILLING, "provider", "anthropic: credit balance is too low"
-    if "prompt is too long" in f.text:
-        return R.CONTEXT_OVERFLOW, "provider", "anthropic: prompt is too long"
-    if f.status == 429 and "extra usage" in f.text and "long context" in f.text:
-        return R.LONG_CONTEXT_TIER, "provider", "anthropic long-context tier requires extra usage"
-    if f.status == 400 and "thinking" in f.text and _has(
-            f.text, ("signature", "cannot be modified", "must remain as they were")):
-        return R.THINKING_SIGNATURE, "provider", "anthropic thinking block rejected"
-    if f.inner_codes or f.inner_text:
-        inner = _by_codes(f.inner_codes) or _by_message(f.inner_text)
-        if inner is not None:
-            return inner[0], "provider", f"wrapped upstream error: {inner[2]}"
-    return None
-
-
-def _by_status(f: ErrorText) -> _Match | None:
+def _by_status(f: ErrorText) -> Match | None:
     reason = STATUS_REASONS.get(f.status) if f.status is not None else None
     if reason is None:
         return None
     why = f"HTTP {f.status}"
-    if f.status == 403 and (_has(f.text, BILLING) or "quota" in f.text):
+    if f.status == 403 and (has(f.text, ph.BILLING) or "quota" in f.text):
         return R.BILLING, "status", why + " with a billing/quota message"
-    if f.status == 402 and _has(f.text, USAGE_LIMIT) and _has(f.text, USAGE_LIMIT_TRANSIENT):
+    if f.status == 402 and has(f.text, ph.USAGE_LIMIT) and has(f.text, ph.USAGE_LIMIT_TRANSIENT):
         return R.RATE_LIMIT, "status", why + " with a transient usage-limit message"
     if f.status == 429:
-        if "insufficient_quota" in f.codes or _has(f.text, BILLING):
-            return R.BILLING, "status", why + " with insufficient_quota or a billing message"
-        if _has(f.text, OVERLOADED):
+        if any(ph.CODES.get(c) == "billing" for c in f.codes) or has(f.text, ph.BILLING):
+            return R.BILLING, "status", why + " with a billing code or message"
+        if has(f.text, ph.OVERLOADED):
             return R.OVERLOADED, "status", why + " with an overload message"
-    if f.status == 401 and _has(f.text, REVOKED):
+    if f.status == 401 and has(f.text, ph.REVOKED):
         return R.AUTH_PERMANENT, "status", why + " with a revoked credential"
+    if f.status == 404:
+        return _not_found(f)
+    if f.status >= 500 and (phrase := has(f.text, ph.CONTEXT_OVERFLOW)):
+        return R.CONTEXT_OVERFLOW, "status", f"{why} whose message says {phrase!r}"
+    if f.status >= 500 and (phrase := has(f.text, ph.REQUEST_INVALID)):
+        return R.FORMAT_ERROR, "status", f"{why} refusing the request itself: {phrase!r}"
     return reason, "status", why
 
 
-def _by_codes(codes: tuple[str, ...]) -> _Match | None:
-    for code in codes:
-        reason = CODES.get(code)
-        if reason is not None:
-            return R(reason), "code", f"error code {code!r}"
-    return None
+# Codes that name a missing model (a bare "not_found" names no model).
+_MODEL_CODES = frozenset(code for code, reason in ph.CODES.items()
+                         if reason == "model_not_found") - {"not_found_error", "not_found"}
 
 
-_MESSAGE_GROUPS: tuple[tuple[tuple[str, ...], FailureReason], ...] = (
-    (PAYLOAD_TOO_LARGE, R.PAYLOAD_TOO_LARGE),
-    (CONTEXT_OVERFLOW, R.CONTEXT_OVERFLOW),
-    (BILLING, R.BILLING),
-)
-_LATER_GROUPS: tuple[tuple[tuple[str, ...], FailureReason], ...] = (
-    (OVERLOADED, R.OVERLOADED),
-    (RATE_LIMIT, R.RATE_LIMIT),
-    (AUTH_PERMANENT, R.AUTH_PERMANENT),
-    (AUTH, R.AUTH),
-    (MODEL_NOT_FOUND, R.MODEL_NOT_FOUND),
-    (TIMEOUT, R.TIMEOUT),
-)
+def _not_found(f: ErrorText) -> Match:
+    """A 404 is a missing model only when it names one; else the URL or path is wrong."""
+    if code := next((c for c in f.codes if c in _MODEL_CODES), None):
+        return R.MODEL_NOT_FOUND, "status", f"HTTP 404 with error code {code!r}"
+    if phrase := has(f.text, ph.MODEL_NOT_FOUND):
+        return R.MODEL_NOT_FOUND, "status", f"HTTP 404, message says {phrase!r}"
+    if "model" in f.text and not has(f.text, ph.WRONG_ENDPOINT):
+        return R.MODEL_NOT_FOUND, "status", "HTTP 404 naming a model"
+    return R.ENDPOINT_ERROR, "status", "HTTP 404 naming no model: the URL or path is wrong"
 
 
-def _by_message(text: str) -> _Match | None:
-    if not text:
-        return None
-    for phrases, reason in _MESSAGE_GROUPS:
-        if phrase := _has(text, phrases):
-            return reason, "message", f"message says {phrase!r}"
-    if phrase := _has(text, USAGE_LIMIT):
-        transient = _has(text, USAGE_LIMIT_TRANSIENT)
-        return ((R.RATE_LIMIT if transient else R.BILLING), "message",
-                f"message says {phrase!r}" + (f" and {transient!r}" if transient else ""))
-    for phrases, reason in _LATER_GROUPS:
-        if phrase := _has(text, phrases):
-            return reason, "message", f"message says {phrase!r}"
-    if "does not exist" in text and "model" in text:
-        return R.MODEL_NOT_FOUND, "message", "message says the model does not exist"
-    return None
-
-
-def _by_transport(f: ErrorText) -> _Match | None:
-    if f.error_type in TIMEOUT_TYPES:
+def _by_transport(f: ErrorText) -> Match | None:
+    if f.error_type in ph.TIMEOUT_TYPES:
         return R.TIMEOUT, "transport", f"error type {f.error_type}"
-    if f.error_type in TRANSPORT_TYPES:
+    if f.error_type in ph.TRANSPORT_TYPES:
         return R.TRANSPORT, "transport", f"error type {f.error_type}"
-    if f.error_type in FORMAT_TYPES:
-        return R.FORMAT_ERROR, "transport", f"error type {f.error_type}"
-    if f.status is None and (phrase := _has(f.text, TRANSPORT)):
+    if f.error_type in ph.FORMAT_TYPES:
+        return R.SERVER_ERROR, "transport", f"unusable reply (error type {f.error_type})"
+    if f.status is None and (phrase := has(f.text, ph.TRANSPORT)):
         return R.TRANSPORT, "transport", f"message says {phrase!r}"
     return None
 
 
-def _by_overflow(f: ErrorText, context_length: int | None, estimated: int) -> _Match | None:
-    if f.status != 400 or not context_length or context_length <= 0:
+def _by_size(f: ErrorText, context_length: object, estimated: object, *,
+             first: bool = False) -> Match | None:
+    """A bare error on a request near or over the window is an overflow. ``first``: the
+    500 and disconnect cases, tried before the status decides."""
+    if not isinstance(context_length, int) or context_length <= 0:
         return None
-    if estimated > OVERFLOW_HEURISTIC_RATIO * context_length:
-        return (R.CONTEXT_OVERFLOW, "heuristic",
-                f"HTTP 400 on a request of ~{estimated} tokens, window {context_length}")
-    return None
+    if not isinstance(estimated, (int, float)) or isinstance(estimated, bool):
+        return None
+    if f.status == 400 and not first:
+        limit = OVERFLOW_HEURISTIC_RATIO * context_length
+    elif first and f.status == 500 and _bare(f):
+        limit = float(context_length)
+    elif first and f.status is None and has(f.text, ph.TRANSPORT) and _bare(f):
+        limit = OVERFLOW_HEURISTIC_RATIO * context_length
+    else:
+        return None
+    if estimated < limit:
+        return None
+    why = f"bare error (HTTP {f.status}) on ~{estimated} tokens, window {context_length}"
+    return R.CONTEXT_OVERFLOW, "heuristic", why
 
 
-def _by_status_class(f: ErrorText) -> _Match | None:
+def _bare(f: ErrorText) -> bool:
+    """Nothing specific said: no code or message that names a cause other than a server or
+    transport fault."""
+    said = matched_code(f.codes) or matched_message(f.text)
+    return said is None or said[0] in (R.SERVER_ERROR, R.TIMEOUT, R.OVERLOADED)
+
+
+def _by_status_class(f: ErrorText) -> Match | None:
     if f.status is not None and 400 <= f.status < 500:
-        return R.FORMAT_ERROR, "status_class", f"HTTP {f.status}"
+        if phrase := has(f.text, ph.RETRY_ADVICE):
+            return R.UNKNOWN, "status_class", f"HTTP {f.status} whose message says {phrase!r}"
+        return R.FORMAT_ERROR, "status_class", f"HTTP {f.status}: the request was refused as is"
     if f.status is not None and 500 <= f.status < 600:
         return R.SERVER_ERROR, "status_class", f"HTTP {f.status}"
     return None

@@ -782,7 +782,7 @@ def test_malformed_json_is_retried_then_fails(server, home):
     sid = result["session_id"]
     assert result["failed"] and "not JSON" in result["error"]
     assert len(server.requests) == retries + 1
-    assert recoveries(home, sid) == [("format_error", "retry")] * retries
+    assert recoveries(home, sid) == [("server_error", "retry")] * retries
     assert_replays(home, sid)
 
 

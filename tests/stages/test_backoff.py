@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.backoff import BASE_DELAY, MAX_DELAY, RETRY_AFTER_CAP, backoff_delay
+from stages.backoff import (
+    BASE_DELAY,
+    MAX_DELAY,
+    RETRY_AFTER_CAP,
+    backoff_delay,
+    duration_in_text,
+    retry_after_of,
+)
 
 
 @pytest.mark.parametrize(("attempt", "expected"), [(1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0),
@@ -71,3 +78,38 @@ def test_retry_after_respected(attempt, jitter, retry_after) -> None:
     delay = backoff_delay(attempt, jitter=jitter, retry_after=retry_after)
     assert delay == min(retry_after, RETRY_AFTER_CAP)
     assert math.isfinite(delay)
+
+
+# --- delays named in an error's text (issue 8: "7m12s" was read as 420 s) ---------------------
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("7m12s", 432.0), ("20s", 20.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0),
+    ("6 seconds. Please go here", 6.0), ("2 hours", 7200.0), ("5 minutes 30 seconds", 330.0),
+    ("35.43s.", 35.43), ("60", 60.0), ("7m 12", 420.0), ("soon", None), ("", None),
+])
+def test_duration_in_text(text, seconds) -> None:
+    assert duration_in_text(text) == seconds
+
+
+@pytest.mark.parametrize(("given_", "text", "hint", "seconds"), [
+    (None, "Please try again in 7m12s. Visit https://platform.openai.com", None, 432.0),
+    (None, "Please retry after 6 seconds. Please go here: https://aka.ms/oai", None, 6.0),
+    (None, "Please retry in 35.43s.", None, 35.43),
+    (None, "No deployments available, Try again in 60 seconds. Passed model=x", None, 60.0),
+    (12.0, "try again in 7m12s", 3.0, 12.0),
+    (None, "try again in 7m12s", 35.0, 35.0),
+    (float("nan"), "no delay here", None, None),
+    (-1.0, "try again in 2s", None, 2.0),
+    ("12", "try again in 2s", None, 2.0),
+])
+def test_retry_after_of(given_, text, hint, seconds) -> None:
+    assert retry_after_of(given_, text, hint) == seconds
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=60))
+def test_any_text_reads_to_no_delay_or_a_finite_one(text) -> None:
+    seconds = duration_in_text(text)
+    assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
+    after = retry_after_of(None, "try again in " + text)
+    assert after is None or (math.isfinite(after) and after >= 0)
