@@ -46,7 +46,8 @@ class EffectError(MibyanError):
 
 
 class ProviderError(EffectError):
-    """A model provider call failed. Attributes are plain data, never SDK objects."""
+    """A model provider call failed. Attributes are plain data, never SDK objects; ``code`` is
+    always text (providers that send an integer code have it as ``"500"``)."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class ProviderError(EffectError):
         provider: str | None = None,
         rate_limits: tuple[tuple[str, str], ...] = (),
         partial: bool = False,
+        endpoint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -68,6 +70,7 @@ class ProviderError(EffectError):
         self.provider = provider
         self.rate_limits = rate_limits
         self.partial = partial
+        self.endpoint = endpoint  # the base URL actually used, without credentials or query
 
 
 class ProviderHTTPError(ProviderError):

@@ -514,15 +514,6 @@ def test_cancel_mid_response_ends_complete_promptly_with_an_error(adapter, strea
     assert reply.message.content == "next"
 
 
-_CANCEL_BEFORE_HEAD = (
-    "every adapter registers its abort with the CancelToken only after client.post() returned "
-    "the response head (effects/abort.py abort_on_cancel), so a cancel while the server has not "
-    "answered yet is ignored: complete() waits for the head and then returns the reply as if "
-    "nothing was cancelled")
-KNOWN_INCONSISTENCIES["test_cancel_before_the_response_head_ends_complete_promptly"] = {
-    name: _CANCEL_BEFORE_HEAD for name in COMBOS}
-
-
 def test_cancel_before_the_response_head_ends_complete_promptly(adapter):
     adapter.queue(adapter.script.hang(3))  # cut short when the fixture closes the server
     token, outcome = CancelToken(), []
