@@ -2,8 +2,9 @@
 
 :func:`to_anthropic` turns a canonical :class:`ModelRequest` into the ``messages.create``
 keyword arguments, and :func:`request_body` into the same as JSON bytes, from each message's
-blocks converted once and cached as JSON text (as the OpenAI adapters do): ``system`` text blocks, ``tool_use`` blocks, each run of tool results as
-``tool_result`` blocks in ONE user turn (with any user text that follows), orphan results
+blocks converted once and cached as JSON text (as the OpenAI adapters do): ``system`` text
+blocks, ``tool_use`` blocks (``{}`` for arguments that are not a JSON object), each run of tool
+results as ``tool_result`` blocks in ONE user turn (with any user text that follows), orphan results
 dropped, a stub error result for each unanswered ``tool_use``, same-role messages merged, and
 ``cache_control`` on the last block each marked canonical message became.
 
@@ -70,7 +71,7 @@ def _merged(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]
         if out and out[-1][0] == role:
             out[-1] = (role, out[-1][1] + blocks)
         else:
-            out.append((role, list(blocks)))
+            out.append((role, blocks))  # block lists are never changed in place
     return out
 
 
@@ -80,6 +81,9 @@ def _paired(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]
     out: list[tuple[str, list[dict]]] = []
     for k, (role, blocks) in enumerate(turns):
         if role == "assistant":
+            if all(b["type"] != "tool_use" for b in blocks):  # the common case, at once
+                out.append((role, blocks))
+                continue
             seen: set[str] = set()  # tool_use ids must be unique within a message
             blocks = [b for b in blocks if b["type"] != "tool_use"
                       or not (b["id"] in seen or seen.add(b["id"]))]
@@ -90,6 +94,9 @@ def _paired(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]
             continue
         previous = out[-1][1] if out and out[-1][0] == "assistant" else []
         wanted = [b["id"] for b in previous if b["type"] == "tool_use"]
+        if not wanted and all(b["type"] != "tool_result" for b in blocks):
+            out.append((role, blocks))
+            continue
         results: dict[str, dict] = {}
         for b in blocks:
             if b["type"] == "tool_result" and b["tool_use_id"] in wanted:

@@ -177,12 +177,29 @@ def _guarded_types() -> tuple[type, type, type]:
     return GuardedBackend, HeldBody, httpx2.Client
 
 
-def _new_client(timeout: float) -> Any:
+@functools.cache
+def _tls_context() -> Any:
+    """One verifying TLS context for the process (loading the CA bundle takes 0.1-0.5 s)."""
+    import httpx2
+    return httpx2.create_ssl_context()
+
+
+def _verify(url: str) -> Any:
+    """Plain HTTP with no proxy configured never does TLS: skip loading the CA bundle."""
+    import ssl
+    import urllib.request
+    if urlsplit(url).scheme == "http" and not urllib.request.getproxies():
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return _tls_context()
+
+
+def _new_client(url: str, timeout: float) -> Any:
     """An httpx2 client (environment proxies honoured, as the SDKs do) whose every pool
     connects through the guarded backend."""
     import httpx2
     backend_type, _, client_type = _guarded_types()
     client = client_type(timeout=httpx2.Timeout(timeout), follow_redirects=False,
+                         verify=_verify(url),
                          limits=httpx2.Limits(max_connections=100,
                                               max_keepalive_connections=20))
     for transport in (client._transport, *client._mounts.values()):
@@ -265,7 +282,7 @@ class HttpShell:
     def _http(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _new_client(self.timeout)
+                self._client = _new_client(self.url, self.timeout)
             return self._client
 
     def call(self, body: bytes, key: str, read: Callable[[Exchange], T], *,

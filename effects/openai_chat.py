@@ -136,8 +136,9 @@ class _StreamAssembly:
             if isinstance(thought, str):
                 self.reasoning.append(thought)
             for part in delta.get("tool_calls") or ():
-                call = self.calls.setdefault(part.get("index", len(self.calls)),
-                                             {"id": None, "function": {"name": "", "arguments": ""}})
+                call = self.calls.setdefault(
+                    part.get("index", len(self.calls)),
+                    {"id": None, "function": {"name": "", "arguments": ""}})
                 call["id"] = part.get("id") or call["id"]
                 function = part.get("function") or {}
                 call["function"]["name"] = _joined_name(call["function"]["name"],

@@ -27,21 +27,32 @@ V = TypeVar("V")
 
 class WireCache(Generic[K, V]):
     """``build(key)`` computed once per (immutable, weakly referenced) key, e.g. per message:
-    a request body is then a join of ready strings, so a long history costs little per call."""
+    a request body is then a join of ready strings, so a long history costs little per call.
+
+    Keys are held by identity, not equality: a lookup then costs no hashing of the message
+    (history is shared structurally, so the same objects come back call after call)."""
 
     def __init__(self, build: Callable[[K], V]) -> None:
         self._build = build
         self._lock = threading.Lock()
-        self._texts: weakref.WeakKeyDictionary[K, V] = weakref.WeakKeyDictionary()
+        self._entries: dict[int, tuple[weakref.ref, V]] = {}
 
     def __call__(self, key: K) -> V:
+        entry = self._entries.get(id(key))
+        if entry is not None and entry[0]() is key:
+            return entry[1]
+        value = self._build(key)
         with self._lock:
-            text = self._texts.get(key)
-        if text is None:
-            text = self._build(key)
+            self._entries[id(key)] = (weakref.ref(key, self._forget(id(key))), value)
+        return value
+
+    def _forget(self, ident: int) -> Callable[[weakref.ref], None]:
+        def forget(ref: weakref.ref) -> None:
             with self._lock:
-                self._texts[key] = text
-        return text
+                entry = self._entries.get(ident)
+                if entry is not None and entry[0] is ref:
+                    del self._entries[ident]
+        return forget
 
 
 def arguments_object(text: str) -> dict:
