@@ -319,7 +319,7 @@ class HttpShell:
         response = client.send(request, stream=True)
         response.stream = _guarded_types()[1](response.stream, call)
         try:
-            if response.status_code >= 400:
+            if response.status_code >= 300:  # redirects are not followed: keys stay home
                 text = response.read().decode("utf-8", "replace")
                 raise self.http_error(response.status_code, text, response.headers)
             return read(Exchange(response))
@@ -333,6 +333,9 @@ class HttpShell:
         code = self._code_of(detail)
         said = detail.message or " ".join(body.split())[:200] or "(empty body)"
         headers = headers if headers is not None else {}
+        if 300 <= status < 400:
+            said = (f"redirected to {endpoint_label(headers.get('location') or '?')}; "
+                    "set the base URL to the final address")
         return ProviderHTTPError(
             f"{where} {status} from {self.who}: {code or 'error'}: {said}",
             status=status, body=body[:4000], code=code, provider=self.provider,

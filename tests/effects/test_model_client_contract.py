@@ -634,6 +634,16 @@ def test_an_error_body_of_any_shape_is_plain_data_naming_the_endpoint(adapter, s
     assert f"127.0.0.1:{adapter.server.port}" in str(error) and error.endpoint in str(error)
 
 
+@STREAM
+def test_a_redirect_is_an_http_error_naming_where_it_points(adapter, stream):
+    """Redirects are not followed (a key header would go along to another host)."""
+    adapter.queue(adapter.script.raw(308, "", "text/plain",
+                                     headers={"Location": "https://elsewhere.example/v1?k=1"}))
+    error, _ = failure(adapter, stream, ProviderHTTPError)
+    assert error.status == 308 and "https://elsewhere.example/v1;" in str(error)
+    assert_plain_error(error)
+
+
 def test_an_integer_code_reaches_the_project_as_text(adapter):
     body = '{"error": {"code": 503, "message": "Loading model", "type": 503}}'
     adapter.queue(adapter.script.raw(503, body, "application/json"))
