@@ -109,10 +109,12 @@ class _Call:
 
 @functools.cache
 def _guarded_types() -> tuple[type, type, type]:
-    import httpcore2
+    """The wrappers, built on first use (``httpx2`` is imported lazily). The backend and its
+    streams follow httpcore's network interface by duck typing; the errors they raise are
+    httpx2's own, which pass through its transport unchanged."""
     import httpx2
 
-    class GuardedStream(httpcore2.NetworkStream):
+    class GuardedStream:
         """A connection's stream whose I/O is bounded by the current call's deadline."""
 
         def __init__(self, inner: Any) -> None:
@@ -121,14 +123,14 @@ def _guarded_types() -> tuple[type, type, type]:
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             call = _current.get()
             if call is not None:
-                timeout = call.clamp(timeout, httpcore2.ReadTimeout)
+                timeout = call.clamp(timeout, httpx2.ReadTimeout)
             return self._inner.read(max_bytes, timeout)
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
             call = _current.get()
             if call is not None:
-                call.attach(self, httpcore2.WriteError)
-                timeout = call.clamp(timeout, httpcore2.WriteTimeout)
+                call.attach(self, httpx2.WriteError)
+                timeout = call.clamp(timeout, httpx2.WriteTimeout)
             self._inner.write(buffer, timeout)
 
         def close(self) -> None:
@@ -141,7 +143,7 @@ def _guarded_types() -> tuple[type, type, type]:
         def get_extra_info(self, info: str) -> Any:
             return self._inner.get_extra_info(info)
 
-    class GuardedBackend(httpcore2.NetworkBackend):
+    class GuardedBackend:
         def __init__(self, inner: Any) -> None:
             self._inner = inner
 
@@ -149,7 +151,7 @@ def _guarded_types() -> tuple[type, type, type]:
                         local_address: str | None = None, socket_options: Any = None) -> Any:
             call = _current.get()
             if call is not None:
-                timeout = call.clamp(timeout, httpcore2.ConnectTimeout)
+                timeout = call.clamp(timeout, httpx2.ConnectTimeout)
             return GuardedStream(self._inner.connect_tcp(host, port, timeout, local_address,
                                                          socket_options))
 
