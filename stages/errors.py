@@ -46,8 +46,7 @@ class EffectError(MibyanError):
 
 
 class ProviderError(EffectError):
-    """A model provider call failed. Attributes are plain data, never SDK objects; ``code`` is
-    always text (providers that send an integer code have it as ``"500"``)."""
+    """A model provider call failed. Attributes are plain data, never SDK objects."""
 
     def __init__(
         self,
@@ -65,7 +64,7 @@ class ProviderError(EffectError):
         super().__init__(message)
         self.status = status
         self.body = body
-        self.code = code
+        self.code = code  # always text: an integer code from a provider arrives as "500"
         self.retry_after = retry_after
         self.provider = provider
         self.rate_limits = rate_limits
