@@ -168,6 +168,7 @@ class _Converted:
     role: str | None  # None: a system message
     blocks: tuple[dict, ...]
     texts: tuple[tuple[str, str | None], ...]
+    by_id: tuple[tuple[int, tuple[str, str | None]], ...]  # the texts, keyed for one update
 
 
 def _convert(message: Message) -> _Converted:
@@ -177,7 +178,8 @@ def _convert(message: Message) -> _Converted:
         role, blocks = _blocks(message)
     texts = tuple((canonical_json(b), json.dumps(b["text"], ensure_ascii=False)
                    if b["type"] == "text" else None) for b in blocks)
-    return _Converted(role=role, blocks=tuple(blocks), texts=texts)
+    return _Converted(role=role, blocks=tuple(blocks), texts=texts,
+                      by_id=tuple(zip(map(id, blocks), texts)))
 
 
 _converted: WireCache[Message, _Converted] = WireCache(_convert)
@@ -203,15 +205,19 @@ def _plan(request: ModelRequest) -> _Plan:
     for message in request.messages:
         converted = _converted(message)
         blocks = converted.blocks
-        if blocks and id(blocks[0]) in texts:  # an equal message again: marks go by identity
+        if blocks and id(blocks[0]) in texts:  # the same message again: marks go by identity
             blocks = tuple(dict(b) for b in blocks)
-        texts.update(zip(map(id, blocks), converted.texts))
+            texts.update(zip(map(id, blocks), converted.texts))
+        else:
+            texts.update(converted.by_id)
+        emitted.append(blocks)
         if converted.role is None:
             system.extend(blocks)
+        elif turns and turns[-1][0] == converted.role:
+            turns[-1] = (converted.role, [*turns[-1][1], *blocks])
         else:
             turns.append((converted.role, list(blocks)))
-        emitted.append(blocks)
-    turns = _paired(_merged(turns))
+    turns = _paired(turns)
     alive = {id(b) for _, blocks in turns for b in blocks} | {id(b) for b in system}
     marks = _place_marks(request, system, emitted, alive)
     return _Plan(head=_head(request, [_marked(b, marks) for b in system]), turns=turns,
