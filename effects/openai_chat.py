@@ -1,53 +1,61 @@
-"""OpenAI chat-completions adapter, through the official SDK.
+"""OpenAI chat-completions adapter: the codec only (request body, reply, stream chunks).
 
-The request body is a join of the messages' ready wire JSON, posted with the SDK's own client
-(``content=`` bytes), so no history message is re-validated per call. One SDK client (one HTTP
-connection pool, one TLS context) per endpoint and key lives for the whole process. SDK
-errors are mapped at this boundary into the project's error tree.
+The request body is a join of the messages' ready wire JSON (each assistant message with a tool
+call whose arguments are not a JSON object is sent once fixed, with ``{}``); posting, SSE or JSON
+reading, deadlines, aborts and error mapping are :mod:`effects.http_shell`'s.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Mapping
-from typing import Any
 
-from effects.abort import abort_on_cancel
-from effects.headers import rate_limit_headers
+from effects.http_errors import error_detail
+from effects.http_shell import Exchange, HttpShell
 from effects.protocols import CancelToken, DeltaSink
+from effects.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
-from stages.errors import (
-    ModelBehaviourError,
-    ProviderError,
-    ProviderHTTPError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
-    UsageError,
-)
+from stages.errors import ModelBehaviourError, ProviderHTTPError
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments
 
-_clients: dict[tuple[str, str, float], Any] = {}
-_clients_lock = threading.Lock()
+
+def _sent_wire(message: Message) -> str:
+    return sendable_message(message).wire
 
 
-def shared_client(base_url: str, api_key: str, timeout: float) -> Any:
-    """The process-wide SDK client for an endpoint and key (retries are mibyan's job)."""
-    key = (base_url, api_key, timeout)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            import openai
-            client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                                   max_retries=0)
-            _clients[key] = client
-        return client
+_fixed_wire: WireCache[Message, str] = WireCache(_sent_wire)
+
+
+def message_wire(message: Message) -> str:
+    """What the provider receives for ``message`` (only tool-calling ones need a look)."""
+    return _fixed_wire(message) if message.tool_calls else message.wire
+
+
+def openai_headers(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+            "Accept": "application/json"}
+
+
+def openai_shell(*, provider: str, url: str, timeout: float, deadline: float | None,
+                 api_key: str, keys: Mapping[str, str] | None) -> HttpShell:
+    """The shell for an OpenAI-shaped endpoint: bearer key, error code from ``error.code``."""
+    return HttpShell(provider=provider, url=url, timeout=timeout, deadline=deadline,
+                     api_key=api_key, keys=keys, headers=openai_headers,
+                     code_of=lambda detail: detail.code)
+
+
+def stream_error(shell: HttpShell, data: str, headers: object) -> ProviderHTTPError:
+    """An ``{"error": ...}`` chunk inside a 200 stream (llama.cpp, vLLM, OpenRouter): its
+    status is its numeric code when that is an HTTP status, else 500."""
+    code = error_detail(data).code or ""
+    status = int(code) if code.isdigit() and 400 <= int(code) <= 599 else 500
+    return shell.http_error(status, data, headers, where="error event")
 
 
 def request_body(request: ModelRequest) -> bytes:
-    messages = [m.wire for m in request.messages]
+    messages = [message_wire(m) for m in request.messages]
     if request.system_prompt is not None:
         messages.insert(0, Message(role="system", content=request.system_prompt).wire)
     parts = ['{"model":', json.dumps(request.model), ',"messages":[', ",".join(messages), "]"]
@@ -128,8 +136,9 @@ class _StreamAssembly:
             if isinstance(thought, str):
                 self.reasoning.append(thought)
             for part in delta.get("tool_calls") or ():
-                call = self.calls.setdefault(part.get("index", len(self.calls)),
-                                             {"id": None, "function": {"name": "", "arguments": ""}})
+                call = self.calls.setdefault(
+                    part.get("index", len(self.calls)),
+                    {"id": None, "function": {"name": "", "arguments": ""}})
                 call["id"] = part.get("id") or call["id"]
                 function = part.get("function") or {}
                 call["function"]["name"] = _joined_name(call["function"]["name"],
@@ -142,93 +151,53 @@ class _StreamAssembly:
                         [self.calls[i] for i in sorted(self.calls)])
 
 
-def map_error(exc: BaseException, provider: str) -> ProviderError:
-    """An SDK or transport exception as a project error (plain data only)."""
-    import openai
-    if isinstance(exc, openai.APIStatusError):
-        response = exc.response
-        retry_after = response.headers.get("retry-after")
-        body = response.text[:4000]
-        code = exc.body.get("code") if isinstance(exc.body, dict) else None
-        return ProviderHTTPError(f"HTTP {exc.status_code} from {provider}: {exc.message}",
-                                 status=exc.status_code, body=body, code=code, provider=provider,
-                                 retry_after=_seconds(retry_after),
-                                 rate_limits=rate_limit_headers(response.headers))
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderTimeoutError(f"{provider} did not answer in time", provider=provider)
-    return ProviderUnavailableError(f"{provider} unreachable or dropped the connection: {exc}",
-                                    provider=provider)
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 class OpenAIChatClient:
     """A ``ModelClient`` for any OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Both modes open the response in the SDK's streaming mode, so that a ``CancelToken`` can
-    close it from another thread; a JSON body (no SSE) is read whole.
+    ``timeout`` is the read timeout (seconds without a byte), ``deadline`` the total time one
+    call may take (default three read timeouts). ``keys`` maps credential labels
+    (``ModelRequest.credential_id``) to secrets; a request without a label uses ``api_key``.
     """
 
     def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
-                 timeout: float = 600.0, keys: Mapping[str, str] | None = None) -> None:
+                 timeout: float = 600.0, deadline: float | None = None,
+                 keys: Mapping[str, str] | None = None) -> None:
         self.base_url = base_url
         self.provider = provider
-        self.timeout = timeout
-        self.keys = keys if keys is not None else {}
-        self._client = shared_client(base_url, api_key, timeout)
-
-    def _client_for(self, credential_id: str | None) -> Any:
-        if credential_id is None:
-            return self._client
-        if credential_id not in self.keys:
-            raise UsageError(f"no key for credential {credential_id!r} (known: "
-                             f"{', '.join(sorted(self.keys)) or 'none'})")
-        return shared_client(self.base_url, self.keys[credential_id], self.timeout)
+        self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/chat/completions",
+                                  timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
-        import httpx2
-        import openai
+        key = self.shell.key(request.credential_id)
         started = time.perf_counter()
         assembly = _StreamAssembly(on_delta)
-        client = self._client_for(request.credential_id)
-        try:
-            stream = client.post("/chat/completions", cast_to=object,
-                                       content=request_body(request), stream=True,
-                                       stream_cls=openai.Stream[object],
-                                       options={"headers": {"Content-Type": "application/json"}})
-            abort_on_cancel(stream.response, cancel)
-            with stream:
-                limits = rate_limit_headers(stream.response.headers)
-                if not stream.response.headers.get("content-type", "").startswith(
-                        "text/event-stream"):
-                    # Unstreamed requests, and servers that ignore "stream": true.
-                    return self._reply(json.loads(stream.response.read()), request, started,
-                                       limits)
-                for chunk in stream:
-                    if not isinstance(chunk, dict):
-                        raise ModelBehaviourError(f"{self.provider} sent a non-object chunk")
-                    assembly.feed(chunk)
-        except (openai.APIError, httpx2.TransportError) as exc:
-            error = map_error(exc, self.provider)
-            error.partial = bool(assembly.content) and on_delta is not None
-            raise error from exc
-        except ValueError as exc:
-            raise ModelBehaviourError(f"{self.provider} sent a body that is not JSON: {exc}") from exc
+        return self.shell.call(
+            request_body(request), key, lambda exchange: self._read(exchange, request, started,
+                                                                    assembly),
+            cancel=cancel, delivered=lambda: bool(assembly.content) and on_delta is not None)
+
+    def _read(self, exchange: Exchange, request: ModelRequest, started: float,
+              assembly: _StreamAssembly) -> ModelReplied:
+        if not exchange.is_sse:  # unstreamed requests, and servers that ignore "stream": true
+            return self._reply(exchange.json(), request, started, exchange.rate_limits)
+        for _, data in exchange.events():
+            if data == "[DONE]":
+                continue
+            chunk = json.loads(data)
+            if not isinstance(chunk, dict):
+                raise ModelBehaviourError(f"{self.shell.who} sent a non-object chunk")
+            if chunk.get("error"):
+                raise stream_error(self.shell, data, exchange.headers)
+            assembly.feed(chunk)
         if assembly.finish_reason is None:
-            raise ProviderUnavailableError(
-                f"{self.provider} ended the stream before the reply was complete",
-                provider=self.provider, partial=bool(assembly.content) and on_delta is not None)
+            raise self.shell.cut_short(bool(assembly.content) and assembly.on_delta is not None)
         message = assembly.message()
-        return ModelReplied(message=message, finish_reason=finish_of(assembly.finish_reason, message),
+        return ModelReplied(message=message,
+                            finish_reason=finish_of(assembly.finish_reason, message),
                             usage=usage_from(assembly.usage),
-                            model=assembly.model or request.model,
-                            latency_ms=_ms(started), streamed=True, rate_limits=limits)
+                            model=assembly.model or request.model, latency_ms=_ms(started),
+                            streamed=True, rate_limits=exchange.rate_limits)
 
     def _reply(self, raw: object, request: ModelRequest, started: float,
                limits: tuple[tuple[str, str], ...]) -> ModelReplied:
@@ -245,7 +214,7 @@ class OpenAIChatClient:
                                 latency_ms=_ms(started), rate_limits=limits)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelBehaviourError(
-                f"{self.provider} returned a reply without a usable choice: {str(raw)[:300]}"
+                f"{self.shell.who} returned a reply without a usable choice: {str(raw)[:300]}"
             ) from exc
 
 

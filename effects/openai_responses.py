@@ -14,38 +14,31 @@ incomplete for another reason, an incomplete item, commentary without a final an
 reasoning with no visible text and no call: the loop continues it) and ``stop``. A ``failed`` or
 ``cancelled`` response raises :class:`ModelBehaviourError`.
 
-Both modes open the response in the SDK's streaming mode, so that a :class:`CancelToken` can
-abort it from another thread (``effects.abort``); a JSON body (no SSE) is read whole.
+Posting, SSE or JSON reading, deadlines, aborts and error mapping are :mod:`effects.http_shell`'s.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from effects.abort import abort_on_cancel
-from effects.headers import rate_limit_headers
-from effects.openai_chat import map_error, shared_client
+from effects.http_shell import Exchange, HttpShell
+from effects.openai_chat import openai_shell, stream_error
 from effects.protocols import CancelToken, DeltaSink
+from effects.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
-from stages.errors import ModelBehaviourError, ProviderError, ProviderUnavailableError, UsageError
+from stages.errors import ModelBehaviourError, ProviderUnavailableError
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.tools import ToolSpec
-
-_JSON = {"headers": {"Content-Type": "application/json"}}
-_items_cache: weakref.WeakKeyDictionary[Message, str] = weakref.WeakKeyDictionary()
-_tools_cache: weakref.WeakKeyDictionary[ToolSpec, str] = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
 
 
 # --- request ------------------------------------------------------------------------------------
 
 def _message_items(message: Message) -> list[dict]:
+    message = sendable_message(message)
     if message.role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
                  "output": message.content or ""}]
@@ -60,26 +53,12 @@ def _message_items(message: Message) -> list[dict]:
     return items
 
 
-def _cached(cache: weakref.WeakKeyDictionary, key: Any, build: Any) -> str:
-    with _cache_lock:
-        text = cache.get(key)
-    if text is None:
-        text = build(key)
-        with _cache_lock:
-            cache[key] = text
-    return text
-
-
-def _items_json(message: Message) -> str:
-    """The message's input items as comma-joined JSON (empty for an empty assistant message)."""
-    return _cached(_items_cache, message,
-                   lambda m: ",".join(canonical_json(item) for item in _message_items(m)))
-
-
-def _tool_json(spec: ToolSpec) -> str:
-    return _cached(_tools_cache, spec, lambda s: canonical_json({
-        "type": "function", "name": s.name, "description": s.description,
-        "parameters": json.loads(s.parameters), "strict": False}))
+# The message's input items as comma-joined JSON (empty for an empty assistant message).
+_items_json: WireCache[Message, str] = WireCache(
+    lambda m: ",".join(canonical_json(item) for item in _message_items(m)))
+_tool_json: WireCache[ToolSpec, str] = WireCache(lambda s: canonical_json({
+    "type": "function", "name": s.name, "description": s.description,
+    "parameters": json.loads(s.parameters), "strict": False}))
 
 
 def _tool_choice(value: str | None) -> str | dict:
@@ -199,9 +178,9 @@ def _slot(parts: list, index: int, blank: dict) -> dict:
 class _StreamAssembly:
     """Folds Responses SSE events into one response object; items are keyed by output_index."""
 
-    def __init__(self, on_delta: DeltaSink | None, provider: str) -> None:
+    def __init__(self, on_delta: DeltaSink | None, shell: HttpShell) -> None:
         self.on_delta = on_delta
-        self.provider = provider
+        self.shell = shell
         self.items: dict[int, dict] = {}
         self.final: dict | None = None
         self.model: str | None = None
@@ -262,10 +241,13 @@ class _StreamAssembly:
         self.final = event.get("response") if isinstance(event.get("response"), dict) else {}
 
     def _error(self, event: dict) -> None:
-        code, message = event.get("code"), event.get("message") or "stream error"
+        code = event.get("code")
+        code = code if code is None or isinstance(code, str) else json.dumps(code)
+        message = event.get("message") or "stream error"
         raise ProviderUnavailableError(
-            f"{self.provider} sent an error event: {code}: {message}", code=code,
-            body=canonical_json(event)[:4000], provider=self.provider, partial=self.delivered)
+            f"{self.shell.who} sent an error event: {code}: {message}", code=code,
+            body=canonical_json(event)[:4000], provider=self.shell.provider,
+            endpoint=self.shell.endpoint, partial=self.delivered)
 
     _HANDLERS = {
         "response.output_item.added": _added,
@@ -284,9 +266,7 @@ class _StreamAssembly:
     def response(self) -> dict:
         """The final response; its output is rebuilt from the items when it came empty."""
         if self.final is None:
-            raise ProviderUnavailableError(
-                f"{self.provider} ended the stream before the response was complete",
-                provider=self.provider, partial=self.delivered)
+            raise self.shell.cut_short(self.delivered)
         response = dict(self.final)
         if not response.get("output"):
             response["output"] = [self.items[i] for i in sorted(self.items)]
@@ -299,65 +279,43 @@ class _StreamAssembly:
 class OpenAIResponsesClient:
     """A ``ModelClient`` for ``POST /responses`` (OpenAI, Codex and compatible servers).
 
-    ``keys`` maps credential labels (``ModelRequest.credential_id``) to secrets; a request
-    without a label uses ``api_key``. Both modes open the response in the SDK's streaming mode,
-    so that ``cancel`` can abort it from another thread; a JSON body (no SSE) is read whole.
+    ``timeout`` is the read timeout, ``deadline`` the total time one call may take (default
+    three read timeouts). ``keys`` maps credential labels (``ModelRequest.credential_id``) to
+    secrets; a request without a label uses ``api_key``.
     """
 
     def __init__(self, *, base_url: str, api_key: str, provider: str = "openai",
-                 timeout: float = 600.0, keys: Mapping[str, str] | None = None) -> None:
+                 timeout: float = 600.0, deadline: float | None = None,
+                 keys: Mapping[str, str] | None = None) -> None:
         self.base_url = base_url
         self.provider = provider
-        self._timeout = timeout
-        self._keys = keys if keys is not None else {}  # shared: a refreshed key shows here
-        self._client = shared_client(base_url, api_key, timeout)
-
-    def _client_for(self, credential_id: str | None) -> Any:
-        if credential_id is None:
-            return self._client
-        key = self._keys.get(credential_id)
-        if key is None:
-            raise UsageError(f"no key labelled {credential_id!r} is configured for "
-                             f"{self.provider} (known: {sorted(self._keys)})")
-        return shared_client(self.base_url, key, self._timeout)
+        self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/responses",
+                                  timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
-        import httpx2
-        import openai
-        client = self._client_for(request.credential_id)
+        key = self.shell.key(request.credential_id)
         started = time.perf_counter()
-        assembly = _StreamAssembly(on_delta, self.provider)
-        try:
-            stream = client.post("/responses", cast_to=object, content=request_body(request),
-                                 stream=True, stream_cls=openai.Stream[object], options=_JSON)
-            abort_on_cancel(stream.response, cancel)
-            with stream:
-                limits = rate_limit_headers(stream.response.headers)
-                if not stream.response.headers.get("content-type", "").startswith(
-                        "text/event-stream"):
-                    # Unstreamed requests, and servers that ignore "stream": true.
-                    return self._reply(json.loads(stream.response.read()), request, started,
-                                       limits, streamed=False)
-                for event in stream:
-                    if not isinstance(event, dict):
-                        raise ModelBehaviourError(
-                            f"{self.provider} sent a non-object event: {event!r}")
-                    assembly.feed(event)
-            return self._reply(assembly.response(), request, started, limits, streamed=True)
-        except (openai.APIError, httpx2.TransportError, httpx2.StreamError) as exc:
-            raise self._mapped(exc, assembly.delivered) from exc
-        except ValueError as exc:
-            raise ModelBehaviourError(
-                f"{self.provider} sent a body that is not JSON: {exc}") from exc
+        assembly = _StreamAssembly(on_delta, self.shell)
+        return self.shell.call(
+            request_body(request), key,
+            lambda exchange: self._read(exchange, request, started, assembly),
+            cancel=cancel, delivered=lambda: assembly.delivered)
 
-    def _mapped(self, exc: BaseException, partial: bool) -> ProviderError:
-        import openai
-        error = map_error(exc, self.provider)
-        if isinstance(exc, openai.APIStatusError):
-            error.rate_limits = rate_limit_headers(exc.response.headers)
-        error.partial = partial
-        return error
+    def _read(self, exchange: Exchange, request: ModelRequest, started: float,
+              assembly: _StreamAssembly) -> ModelReplied:
+        if not exchange.is_sse:  # unstreamed requests, and servers that ignore "stream": true
+            return self._reply(exchange.json(), request, started, exchange.rate_limits,
+                               streamed=False)
+        for _, data in exchange.events():
+            event = json.loads(data)
+            if not isinstance(event, dict):
+                raise ModelBehaviourError(f"{self.shell.who} sent a non-object event: {data!r}")
+            if isinstance(event.get("error"), dict) and "type" not in event:
+                raise stream_error(self.shell, data, exchange.headers)
+            assembly.feed(event)
+        return self._reply(assembly.response(), request, started, exchange.rate_limits,
+                           streamed=True)
 
     def _reply(self, data: Any, request: ModelRequest, started: float,
                limits: tuple[tuple[str, str], ...], *, streamed: bool) -> ModelReplied:
@@ -366,11 +324,11 @@ class OpenAIResponsesClient:
             if status in ("failed", "cancelled"):
                 error = data.get("error") or {}
                 raise ModelBehaviourError(
-                    f"{self.provider} response {status}: {error.get('code')}: "
+                    f"{self.shell.who} response {status}: {error.get('code')}: "
                     f"{error.get('message') or 'no message'}")
             out = _Output(data["output"])
             if not data["output"] and status == "completed":
-                raise ModelBehaviourError(f"{self.provider} returned a response with no output")
+                raise ModelBehaviourError(f"{self.shell.who} returned a response with no output")
             reason = (data.get("incomplete_details") or {}).get("reason")
             return ModelReplied(message=out.message(),
                                 finish_reason=finish_reason(status, reason, out),
@@ -379,7 +337,7 @@ class OpenAIResponsesClient:
                                 streamed=streamed, rate_limits=limits)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ModelBehaviourError(
-                f"{self.provider} returned a response without usable output: {str(data)[:300]}"
+                f"{self.shell.who} returned a response without usable output: {str(data)[:300]}"
             ) from exc
 
 

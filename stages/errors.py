@@ -60,15 +60,17 @@ class ProviderError(EffectError):
         provider: str | None = None,
         rate_limits: tuple[tuple[str, str], ...] = (),
         partial: bool = False,
+        endpoint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
-        self.code = code
+        self.code = code  # always text: an integer code from a provider arrives as "500"
         self.retry_after = retry_after
         self.provider = provider
         self.rate_limits = rate_limits
         self.partial = partial
+        self.endpoint = endpoint  # the base URL actually used, without credentials or query
 
 
 class ProviderHTTPError(ProviderError):

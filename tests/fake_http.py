@@ -3,7 +3,9 @@
 Real HTTP/1.1 on loopback: a threaded keep-alive server woken at once by ``close()``, a queue
 of scripted replies (then a ``default``), recording of request bodies and headers, unexpected
 requests remembered for ``assert_done``, and the writing primitives (plain bodies, chunked
-bodies sent at once or one piece per ``chunk_delay``, aborted connections).
+bodies sent at once or one piece per ``chunk_delay``, aborted connections). It counts the
+connections it accepted and the clients that closed theirs while a reply was held back, and
+every protocol's server accepts :class:`Stall` (keep-alive bytes, never an answer).
 
 A protocol builds on it with a handler and a server subclass::
 
@@ -35,16 +37,28 @@ import sys
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar, Iterable, Mapping, Self
 
-__all__ = ["FakeHTTPServer", "FakeHandler", "Headers", "MAX_HANG", "LAST_CHUNK", "dumps",
-           "http_chunk"]
+__all__ = ["FakeHTTPServer", "FakeHandler", "Headers", "MAX_HANG", "LAST_CHUNK", "Stall",
+           "dumps", "http_chunk"]
 
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 MAX_HANG = 60.0  # hangs are bounded so a broken test cannot wedge the suite
 LAST_CHUNK = b"0\r\n\r\n"
 SLICE = 64  # bytes per write of a slowly sent (chunk_delay) plain body
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A reply that never comes: a 200 head, then a keep-alive byte every ``interval`` seconds
+    (an SSE comment when the request streams, a space of JSON whitespace when not) until the
+    client closes the connection, the server closes, or ``seconds`` pass (then the connection
+    is cut)."""
+
+    interval: float = 0.05
+    seconds: float = 30.0
 
 
 def http_chunk(data: bytes) -> bytes:
@@ -98,7 +112,7 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.server.fake._track(self.connection, add=True)
+        self.server.fake._track(self.connection, add=True, accepted=True)
 
     def finish(self) -> None:
         try:
@@ -153,11 +167,52 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
         if reply is None:
             self._send(500, "application/json", self.no_reply_body, self.error_headers)
             return
+        if isinstance(reply, Stall):
+            self._stall(reply, bool(body.get("stream")))
+            return
         wait = self._wait_seconds(reply)
-        if wait > 0 and fake._stopping.wait(wait):
+        if wait > 0 and not self._hold(wait):
             self.close_connection = True
             return
         self._answer(fake, reply, body)
+
+    def _hold(self, seconds: float) -> bool:
+        """Wait ``seconds`` before answering, watching the connection: False (answer nothing)
+        when the server closes or the client closes its end, which is counted."""
+        fake = self.server.fake
+        until = time.monotonic() + seconds
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.connection, selectors.EVENT_READ)
+            while (left := until - time.monotonic()) > 0:
+                if fake._stopping.is_set():
+                    return False
+                if sel.select(min(left, 0.01)) and not self._peek():
+                    fake._client_closed()
+                    return False
+        return not fake._stopping.is_set()
+
+    def _peek(self) -> bytes:
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return b""
+
+    def _stall(self, stall: Stall, stream: bool) -> None:
+        kind = "text/event-stream" if stream else "application/json"
+        self.wfile.write(self._head(200, (("Content-Type", kind),
+                                          ("Transfer-Encoding", "chunked"))))
+        beat = http_chunk(b": keep-alive\n\n" if stream else b" ")
+        until = time.monotonic() + min(stall.seconds, MAX_HANG)
+        while time.monotonic() < until:
+            if not self._hold(stall.interval):
+                break
+            try:
+                self.wfile.write(beat)
+                self.wfile.flush()
+            except OSError:
+                self.server.fake._client_closed()
+                break
+        self._abort()
 
     # ---- writing ----
 
@@ -274,6 +329,9 @@ class FakeHTTPServer:
         self._seconds = 0.0
         self._ids = itertools.count(1)
         self._conns: set[socket.socket] = set()
+        self._accepted = 0
+        self._client_gone = threading.Condition(self._lock)
+        self._gone = 0
         self._stopping = threading.Event()
         self._closed = False
         self._httpd = _HTTPServer(("127.0.0.1", 0), self.handler)
@@ -331,7 +389,7 @@ class FakeHTTPServer:
     def script(self, *replies: Any) -> Self:
         """Queue replies, answered in order by the next requests."""
         for r in replies:
-            if not isinstance(r, self.reply_type):
+            if not isinstance(r, self.reply_type | Stall):
                 raise TypeError(f"expected {self.reply_type.__name__}, got {type(r).__name__}")
         with self._lock:
             self._queue.extend(replies)
@@ -380,6 +438,24 @@ class FakeHTTPServer:
             return list(self._unexpected_list)
 
     @property
+    def connections(self) -> int:
+        """Connections accepted so far (a client that keeps its connection alive opens one)."""
+        with self._lock:
+            return self._accepted
+
+    @property
+    def disconnects(self) -> int:
+        """Clients that closed their connection while a reply was held back (a hang, a
+        delay or a :class:`Stall`)."""
+        with self._lock:
+            return self._gone
+
+    def wait_for_disconnect(self, timeout: float = 5.0) -> bool:
+        """Wait until a client closed its connection during a held-back reply."""
+        with self._client_gone:
+            return self._client_gone.wait_for(lambda: self._gone > 0, timeout)
+
+    @property
     def server_seconds(self) -> float:
         """Cumulative wall time spent inside request handling (all threads)."""
         with self._lock:
@@ -424,8 +500,14 @@ class FakeHTTPServer:
         with self._lock:
             self._seconds += dt
 
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
+    def _client_closed(self) -> None:
+        with self._client_gone:
+            self._gone += 1
+            self._client_gone.notify_all()
+
+    def _track(self, conn: socket.socket, *, add: bool, accepted: bool = False) -> None:
         with self._lock:
+            self._accepted += accepted
             if add:
                 self._conns.add(conn)
             else:

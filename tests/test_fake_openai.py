@@ -338,3 +338,52 @@ def test_server_seconds_and_throughput():
         assert wall < 2.0, wall  # keep-alive + no Nagle stalls
         c.close()
         s.assert_done()
+
+
+def _post(conn: http.client.HTTPConnection, body: dict) -> http.client.HTTPResponse:
+    conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                 {"Content-Type": "application/json"})
+    return conn.getresponse()
+
+
+def test_connections_are_counted_once_per_kept_alive_connection():
+    with FakeOpenAIServer(default=Reply.text("hi")) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        for stream in (False, True, False):
+            _post(conn, {"model": "m", "messages": MSGS, "stream": stream}).read()
+        conn.close()
+        assert srv.connections == 1
+        other = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        _post(other, {"model": "m", "messages": MSGS}).read()
+        other.close()
+        assert srv.connections == 2
+
+
+@pytest.mark.parametrize("stream, beat", [(True, b": keep-alive"), (False, b" ")])
+def test_a_stall_sends_keepalive_bytes_until_the_client_leaves(stream, beat):
+    from tests.fake_http import Stall
+    with FakeOpenAIServer() as srv:
+        srv.script(Stall(interval=0.01, seconds=30.0))
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        response = _post(conn, {"model": "m", "messages": MSGS, "stream": stream})
+        assert response.status == 200
+        assert response.read1(64).startswith(beat)
+        assert srv.disconnects == 0
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        assert srv.wait_for_disconnect(5.0)
+
+
+def test_a_client_that_leaves_during_a_hang_is_seen():
+    with FakeOpenAIServer() as srv:
+        srv.script(Reply.hang(30))
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        body = json.dumps({"model": "m", "messages": MSGS}).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+        deadline = time.monotonic() + 5
+        while not srv.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sock.close()
+        assert srv.wait_for_disconnect(5.0) and srv.disconnects == 1

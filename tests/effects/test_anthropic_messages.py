@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.anthropic_messages import AnthropicMessagesClient, shared_client, to_anthropic
+from effects.anthropic_messages import AnthropicMessagesClient, request_body, to_anthropic
 from effects.protocols import CancelToken
 from stages.decision import ModelRequest
 from stages.errors import (
@@ -204,6 +204,23 @@ def test_any_history_converts_to_a_valid_alternation(history, data):
     assert not pending
     placed = str(body).count("cache_control")
     assert placed <= len(marks)
+    assert json.loads(request_body(req(*history, cache_marks=tuple(marks)))) == body
+
+
+def test_equal_messages_twice_get_a_cache_mark_only_where_marked():
+    """Blocks are cached per message; two equal messages must not share a mark."""
+    history = (user("go on"), calls("a"), result("a"), user("go on"))
+    request = req(*history, cache_marks=(3,))
+    for body in (to_anthropic(request), json.loads(request_body(request))):
+        assert str(body).count("cache_control") == 1
+        assert body["messages"][0] == {"role": "user", "content": "go on"}
+
+
+def test_the_body_bytes_are_the_converted_request():
+    request = req(user("q"), calls("a", "b", content="Let me look."), result("a"),
+                  Message(role="system", content="note"), user("ü ✓"), stream=True,
+                  cache_marks=(-1, 1, 4), tool_choice="lookup", max_tokens=99)
+    assert json.loads(request_body(request)) == to_anthropic(request)
 
 
 def _text_block(message: dict) -> dict:
@@ -346,12 +363,12 @@ def test_credential_id_picks_the_key(server):
         anth.complete(req(user("hi"), credential_id="pool-9"))
 
 
-def test_one_sdk_client_per_endpoint_and_key_and_v1_suffix(server):
-    assert shared_client(server.base_url, "k", 5.0) is shared_client(server.base_url, "k", 5.0)
-    assert shared_client(server.base_url, "k", 5.0) is not shared_client(server.base_url, "k2", 5.0)
-    server.script(Reply.text("ok"))
-    anth = AnthropicMessagesClient(base_url=server.base_url + "/v1/", api_key="k", timeout=5.0)
-    assert anth.complete(req(user("hi"))).message.content == "ok"
+def test_a_base_url_with_or_without_the_v1_suffix_reaches_v1_messages(server):
+    server.script(Reply.text("ok"), Reply.text("ok"))
+    for base_url in (server.base_url + "/v1/", server.base_url):
+        anth = AnthropicMessagesClient(base_url=base_url, api_key="k", timeout=5.0)
+        assert anth.complete(req(user("hi"))).message.content == "ok"
+    assert server.request_headers[-1]["anthropic-version"] == "2023-06-01"
 
 
 # ---- cancelling from another thread ------------------------------------------------------

@@ -8,6 +8,7 @@ the assertions are written once, in the Protocol's terms. Only the fakes' public
 
 from __future__ import annotations
 
+import email.utils
 import json
 import threading
 import time
@@ -22,12 +23,19 @@ from effects.openai_chat import OpenAIChatClient
 from effects.openai_responses import OpenAIResponsesClient
 from effects.protocols import CancelToken, ModelClient
 from stages.decision import ModelRequest
-from stages.errors import ModelBehaviourError, ProviderError, ProviderHTTPError, UsageError
+from stages.errors import (
+    ModelBehaviourError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+    UsageError,
+)
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_json
 from stages.tools import ToolSpec
 from tests import fake_anthropic, fake_openai, fake_responses
 from tests.effects.cancelling import cancelled_after
+from tests.fake_http import Stall
 
 PIECE = 3  # characters per streamed text piece, on every fake
 TEXT = "Hello, contract world: ünïcödé ✓ and a longer tail so that it streams in many pieces."
@@ -107,6 +115,12 @@ class ChatScripter:
         auth = headers.get("authorization") or ""
         return auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
 
+    @staticmethod
+    def sent_arguments(body) -> list:
+        """The arguments of every tool call in the history sent, parsed."""
+        return [json.loads(c["function"]["arguments"]) for m in body["messages"]
+                for c in m.get("tool_calls") or ()]
+
 
 class ResponsesScripter(ChatScripter):
 
@@ -148,6 +162,11 @@ class ResponsesScripter(ChatScripter):
 
     def hang(self, seconds):
         return fake_responses.ResponsesReply.hang(seconds)
+
+    @staticmethod
+    def sent_arguments(body) -> list:
+        return [json.loads(i["arguments"]) for i in body["input"]
+                if i["type"] == "function_call"]
 
     def slow_text(self, content, gap):
         return fake_responses.ResponsesReply.text(content, piece_size=1, chunk_delay=gap)
@@ -209,6 +228,11 @@ class AnthropicScripter:
         assert "authorization" not in headers, "Anthropic takes the key in x-api-key only"
         return headers.get("x-api-key")
 
+    @staticmethod
+    def sent_arguments(body) -> list:
+        return [b["input"] for m in body["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b["type"] == "tool_use"]
+
 
 # ---- the fixture: one adapter, its fake server and its scripter ---------------------------
 
@@ -220,9 +244,10 @@ class Adapter:
     make: Callable[..., ModelClient]
     provider: str
 
-    def client(self, *, timeout: float = 10.0, keys=None, api_key: str = "default-key"):
-        return self.make(base_url=self.server.base_url, api_key=api_key,
-                         provider=self.provider, timeout=timeout, keys=keys)
+    def client(self, *, timeout: float = 10.0, keys=None, api_key: str = "default-key",
+               deadline: float | None = None, base_url: str | None = None):
+        return self.make(base_url=base_url or self.server.base_url, api_key=api_key,
+                         provider=self.provider, timeout=timeout, keys=keys, deadline=deadline)
 
     def queue(self, *replies: Any) -> None:
         self.server.script(*replies)
@@ -514,22 +539,16 @@ def test_cancel_mid_response_ends_complete_promptly_with_an_error(adapter, strea
     assert reply.message.content == "next"
 
 
-_CANCEL_BEFORE_HEAD = (
-    "every adapter registers its abort with the CancelToken only after client.post() returned "
-    "the response head (effects/abort.py abort_on_cancel), so a cancel while the server has not "
-    "answered yet is ignored: complete() waits for the head and then returns the reply as if "
-    "nothing was cancelled")
-KNOWN_INCONSISTENCIES["test_cancel_before_the_response_head_ends_complete_promptly"] = {
-    name: _CANCEL_BEFORE_HEAD for name in COMBOS}
-
-
-def test_cancel_before_the_response_head_ends_complete_promptly(adapter):
-    adapter.queue(adapter.script.hang(3))  # cut short when the fixture closes the server
+@STREAM
+def test_cancel_before_the_response_head_closes_the_connection(adapter, stream):
+    """The server is still working on the reply (no head yet): the interrupt must reach it as
+    a closed connection, or it goes on generating for nobody."""
+    adapter.queue(adapter.script.hang(30))
     token, outcome = CancelToken(), []
 
     def work() -> None:
         try:
-            outcome.append(adapter.client(timeout=30.0).complete(req(True), cancel=token))
+            outcome.append(adapter.client(timeout=30.0).complete(req(stream), cancel=token))
         except BaseException as exc:  # noqa: BLE001 - reported to the test thread
             outcome.append(exc)
 
@@ -539,9 +558,144 @@ def test_cancel_before_the_response_head_ends_complete_promptly(adapter):
     while not adapter.server.requests and time.perf_counter() < deadline:
         time.sleep(0.01)
     token.cancel()
-    worker.join(1.0)
-    assert not worker.is_alive(), "complete() still waits for the head 1 s after the cancel"
+    worker.join(5.0)
+    assert not worker.is_alive(), "complete() still waits for the head after the cancel"
     assert len(outcome) == 1 and isinstance(outcome[0], ProviderError), outcome
+    assert "interrupted" in str(outcome[0]) and outcome[0].partial is False
+    assert adapter.server.wait_for_disconnect(5.0), "the server never saw the connection close"
+
+
+@STREAM
+def test_keep_alive_bytes_forever_time_out_at_the_total_deadline(adapter, stream):
+    """Each byte resets a read timeout; only the total deadline ends such a call."""
+    adapter.queue(Stall(interval=0.05, seconds=30.0))
+    with pytest.raises(ProviderTimeoutError) as caught:
+        adapter.client(timeout=0.3, deadline=0.5).complete(req(stream))
+    assert "total deadline of 0.5 s" in str(caught.value)
+    assert (caught.value.provider, caught.value.partial) == (adapter.provider, False)
+    assert adapter.server.wait_for_disconnect(5.0), "the stall ended by itself, not by the client"
+    assert_plain_error(caught.value)
+
+
+@STREAM
+def test_a_session_keeps_one_connection_alive(adapter, stream):
+    adapter.queue(*(adapter.script.text(TEXT) for _ in range(11)))
+    client = adapter.client()
+    for _ in range(11):
+        assert client.complete(req(stream)).message.content == TEXT
+    assert adapter.server.connections == 1
+
+
+def test_keys_are_request_headers_on_one_connection_pool(adapter):
+    adapter.queue(*(adapter.script.text("ok") for _ in range(3)))
+    client = adapter.client(keys={"a": "key-a", "b": "key-b"})
+    for credential_id in ("a", None, "b"):
+        client.complete(req(False, credential_id=credential_id))
+    assert adapter.server.connections == 1
+    sent = [adapter.script.key_sent(h) for h in adapter.server.request_headers]
+    assert sent == ["key-a", "default-key", "key-b"]
+
+
+@pytest.mark.parametrize("timeout, deadline", [(-1, None), (0, None), (float("nan"), None),
+                                               (5.0, 0), (5.0, -2.0), ("5", None)])
+def test_a_timeout_or_deadline_that_is_not_positive_is_a_usage_error(adapter, timeout, deadline):
+    with pytest.raises(UsageError, match="timeout|deadline"):
+        adapter.client(timeout=timeout, deadline=deadline)
+
+
+def test_a_base_url_without_a_scheme_is_a_usage_error(adapter):
+    with pytest.raises(UsageError, match="http"):
+        adapter.client(base_url=f"127.0.0.1:{adapter.server.port}/v1")
+
+
+# Error bodies as real servers send them: (body, content type, what the message must show).
+ERROR_BODIES = {
+    "integer_code": ('{"error": {"code": 500, "message": "Context size has been exceeded.", '
+                     '"type": "server_error"}}', "application/json", "Context size"),
+    "null_code": ('{"error": {"message": "Bad things", "type": "invalid_request_error", '
+                  '"code": null}}', "application/json", "Bad things"),
+    "nested": ('{"error": {"error": {"message": "Upstream said no", "code": 429}}}',
+               "application/json", "Upstream said no"),
+    "html": ("<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html", "Bad Gateway"),
+    "plain_text": ("upstream connect error or disconnect", "text/plain", "upstream connect"),
+}
+
+
+@STREAM
+@pytest.mark.parametrize("shape", ERROR_BODIES)
+def test_an_error_body_of_any_shape_is_plain_data_naming_the_endpoint(adapter, stream, shape):
+    body, content_type, shown = ERROR_BODIES[shape]
+    adapter.queue(adapter.script.raw(500, body, content_type))
+    error, _ = failure(adapter, stream, ProviderHTTPError)
+    assert_plain_error(error)
+    assert error.code is None or type(error.code) is str
+    assert shown in str(error) and error.body == body
+    assert adapter.provider in str(error)
+    assert f"127.0.0.1:{adapter.server.port}" in str(error) and error.endpoint in str(error)
+
+
+@STREAM
+def test_a_redirect_is_an_http_error_naming_where_it_points(adapter, stream):
+    """Redirects are not followed (a key header would go along to another host)."""
+    adapter.queue(adapter.script.raw(308, "", "text/plain",
+                                     headers={"Location": "https://elsewhere.example/v1?k=1"}))
+    error, _ = failure(adapter, stream, ProviderHTTPError)
+    assert error.status == 308 and "https://elsewhere.example/v1;" in str(error)
+    assert_plain_error(error)
+
+
+def test_an_integer_code_reaches_the_project_as_text(adapter):
+    body = '{"error": {"code": 503, "message": "Loading model", "type": 503}}'
+    adapter.queue(adapter.script.raw(503, body, "application/json"))
+    error, _ = failure(adapter, False, ProviderHTTPError)
+    assert error.code == "503"
+
+
+def test_credentials_in_the_base_url_never_reach_an_error(adapter):
+    adapter.queue(adapter.script.http_error(400, "no", {}))
+    base_url = adapter.server.base_url.replace("http://", "http://user:s3cret@")
+    with pytest.raises(ProviderHTTPError) as caught:
+        adapter.client(base_url=base_url).complete(req(False))
+    assert "s3cret" not in str(caught.value) and "s3cret" not in caught.value.endpoint
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # in the past: no wait
+    ({"retry-after-ms": "1500", "Retry-After": "9"}, 1.5),
+    ({"Retry-After": "soon"}, None)])
+def test_retry_after_in_every_form(adapter, headers, expected):
+    adapter.queue(adapter.script.http_error(429, "slow down", headers))
+    error, _ = failure(adapter, False, ProviderHTTPError)
+    assert error.retry_after == expected
+
+
+def test_retry_after_as_an_http_date_is_honoured(adapter):
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    adapter.queue(adapter.script.http_error(429, "slow down", {"Retry-After": later}))
+    error, _ = failure(adapter, False, ProviderHTTPError)
+    assert 3500 < error.retry_after <= 3600
+
+
+BROKEN = ("{", '{"city', "[1, 2]", '"text"', "")
+
+
+@STREAM
+def test_history_is_sent_with_json_object_arguments_only(adapter, stream):
+    """A call cut off by max_tokens stays in history; a server rejects every later request
+    carrying its broken arguments, so they are sent as ``{}``."""
+    good = ToolCall(id="call_ok", name="read_file", arguments='{"city":"Paris"}')
+    history = [Message(role="user", content="Weather?")]
+    for n, broken in enumerate(BROKEN):
+        call = ToolCall(id=f"call_{n}", name="read_file", arguments=broken)
+        history += [Message(role="assistant", content=None, tool_calls=(call, good)),
+                    Message(role="tool", content="refused", tool_call_id=call.id),
+                    Message(role="tool", content="sunny", tool_call_id=good.id)]
+    history.append(Message(role="user", content="And now?"))
+    request = attrs.evolve(req(stream), messages=tuple(history))
+    adapter.queue(adapter.script.text("ok"))
+    adapter.client().complete(request)
+    sent = adapter.script.sent_arguments(adapter.server.requests[-1])
+    assert sent == [{}, {"city": "Paris"}] * len(BROKEN)
 
 
 def test_credential_id_picks_the_key_from_keys(adapter):

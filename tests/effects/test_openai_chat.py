@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from effects.openai_chat import OpenAIChatClient, request_body, shared_client
+from effects.openai_chat import OpenAIChatClient, request_body
 from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
@@ -72,9 +72,33 @@ def test_tool_call_reply_is_assembled(server, stream):
     assert ("".join(deltas) == "Let me check.") if stream else not deltas
 
 
-def test_one_sdk_client_per_endpoint_for_the_process(server):
-    assert shared_client(server.base_url, "k", 5.0) is shared_client(server.base_url, "k", 5.0)
-    assert shared_client(server.base_url, "k", 5.0) is not shared_client(server.base_url, "k2", 5.0)
+@pytest.mark.parametrize("body, code", [
+    ('{"error": {"code": 500, "message": "Context size has been exceeded.", '
+     '"type": "server_error"}}', "500"),                                      # llama.cpp
+    ('{"error": {"message": "Provider returned error", "code": 429, '
+     '"metadata": {"raw": "upstream"}}}', "429"),                             # OpenRouter
+    ('{"object": "error", "message": "max_tokens too large", "type": "BadRequestError", '
+     '"param": null, "code": 400}', "400"),                                   # vLLM
+    ('{"error": {"message": "nope", "type": "invalid_request_error", "code": null}}', None),
+    ('{"error": {"error": {"message": "nested nope", "code": "bad_thing"}}}', "bad_thing"),
+    ('{"error": {"message": "odd", "code": {"deep": [1]}}}', '{"deep":[1]}'),
+])
+def test_an_error_code_of_any_shape_reaches_the_project_as_text(server, body, code):
+    server.script(Reply.raw(400, body))
+    with pytest.raises(ProviderHTTPError) as caught:
+        client(server).complete(request(False))
+    assert caught.value.code == code and caught.value.status == 400
+    assert json.loads(body) and caught.value.body == body
+
+
+def test_an_error_chunk_inside_a_stream_keeps_its_integer_code_as_status_and_text(server):
+    chunk = {"error": {"code": 400, "message": "the request exceeds the available context size",
+                       "type": "exceed_context_size_error"}}
+    server.script(Reply.raw(200, f"data: {json.dumps(chunk)}\n\n", "text/event-stream"))
+    with pytest.raises(ProviderHTTPError) as caught:
+        client(server).complete(request(True))
+    assert (caught.value.status, caught.value.code) == (400, "400")
+    assert "exceeds the available context size" in str(caught.value)
 
 
 def test_http_errors_are_mapped_with_status_code_and_retry_after(server):

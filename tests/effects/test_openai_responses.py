@@ -214,7 +214,7 @@ def test_dropped_stream_says_whether_text_reached_the_user(server):
     with pytest.raises(ProviderUnavailableError) as caught:
         client(server).complete(request(True))
     assert caught.value.partial is False
-    with pytest.raises(ProviderUnavailableError, match="before the response was") as caught:
+    with pytest.raises(ProviderUnavailableError, match="before the reply was") as caught:
         client(server).complete(request(True), on_delta=deltas.append)
     assert caught.value.partial is True
     with pytest.raises(ProviderUnavailableError):

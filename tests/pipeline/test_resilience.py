@@ -834,7 +834,9 @@ def _report(label: str, latencies: list[float]) -> None:
 
 def test_interrupt_during_a_streaming_model_call_returns_fast(server, home):
     runs = 10
-    server.script(*[Reply.text("x" * 400, chunk_delay=0.05) for _ in range(runs)])
+    # A default, not one scripted reply per run: an interrupt that lands before the request
+    # is written (the first call imports and connects) sends nothing at all.
+    server.default = Reply.text("x" * 400, chunk_delay=0.05)
     interrupter = Interrupter("model_requested", delay=0.15)
     deltas: list[str] = []
     with make(server, home, event_listener=interrupter) as agent:
