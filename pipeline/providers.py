@@ -4,7 +4,6 @@ adapters); events carry labels."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -148,12 +147,9 @@ class ProviderRouter:
         """The one place an adapter is made: the read timeout and the total deadline of every
         model call are passed here."""
         cls = self.adapters(api_mode)
-        limits: dict[str, Any] = {"timeout": self.timeout}
-        # Adapters take ``deadline`` as they gain it (the adapters' branch adds it).
-        if self.deadline is not None and "deadline" in inspect.signature(cls).parameters:
-            limits["deadline"] = self.deadline
         return cls(base_url=_with_userinfo(base_url, self.userinfo.get(base_url or "")),
-                   api_key=self.default_key, provider=provider, keys=self.keys, **limits)
+                   api_key=self.default_key, provider=provider, keys=self.keys,
+                   timeout=self.timeout, deadline=self.deadline)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:

@@ -34,17 +34,9 @@ class Recorded:
                                 status=502, body='{"echo": "sk-live-key-0123456789"}')
 
 
-class NoDeadline:
-    built: ClassVar[list[dict]] = []
-
-    def __init__(self, *, base_url, api_key, provider, keys, timeout) -> None:
-        NoDeadline.built.append({"timeout": timeout})
-
-
 @pytest.fixture(autouse=True)
 def _forget():
     Recorded.built.clear()
-    NoDeadline.built.clear()
 
 
 def test_the_read_timeout_and_the_deadline_reach_the_adapter_once():
@@ -56,13 +48,6 @@ def test_the_read_timeout_and_the_deadline_reach_the_adapter_once():
             router.complete(request())
     assert Recorded.built == [{"base_url": "http://bob:pw-pw-pw-pw@host.test/v1", "api_key": "k",
                                "provider": "acme", "timeout": 7.0, "deadline": 70.0}]
-
-
-def test_an_adapter_without_a_deadline_parameter_still_gets_its_timeout():
-    router = ProviderRouter(default_key="k", keys={}, timeout=7.0, deadline=70.0,
-                            adapters=lambda mode: NoDeadline)
-    router._client(request())
-    assert NoDeadline.built == [{"timeout": 7.0}]
 
 
 def test_an_error_names_the_provider_and_endpoint_and_masks_known_secrets():
