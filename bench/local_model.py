@@ -26,9 +26,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from effects.local_model import LocalSettings, model_file  # noqa: E402
-from effects.local_server import LocalServer  # noqa: E402
-from stages.prompt import DEFAULT_IDENTITY  # noqa: E402
+from effects.local_model import LocalSettings, model_file
+from effects.local_server import LocalServer
+from stages.prompt import DEFAULT_IDENTITY
 
 TOOLS = [{"type": "function", "function": {
     "name": name, "description": text,

@@ -207,7 +207,7 @@ class LocalServer:
 
 
 def _params(config: dict[str, Any]) -> Any:
-    import xllamacpp
+    import xllamacpp  # type: ignore[import-untyped]
 
     params = xllamacpp.CommonParams()
     if config["model_path"]:
@@ -231,7 +231,7 @@ def _params(config: dict[str, Any]) -> Any:
 
 
 def _child_main(argv: list[str]) -> None:
-    import xllamacpp
+    import xllamacpp  # type: ignore[import-untyped]
 
     def watch_parent() -> None:  # the parent holds our stdin open: EOF means it is gone
         sys.stdin.buffer.read()

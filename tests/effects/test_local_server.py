@@ -17,9 +17,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from effects import local_model, local_server
+from effects import local_model
 from effects.local_model import (
-    MODEL_NAME, MODEL_SHA256, LocalSettings, default_model, local_settings, model_file,
+    MODEL_NAME,
+    MODEL_SHA256,
+    LocalSettings,
+    default_model,
+    local_settings,
+    model_file,
 )
 from effects.local_server import LocalServer
 from stages.errors import EffectError, ProviderUnavailableError, UsageError
@@ -180,12 +185,14 @@ def test_a_model_llama_cpp_cannot_load_is_reported_from_the_childs_log(tmp_path:
 
 def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
     root = str(client.base_url).removesuffix("/v1/")
-    prompt = httpx.post(f"{root}/apply-template", timeout=60, json={"tools": [LIST_DIR], "messages": [
+    messages = [
         {"role": "system", "content": "Be brief."}, *FILES,
         {"role": "assistant", "content": None, "tool_calls": [{
             "id": "c1", "type": "function",
             "function": {"name": "list_directory", "arguments": '{"path": "."}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]}).json()["prompt"]
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
+    prompt = httpx.post(f"{root}/apply-template", timeout=60,
+                        json={"tools": [LIST_DIR], "messages": messages}).json()["prompt"]
     assert prompt.startswith(
         "<|im_start|>system\nYou are a helpful assistant. Be brief.\n\nYou can call functions.")
     assert f"<tools>\n{json.dumps(LIST_DIR)}\n</tools>" in prompt
