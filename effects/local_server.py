@@ -36,6 +36,7 @@ from stages.errors import ProviderUnavailableError, UsageError
 __all__ = ["LocalServer"]
 
 START_TIMEOUT = 120.0
+CONFIG_ENV = "MIBYAN_LOCAL_SERVER_CONFIG"
 LOG_ROTATE_BYTES = 5_000_000
 
 _log = get_logger(__name__)
@@ -133,7 +134,8 @@ class LocalServer:
                 "chat_template": s.template_text(), "api_key": self.api_key}
 
     def _command(self, config: dict[str, Any]) -> list[str]:
-        return [sys.executable, "-m", "effects.local_server", json.dumps(config)]
+        del config  # passed in the environment: an API key must not show in the process list
+        return [sys.executable, "-m", "effects.local_server"]
 
     def _start(self) -> None:
         _check_installed()
@@ -145,7 +147,9 @@ class LocalServer:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         for attempt in range(3):  # the port may be taken between probing and binding
             self.port, started = _free_port(), time.perf_counter()
-            command = self._command(self._child_config())
+            config = self._child_config()
+            env[CONFIG_ENV] = json.dumps(config)
+            command = self._command(config)
             with self.log_path.open("ab") as log:
                 log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} mibyan starts the llama "
                           f"server on port {self.port} ({self.model_name})\n".encode())
@@ -230,7 +234,7 @@ def _params(config: dict[str, Any]) -> Any:
     return params
 
 
-def _child_main(argv: list[str]) -> None:
+def _child_main() -> None:
     import xllamacpp  # type: ignore[import-untyped]
 
     def watch_parent() -> None:  # the parent holds our stdin open: EOF means it is gone
@@ -239,7 +243,8 @@ def _child_main(argv: list[str]) -> None:
 
     threading.Thread(target=watch_parent, daemon=True).start()
     try:
-        server = xllamacpp.Server(_params(json.loads(argv[1])))  # serves until the process ends
+        config = json.loads(os.environ.pop(CONFIG_ENV))
+        server = xllamacpp.Server(_params(config))  # serves until the process ends
     except BaseException:  # noqa: BLE001 - reported in the log; the parent names the failure
         traceback.print_exc()
         sys.stdout.flush()
@@ -249,4 +254,4 @@ def _child_main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv)
+    _child_main()

@@ -323,3 +323,18 @@ def test_a_model_from_config_is_served_under_its_name_with_its_own_template(tmp_
         assert "(1024 tokens)" in reply.json()["error"]["message"]  # n_ctx from config
     finally:
         server.stop()
+
+
+def test_an_api_key_is_required_when_set_and_never_on_the_command_line(tmp_path: Path):
+    server = LocalServer(tmp_path, LocalSettings(n_ctx=512), api_key="sekrit-key")
+    server._start()
+    try:
+        assert b"sekrit-key" not in Path(f"/proc/{server.pid}/cmdline").read_bytes()
+        ask = {"messages": FILES, "max_tokens": 2}
+        url = f"{server.base_url}/chat/completions"
+        assert httpx.post(url, json=ask, timeout=60).status_code == 401
+        allowed = httpx.post(url, json=ask, timeout=60,
+                             headers={"Authorization": "Bearer sekrit-key"})
+        assert allowed.status_code == 200
+    finally:
+        server.stop()
