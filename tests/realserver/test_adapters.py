@@ -83,8 +83,10 @@ def test_a_plain_answer(server, tmp_path, mode, stream):
 
 
 def listing_tool(seen: list[str]):
+    # ``path`` has a default, so a call whose arguments were cut to ``{}`` would run: only
+    # refusing the cut-off call keeps it from running.
     @tool(read_only=True)
-    def list_directory(path: str) -> str:
+    def list_directory(path: str = ".") -> str:
         """List the files in a directory.
 
         Args:
@@ -113,13 +115,16 @@ def test_a_forced_tool_turn(server, tmp_path, mode, stream):
 @pytest.mark.parametrize(("mode", "stream"), CASES)
 def test_a_tool_call_cut_off_by_max_tokens(server, tmp_path, mode, stream):
     seen: list[str] = []
+    # The grammar forces '<tool_call>\n{"name": "list_directory", "arguments": {' (13 tokens):
+    # 16 tokens cut the call inside its arguments, as the server then reports it ('{').
     with agent(server, tmp_path, mode, stream, tools=[listing_tool(seen)],
-               tool_choice="required", max_turns=2, max_tokens=8) as a:
+               tool_choice="required", max_turns=2, max_tokens=16) as a:
         result = a.run_conversation("What files are in this directory?")
-    assert seen == []  # a cut-off call never runs
-    assert result["failed"] or result["completed"]
-    if result["failed"]:
-        assert result["error"]
+    replies = [e for e in events(tmp_path, result["session_id"]) if e.kind == "model_replied"]
+    assert replies[0].finish_reason == "length"
+    assert seen == []  # a cut-off call never runs, whatever the server made of its arguments
+    assert result["turn_exit_reason"]
+    assert result["error"] if result["failed"] else True
     # The next turn of the session sends the refused call back: it must still be valid JSON.
     assert_replays_and_resumes(server, tmp_path, mode, stream, result["session_id"])
 
