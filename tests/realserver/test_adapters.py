@@ -10,6 +10,7 @@ one gets a real 401); replies are short (``max_tokens``) to keep the lane quick 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,13 @@ def agent(server: LocalServer, home: Path, mode: str, stream: bool, **kw) -> Age
                 "api_key": KEY, **kw}
     return Agent(model=MODEL_NAME, base_url=server.base_url, api_mode=mode, stream=stream,
                  home=home, **settings)
+
+
+def is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def events(home: Path, sid: str) -> list:
@@ -120,8 +128,10 @@ def test_a_tool_call_cut_off_by_max_tokens(server, tmp_path, mode, stream):
     with agent(server, tmp_path, mode, stream, tools=[listing_tool(seen)],
                tool_choice="required", max_turns=2, max_tokens=16) as a:
         result = a.run_conversation("What files are in this directory?")
-    replies = [e for e in events(tmp_path, result["session_id"]) if e.kind == "model_replied"]
-    assert replies[0].finish_reason == "length"
+    first = next(e for e in events(tmp_path, result["session_id"]) if e.kind == "model_replied")
+    # The call was cut: the reply says so, or (Responses) only its arguments show it.
+    assert first.finish_reason == "length" or not all(
+        is_json_object(call.arguments) for call in first.message.tool_calls)
     assert seen == []  # a cut-off call never runs, whatever the server made of its arguments
     assert result["turn_exit_reason"]
     assert result["error"] if result["failed"] else True
