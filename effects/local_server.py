@@ -249,6 +249,8 @@ def _child_main() -> None:
         traceback.print_exc()
         sys.stdout.flush()
         os._exit(1)  # not sys.exit: the thread blocked on stdin would hang the shutdown
+    # llama.cpp's server takes SIGTERM for itself and does not exit in-process: end at once.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     print(f"mibyan: llama.cpp server listening on {server.listening_address}", flush=True)
     threading.Event().wait()
 

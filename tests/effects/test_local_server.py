@@ -337,4 +337,6 @@ def test_an_api_key_is_required_when_set_and_never_on_the_command_line(tmp_path:
                              headers={"Authorization": "Bearer sekrit-key"})
         assert allowed.status_code == 200
     finally:
+        child = server._proc
         server.stop()
+    assert child.returncode == 0  # it ended on SIGTERM, not on the SIGKILL that follows
