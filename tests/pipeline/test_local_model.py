@@ -22,8 +22,6 @@ from stages.errors import ProviderNotConfiguredError
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.local_model
-if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
-    pytest.skip("the [local] extra is not installed", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +40,13 @@ def kinds(home: Path, sid: str) -> list:
             for e in read_envelopes(session_path(home / "sessions", sid))]
 
 
-def test_a_streamed_turn_on_the_local_model_records_usage_and_replays(home):
+def test_a_streamed_turn_on_the_local_model_answers_records_usage_and_replays(home):
     deltas: list[str] = []
     with Agent(home=home, max_tokens=24) as agent:
         assert agent.settings.provider == "local"
-        result = agent.run_conversation("Name a colour.", stream_callback=deltas.append)
-    assert result["completed"] and result["final_response"]
+        result = agent.run_conversation("What is the capital of France?",
+                                        stream_callback=deltas.append)
+    assert result["completed"] and "Paris" in result["final_response"]
     assert "".join(deltas) == result["final_response"]
     usage = result["usage"]
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
@@ -67,7 +66,7 @@ def test_a_forced_tool_call_runs_and_its_result_reaches_the_model(home):
         seen.append(city)
         return f"It is sunny in {city}."
 
-    with Agent(home=home, tools=[get_weather], tool_choice="get_weather", max_turns=1,
+    with Agent(home=home, tools=[get_weather], tool_choice="required", max_turns=1,
                max_tokens=32) as agent:
         result = agent.run_conversation("What is the weather in Paris?")
     assert len(seen) == 1 and seen[0]
@@ -94,8 +93,8 @@ def test_the_cli_says_it_uses_the_local_model(home):
            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MIBYAN_MODEL")}
     env["MIBYAN_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--max-tokens", "16",
-                           "Hello"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+                           "Hello"], check=False, cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "embedded local model" in done.stderr and "tokens in" in done.stderr
     assert done.stdout.strip()

