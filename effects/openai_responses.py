@@ -1,9 +1,10 @@
-"""OpenAI Responses API adapter (api mode ``codex_responses``), through the official SDK.
+"""OpenAI Responses API adapter (api mode ``codex_responses``), over the shared HTTP shell.
 
 The canonical (OpenAI chat) history becomes Responses ``input`` items: the system prompt is sent
 as ``instructions``; user text as ``message`` items with ``input_text`` parts; assistant text as
-``message`` items with string content (the SDK's ``EasyInputMessage``: typed ``output_text`` parts
-need the server's item id and status, which a stateless client does not keep); assistant tool
+``message`` items with ``output_text`` parts and no item id (as the Codex CLI sends them: llama.cpp
+refuses assistant text given as a plain string, and OpenAI accepts parts without the id and
+status a stateless client does not keep); assistant tool
 calls as ``function_call`` items; tool results as ``function_call_output`` items. Requests are
 stateless (``store: false``). Each message's items are converted once and cached as JSON text,
 so a request body is a join of ready strings, as in :mod:`effects.openai_chat`.
@@ -47,7 +48,8 @@ def _message_items(message: Message) -> list[dict]:
                  "content": [{"type": "input_text", "text": message.content or ""}]}]
     items: list[dict] = []
     if message.content or not message.tool_calls:
-        items.append({"type": "message", "role": "assistant", "content": message.content or ""})
+        items.append({"type": "message", "role": "assistant",
+                      "content": [{"type": "output_text", "text": message.content or ""}]})
     items.extend({"type": "function_call", "call_id": call.id, "name": call.name,
                   "arguments": call.arguments} for call in message.tool_calls)
     return items

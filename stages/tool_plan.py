@@ -32,7 +32,20 @@ def _parse_arguments(call: ToolCall) -> dict | str:
     return value
 
 
-def _check(state: State, call: ToolCall) -> ToolInvocation | ToolCallRejected:
+TRUNCATED = ("the reply was cut off at its token limit before this call was complete, so it "
+             "did not run; call the tool again, with shorter arguments if they were long")
+
+
+def _cut_off(state: State, config: SessionSettings) -> bool:
+    """A reply stopped by the token limit may carry calls whose arguments were cut (some servers
+    even complete them as ``{}``): under rules 2 none of them runs."""
+    reply = state.turn.last_reply if state.turn is not None else None
+    return config.rules >= 2 and reply is not None and reply.finish_reason == "length"
+
+
+def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | ToolCallRejected:
+    if cut_off:
+        return ToolCallRejected(call=call, reason="truncated", content=_error(TRUNCATED))
     if state.tool(call.name) is None:
         names = ", ".join(spec.name for spec in state.tools) or "none"
         return ToolCallRejected(call=call, reason="unknown_tool", content=_error(
@@ -47,10 +60,10 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     """Reject the leading invalid calls, then run the next stretch of valid ones. A batch with
     an invalid call in the middle is planned in stretches, so that results always land in the
     order of the calls."""
-    del config
     if state.turn is None:
         raise ValueError("a tool plan needs an open turn")
-    checked = [_check(state, call) for call in state.turn.pending]
+    cut_off = _cut_off(state, config)
+    checked = [_check(state, call, cut_off) for call in state.turn.pending]
     rejected: list[ToolCallRejected] = []
     while checked and isinstance(checked[0], ToolCallRejected):
         rejected.append(checked.pop(0))

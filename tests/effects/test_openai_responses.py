@@ -45,10 +45,12 @@ def test_history_becomes_responses_input_items():
     assert body["instructions"] == "be brief" and body["store"] is False
     assert body["input"] == [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "message", "role": "assistant", "content": "Checking."},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Checking."}]},
         {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q":"x"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "found"},
-        {"type": "message", "role": "assistant", "content": "It is x."},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "It is x."}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and y?"}]},
     ]
     assert body["tools"] == [{"type": "function", "name": "lookup", "description": "Look up.",
@@ -62,8 +64,13 @@ def test_history_becomes_responses_input_items():
 
 
 def test_the_body_matches_the_sdk_param_types():
+    """The SDK types an assistant ``output_text`` message as a stored output item (with id and
+    status); stateless clients (the Codex CLI, mibyan) send it without them, which OpenAI takes
+    and llama.cpp requires. Every other item must match the SDK's types as they are."""
     body = to_responses_input(request())
-    pydantic.TypeAdapter(ResponseInputParam).validate_python(body["input"])
+    stored = [dict(item, id=f"msg_{n}", status="completed") if item.get("role") == "assistant"
+              else item for n, item in enumerate(body["input"])]
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(stored)
     pydantic.TypeAdapter(list[FunctionToolParam]).validate_python(body["tools"])
 
 

@@ -67,7 +67,7 @@ def test_a_forced_tool_call_runs_and_its_result_reaches_the_model(home):
         return f"It is sunny in {city}."
 
     with Agent(home=home, tools=[get_weather], tool_choice="required", max_turns=1,
-               max_tokens=32) as agent:
+               max_tokens=64) as agent:
         result = agent.run_conversation("What is the weather in Paris?")
     assert len(seen) == 1 and seen[0]
     tool_messages = [m for m in result["messages"] if m["role"] == "tool"]

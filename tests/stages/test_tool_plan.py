@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import attrs
+
 import pytest
 
 from stages import events as ev
@@ -152,3 +154,15 @@ def test_duplicate_call_ids_in_one_reply_keep_alternation() -> None:
     state = then(state, ran(dup))
     state = then(state, ran(call("same", "write")))
     assert violations(state.messages) == []
+
+
+def test_calls_of_a_reply_cut_at_the_token_limit_never_run() -> None:
+    """llama.cpp's Anthropic endpoint completes a cut ``tool_use`` as ``{}``: it looked valid
+    and ran. Under rules 2 every call of a length-cut reply is refused; rules 1 logs replay."""
+    c = call("c1", "read", "{}")
+    state = answered(turn(session(spec("read"))), reply(None, c, finish_reason="length"))
+    decision = decide_tool_plan(state, config=SETTINGS)
+    assert [type(e).__name__ for e in decision.events] == ["ToolCallRejected"]
+    assert decision.events[0].reason == "truncated" and decision.next is None
+    old = decide_tool_plan(state, config=attrs.evolve(SETTINGS, rules=1))
+    assert old.next is not None and old.next.calls[0].call_id == "c1"
