@@ -73,7 +73,7 @@ class BenchServer(FakeOpenAIServer):
         self.done = 0
         self.received = 0  # kept by the client: requests it has made
 
-    def _record(self, body, headers):  # noqa: ANN001, ANN202
+    def _record(self, body, headers):
         with self._lock:
             if body is None:
                 return None
@@ -341,6 +341,7 @@ def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) 
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-"))
     try:
         import openai  # noqa: F401 - both loops need it; count it in the baseline
+
         import pipeline.agent  # noqa: F401
         gc.collect()
         rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

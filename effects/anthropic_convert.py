@@ -179,7 +179,7 @@ def _convert(message: Message) -> _Converted:
     texts = tuple((canonical_json(b), json.dumps(b["text"], ensure_ascii=False)
                    if b["type"] == "text" else None) for b in blocks)
     return _Converted(role=role, blocks=tuple(blocks), texts=texts,
-                      by_id=tuple(zip(map(id, blocks), texts)))
+                      by_id=tuple(zip(map(id, blocks), texts, strict=True)))
 
 
 _converted: WireCache[Message, _Converted] = WireCache(_convert)
@@ -207,7 +207,7 @@ def _plan(request: ModelRequest) -> _Plan:
         blocks = converted.blocks
         if blocks and id(blocks[0]) in texts:  # the same message again: marks go by identity
             blocks = tuple(dict(b) for b in blocks)
-            texts.update(zip(map(id, blocks), converted.texts))
+            texts.update(zip(map(id, blocks), converted.texts, strict=True))
         else:
             texts.update(converted.by_id)
         emitted.append(blocks)

@@ -35,14 +35,14 @@ import attrs
 from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
-    "CheckedLine",
     "EMPTY",
     "ENVELOPE_KEYS",
-    "Envelope",
     "FIRST_KIND",
     "GENESIS_HASH",
     "HASH_KEY",
     "SUFFIX",
+    "CheckedLine",
+    "Envelope",
     "check_lines",
     "decode_line",
     "empty_log",

@@ -270,7 +270,7 @@ def _reader_session_id(path: Path, session_id: str | None) -> str:
 
 def _open_for_reading(path: Path) -> IO[bytes]:
     try:
-        return open(path, "rb", buffering=1 << 16)  # noqa: SIM115 - closed by the caller
+        return open(path, "rb", buffering=1 << 16)
     except FileNotFoundError as exc:
         raise UsageError(f"no event log at {path}") from exc
     except OSError as exc:

@@ -16,6 +16,7 @@ written, before any response head (so a server stops generating for a caller who
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import json
@@ -97,10 +98,9 @@ class _Call:
             if self.released or self.stream is None:
                 return
             sock = self.stream.get_extra_info("socket")
-            try:
+            # No socket, or it is gone already: nothing left to close.
+            with contextlib.suppress(TypeError, OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)  # beneath any TLS wrapper
-            except (TypeError, OSError):  # no socket, or it is gone already
-                pass
 
     def release(self) -> None:
         with self.lock:

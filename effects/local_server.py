@@ -245,7 +245,7 @@ def _child_main() -> None:
     try:
         config = json.loads(os.environ.pop(CONFIG_ENV))
         server = xllamacpp.Server(_params(config))  # serves until the process ends
-    except BaseException:  # noqa: BLE001 - reported in the log; the parent names the failure
+    except BaseException:
         traceback.print_exc()
         sys.stdout.flush()
         os._exit(1)  # not sys.exit: the thread blocked on stdin would hang the shutdown

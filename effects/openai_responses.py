@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from effects.http_shell import Exchange, HttpShell
 from effects.openai_chat import openai_shell, stream_error
@@ -34,7 +34,6 @@ from stages.errors import ModelBehaviourError, ProviderUnavailableError
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.tools import ToolSpec
-
 
 # --- request ------------------------------------------------------------------------------------
 
@@ -251,7 +250,7 @@ class _StreamAssembly:
             body=canonical_json(event)[:4000], provider=self.shell.provider,
             endpoint=self.shell.endpoint, partial=self.delivered)
 
-    _HANDLERS = {
+    _HANDLERS: ClassVar[dict[str, Callable[..., None]]] = {
         "response.output_item.added": _added,
         "response.output_text.delta": _text,
         "response.function_call_arguments.delta": _arguments,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -74,7 +75,6 @@ class CancelToken:
 
 
 def _quietly(callback: Callable[[], object]) -> None:
-    try:
+    # Closing a dying connection may fail in any way.
+    with contextlib.suppress(Exception):
         callback()
-    except Exception:  # noqa: BLE001 - closing a dying connection may fail in any way
-        pass

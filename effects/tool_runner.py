@@ -151,7 +151,7 @@ class ThreadPoolToolRunner:
         start = time.perf_counter()
         try:
             content = render_result(found.invoke(call.arguments, task_id=task_id))
-        except Exception as exc:  # noqa: BLE001 - a tool's failure is an outcome, not ours
+        except Exception as exc:
             outcome = _failure(call, _describe(exc), _elapsed_ms(start))
         else:
             outcome = ToolOutcome(call_id=call.call_id, name=call.name, content=content,

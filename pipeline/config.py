@@ -3,7 +3,8 @@
 
 Each provider reads its own variables (openai: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``;
 anthropic: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``; openrouter: ``OPENROUTER_API_KEY``,
-``OPENROUTER_BASE_URL``; any other name: OpenAI's). Secrets come from the environment only (the config file names the variable, ``api_key_env``),
+``OPENROUTER_BASE_URL``; any other name: OpenAI's). Secrets come from the environment only
+(the config file names the variable, ``api_key_env``),
 so the file can be shared and nothing secret is ever copied into a log.
 
     [model]

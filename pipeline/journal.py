@@ -38,7 +38,8 @@ class Journal(Protocol):
         The caller folds and then records each one."""
         ...
 
-    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+    def observe_if(self, stage: str, kind: str,
+                   perform: Callable[[], Event | None]) -> Event | None:
         """An observation that may or may not happen here (an interrupt)."""
         ...
 
@@ -82,7 +83,8 @@ class LiveJournal:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
         return events
 
-    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+    def observe_if(self, stage: str, kind: str,
+                   perform: Callable[[], Event | None]) -> Event | None:
         event = perform()
         return None if event is None else self.observe(stage, (kind,), 1, lambda: (event,))[0]
 
@@ -160,7 +162,8 @@ class ReplayJournal:
             events.append(event)
         return events
 
-    def observe_if(self, stage: str, kind: str, perform: Callable[[], Event | None]) -> Event | None:
+    def observe_if(self, stage: str, kind: str,
+                   perform: Callable[[], Event | None]) -> Event | None:
         envelope = self.peek()
         if envelope is None or envelope.kind != kind:
             return None

@@ -149,8 +149,8 @@ class SessionRunner:
 
     def resume(self, settings: SessionSettings) -> None:
         """Continue a folded session in a new process; close a turn a crash left open."""
-        self.observe("session", (SessionResumed,), lambda: (SessionResumed(resumed_at=self.effects.clock.now(),
-                                                        settings=settings),))
+        self.observe("session", (SessionResumed,), lambda: (SessionResumed(
+            resumed_at=self.effects.clock.now(), settings=settings),))
         self.emit("recovery", decide_abandon(self.state))
 
     def declare_tools(self, specs: tuple[ToolSpec, ...]) -> None:
@@ -222,7 +222,7 @@ class SessionRunner:
             self.observe("recovery", (TurnAborted,), lambda: (TurnAborted(error=error),))
             self.emit("recovery", decide_abandon(self.state))
             self.journal.sync()
-        except Exception:  # noqa: BLE001 - the original exception is the one to report
+        except Exception:
             pass
 
     def _wait(self, step: Wait) -> Event:
@@ -265,7 +265,7 @@ class SessionRunner:
                 outcome.append(model.complete(request, on_delta=sink, cancel=cancel))
             except (ProviderError, ModelBehaviourError) as exc:
                 outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            except BaseException as exc:
                 outcome.append(exc)
 
         worker = threading.Thread(target=work, name="mibyan-model-call", daemon=True)

@@ -161,7 +161,8 @@ class Tool:
         return self.handler(*args, **kwargs)
 
     def bind(self, arguments: str | Mapping[str, object]) -> dict[str, object]:
-        """The keyword arguments for the handler (without ``task_id``); raises ToolArgumentsError."""
+        """The keyword arguments for the handler (without ``task_id``); raises
+        ToolArgumentsError."""
         return self._binder(_parse_arguments(self.spec.name, arguments))
 
     def invoke(self, arguments: str | Mapping[str, object], *, task_id: str = "") -> object:
@@ -257,7 +258,7 @@ def _parameters(tool_name: str, fn: Callable[..., object]) -> tuple[inspect.Para
 def _type_hints(fn: object) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # noqa: BLE001 - unresolvable hints fall back to the raw annotations
+    except Exception:
         return {}
 
 

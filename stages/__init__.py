@@ -7,8 +7,8 @@ from stages.fold import apply_event, fold
 from stages.state import State
 
 __all__ = [
-    "Decision",
     "EVENT_TYPES",
+    "Decision",
     "Event",
     "MibyanError",
     "Next",

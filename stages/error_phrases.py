@@ -125,7 +125,8 @@ REVOKED: tuple[str, ...] = (
 )
 
 # Revoked or forbidden: this key may not do this.
-AUTH_PERMANENT: tuple[str, ...] = REVOKED + (
+AUTH_PERMANENT: tuple[str, ...] = (
+    *REVOKED,
     "permission denied", "permission_denied", "access denied", "forbidden",
     "not allowed to access",
 )

@@ -3,9 +3,8 @@ replays all build their state with it, so they cannot disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
 import hashlib
+from collections.abc import Callable, Iterable
 
 import attrs
 

@@ -69,9 +69,11 @@ class History(Sequence[Message]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, History):
             return self._size == other._size and (
-                self._items is other._items or self._items[:self._size] == other._items[:other._size])
+                self._items is other._items
+                or self._items[:self._size] == other._items[:other._size])
         if isinstance(other, Sequence) and not isinstance(other, str):
-            return self._size == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+            return self._size == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __hash__(self) -> int:

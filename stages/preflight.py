@@ -25,4 +25,5 @@ def decide_preflight(state: State, *, config: SessionSettings) -> Decision:
     estimate = estimate_tokens(state)
     if estimate <= threshold:
         return NOTHING
-    return Decision(events=(ContextPressure(estimated_tokens=estimate, threshold_tokens=threshold),))
+    return Decision(events=(ContextPressure(estimated_tokens=estimate,
+                                            threshold_tokens=threshold),))

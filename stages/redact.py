@@ -21,7 +21,8 @@ _PREFIXES = (
     r"xox[abprs]-[A-Za-z0-9\-]{10,}", r"AIza[0-9A-Za-z_\-]{30,}", r"AKIA[0-9A-Z]{16}",
     r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
     r"r8_[A-Za-z0-9]{20,}", r"npm_[A-Za-z0-9]{20,}", r"pypi-[A-Za-z0-9_\-]{20,}",
-    r"sk_(?:live|test)_[A-Za-z0-9]{16,}", r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]+)?",
+    r"sk_(?:live|test)_[A-Za-z0-9]{16,}",
+    r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]+)?",
 )
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(_PREFIXES) + r")")
 _BEARER = re.compile(r"(?i)(authorization\s*[:=]\s*bearer\s+|bearer\s+)([A-Za-z0-9._~+/\-]{8,}=*)")

@@ -37,7 +37,8 @@ def _reject_pending(state: State, reason: str, text: str) -> tuple[ToolCallRejec
                  for c in state.turn.pending)
 
 
-def _close(state: State, *, reason: str, text: str, exit_reason: str, **outcome: object) -> Decision:
+def _close(state: State, *, reason: str, text: str, exit_reason: str,
+           **outcome: object) -> Decision:
     """End the turn without a model answer, keeping the history alternating."""
     rejected = _reject_pending(state, reason, text)
     last = state.last_message
