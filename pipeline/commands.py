@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from pathlib import Path
 
 from pipeline import config as cfg
 
@@ -93,13 +94,29 @@ def verify(args: argparse.Namespace) -> int:
         raise UsageError(f"no session {args.session!r} under {_root(args)}")
     report = verify_log(path)
     tail = " (torn last record; it will be cut on the next open)" if report.torn_tail else ""
-    if report.ok:
+    problems = report.problems or _unreadable_events(path)
+    if not problems:
         print(f"ok: {report.count} records{tail}")
         return EXIT_OK
     print(f"BROKEN: {path}: {report.count} good records{tail}")
-    for problem in report.problems:
+    for problem in problems:
         print(f"  {problem}")
     return EXIT_FAILED
+
+
+def _unreadable_events(path: Path) -> tuple[str, ...]:
+    """Well-chained records whose payload does not read as its event (replay and resume would
+    refuse them): the codec, upcasters included, is the last word on a log."""
+    from effects.codec import from_payload
+    from effects.eventlog import read_envelopes
+    from stages.errors import LogCorruptError
+    problems = []
+    for envelope in read_envelopes(path):
+        try:
+            from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+        except LogCorruptError as exc:
+            problems.append(f"seq {envelope.seq}: {exc}")
+    return tuple(problems)
 
 
 def sql(args: argparse.Namespace) -> int:

@@ -136,14 +136,21 @@ class ReplayJournal:
         if envelope is not None and self._served.pop(envelope.seq, None) is event:
             self.cursor += 1
             return
-        produced = f"{event.kind} {_text(to_payload(event))}"
-        envelope = self._next(stage, produced, (event.kind,))
+        payload = to_payload(event)
+        if envelope is None or (envelope.kind in TURN_CUTS and envelope.kind != event.kind):
+            self._next(stage, f"{event.kind} {_text(payload)}", (event.kind,))  # raises
+        assert envelope is not None
+        # Same kind and version: the payloads compare as plain data, with no decoding.
+        if (envelope.kind == event.kind and envelope.schema_version == event.schema_version
+                and envelope.payload == payload):
+            self.cursor += 1
+            return
         logged = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
         if logged != event:
             raise ReplayDivergenceError(
                 f"replay diverged at seq {envelope.seq} in stage {stage}", seq=envelope.seq,
                 stage=stage, expected=f"{logged.kind} {_text(to_payload(logged))}",
-                produced=produced)
+                produced=f"{event.kind} {_text(payload)}")
         self.cursor += 1
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,

@@ -221,7 +221,7 @@ class ModelReplied:
 @attrs.frozen(kw_only=True)
 class ModelFailed:
     kind: ClassVar[str] = "model_failed"
-    schema_version: ClassVar[int] = 1
+    schema_version: ClassVar[int] = 2
     observed: ClassVar[bool] = True
     error_type: str
     message: str = attrs.field(metadata=REDACTED)

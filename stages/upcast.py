@@ -8,6 +8,8 @@ A bump adds its function here and a log to the frozen corpus in ``tests/corpus``
 * ``session_started``/``session_resumed`` v2 -> v3: settings gained ``rules`` (see
   ``stages.events.RULES``); a session written before it ran under rules 1.
 * ``model_requested`` v1 -> v2: the request digest arrived; older requests have none.
+* ``model_failed`` v1 -> v2: the error code is text; v1 logs may hold llama.cpp's or
+  OpenRouter's integer code, which made them unreadable.
 """
 
 from __future__ import annotations
@@ -31,12 +33,18 @@ def _no_digest(payload: dict) -> dict:
     return {**payload, "digest": None}
 
 
+def _code_as_text(payload: dict) -> dict:
+    code = payload.get("code")
+    return payload if code is None or isinstance(code, str) else {**payload, "code": str(code)}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("session_started", 1): _no_retries,
     ("session_resumed", 1): _no_retries,
     ("session_started", 2): _first_rules,
     ("session_resumed", 2): _first_rules,
     ("model_requested", 1): _no_digest,
+    ("model_failed", 1): _code_as_text,
 }
 
 

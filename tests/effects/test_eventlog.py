@@ -509,3 +509,12 @@ def test_truncation_at_every_byte_of_a_small_log(tmp_path: Path) -> None:
     for cut in range(len(raw) + 1):
         _check_truncation(tmp_path, raw, written, cut)
     shutil.rmtree(tmp_path / "src")
+
+
+def test_a_v1_model_failed_with_an_integer_code_reads_again(tmp_path):
+    """Sessions logged with llama.cpp's integer ``code`` were unreadable for ever; the v2
+    upcaster keeps the code as text, so they verify, replay and resume."""
+    from effects.codec import from_payload
+    event = from_payload("model_failed", 1, {"error_type": "ProviderHTTPError",
+                                             "message": "boom", "status": 500, "code": 500})
+    assert event.code == "500"

@@ -253,14 +253,23 @@ def test_interrupt_during_a_model_call_returns_and_closes_the_request(server, ho
     import time
     server.script(reply)
     deltas: list[str] = []
+    interrupted_at: list[float] = []
+
+    def interrupt_once_the_request_is_in_flight() -> None:
+        # Waiting on the server, not on a timer: a loaded machine may take long to send it.
+        deadline = time.monotonic() + 30
+        while server.pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        interrupted_at.append(time.monotonic())
+        agent.interrupt()
+
     with make(server, home) as agent:
-        timer = threading.Timer(0.4, agent.interrupt)
-        timer.start()
-        started = time.monotonic()
+        threading.Thread(target=interrupt_once_the_request_is_in_flight, daemon=True).start()
         result = agent.run_conversation("slow", stream_callback=deltas.append)
-        elapsed = time.monotonic() - started
+        returned = time.monotonic()
     assert result["interrupted"] and result["turn_exit_reason"] == "interrupted_during_api_call"
-    assert elapsed < 0.4 + 0.5
+    assert returned - interrupted_at[0] < 0.5
     assert result["messages"][-1] == {"role": "assistant", "content": "[no reply: interrupted by user]"}
     kinds = [e.kind for e in read_envelopes(session_path(home / "sessions",
                                                           result["session_id"]))]

@@ -105,3 +105,21 @@ def test_sql_cannot_write_over_a_session_log(home: Path) -> None:
     done = mibyan(home, "sql", f"COPY (SELECT 1 AS x) TO '{path}' (FORMAT csv)")
     _clean(done, 2)
     assert "query refused" in done.stderr and path.read_bytes() == b""
+
+
+def test_log_verify_reads_every_payload_through_the_codec(home: Path) -> None:
+    """A payload the codec refuses (a status as text) chains and seals fine: verify said ok
+    while replay and resume refused the session for ever."""
+    from effects.codec import to_payload
+    from effects.eventlog import SessionLog
+    from stages import events as ev
+    sid = "20260101_000000_fedcba"
+    started = ev.SessionStarted(session_id=sid, started_at="t",
+                                settings=ev.SessionSettings(model="m", provider="p"))
+    with SessionLog.open(home / "sessions", sid, durability="flush") as log:
+        log.append(started.kind, started.schema_version, to_payload(started), "t")
+        log.append("model_failed", 2, {"error_type": "ProviderHTTPError", "message": "boom",
+                                       "status": "500"}, "t")
+    done = mibyan(home, "log", "verify", sid)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "BROKEN" in done.stdout and "seq 1" in done.stdout and "model_failed" in done.stdout
