@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline.journal import EndOfLog, Journal, encode
@@ -57,6 +58,8 @@ from stages.step import decide_abandon
 from stages.tools import ToolSpec
 
 INTERRUPT_POLL_SECONDS = 0.02
+
+log = get_logger(__name__)
 
 
 @attrs.define
@@ -265,6 +268,14 @@ class SessionRunner:
                 outcome.append(model.complete(request, on_delta=sink, cancel=cancel))
             except (ProviderError, ModelBehaviourError) as exc:
                 outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
+            except AssertionError as exc:  # a broken invariant or a strict test double: loud
+                outcome.append(exc)
+            except Exception as exc:  # noqa: BLE001 - an adapter's bug must not break the session
+                log.error("model_client_failed", error=f"{type(exc).__name__}: {exc}",
+                          exc_info=True)
+                unusable = ModelBehaviourError(
+                    f"the model client failed on this call: {type(exc).__name__}: {exc}")
+                outcome.append(_failure(unusable, self.effects.clock.monotonic() - started))
             except BaseException as exc:
                 outcome.append(exc)
 

@@ -135,7 +135,7 @@ _APPLY: dict[type, Callable[[State, object], State]] = {
     ev.ModelReplied: _model_replied,
     ev.ModelFailed: lambda s, e: _turn(s, failure=e),
     ev.BudgetExhausted: _budget_exhausted,
-    ev.ToolsPlanned: lambda s, e: s,
+    ev.ToolsPlanned: lambda s, e: _turn(s, planned=_current(s).planned + e.call_ids),
     ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
     ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),

@@ -32,6 +32,8 @@ class TurnState:
     usage: Usage = Usage()
     budget_exhausted: bool = False
     pending: tuple[ToolCall, ...] = ()
+    # Calls whose run was planned (and made durable before a tool that changes things ran).
+    planned: tuple[str, ...] = ()
     last_reply: ModelReplied | None = None
     failure: ModelFailed | None = None
     provider_index: int = 0

@@ -30,11 +30,29 @@ MAX_CONTINUATIONS = 3
 CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
 
 
+STARTED_UNKNOWN = ("the process stopped while this call was running: it started, and its "
+                   "outcome is unknown; check before running it again")
+NEVER_STARTED = "the process stopped before this call started: it never ran"
+
+
 def _reject_pending(state: State, reason: str, text: str) -> tuple[ToolCallRejected, ...]:
     assert state.turn is not None
     content = canonical_json({"error": text})
     return tuple(ToolCallRejected(call=c, reason=reason, content=content)
                  for c in state.turn.pending)
+
+
+def _reject_abandoned(state: State) -> tuple[ToolCallRejected, ...]:
+    """Calls planned (their intent durable before they ran) may have started; the others never
+    did. The model reads which is which."""
+    assert state.turn is not None
+    started = set(state.turn.planned)
+    return tuple(
+        ToolCallRejected(call=c, reason="abandoned_started", content=canonical_json(
+            {"error": STARTED_UNKNOWN})) if c.id in started else
+        ToolCallRejected(call=c, reason="abandoned", content=canonical_json(
+            {"error": NEVER_STARTED}))
+        for c in state.turn.pending)
 
 
 def _close(state: State, *, reason: str, text: str, exit_reason: str,
@@ -164,6 +182,9 @@ def decide_abandon(state: State) -> Decision:
     """A resumed session whose last turn never finished (the process was killed): close it."""
     if state.turn is None or state.turn.finished is not None:
         return Decision()
-    return _close(state, reason="abandoned", text="the process stopped before the turn finished",
-                  exit_reason="abandoned", failed=True,
-                  error="the process stopped before the turn finished")
+    text = "the process stopped before the turn finished"
+    closing = _close(state, reason="abandoned", text=text, exit_reason="abandoned", failed=True,
+                     error=text)
+    if state.settings is None or state.settings.rules < 2 or not state.turn.pending:
+        return closing
+    return Decision(events=(*_reject_abandoned(state), *closing.events[-1:]), next=Finish())

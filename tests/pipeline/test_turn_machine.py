@@ -101,3 +101,15 @@ def _decision(*events: ev.Event):
 def test_settings_no_stage_can_follow_are_refused_when_built(change) -> None:
     with pytest.raises(ValueError, match=next(iter(change))):
         ev.SessionSettings(model="m", provider="p", **change)
+
+
+def test_a_model_client_that_raises_a_bug_ends_the_turn_not_the_session(tmp_path) -> None:
+    """No provider error escapes a turn: even an adapter's own bug (here a KeyError on an odd
+    body) is a failed call with a clear error, and the session goes on."""
+    steps: list = [KeyError("choices"), _reply("back")]
+    with Agent(client=Scripted(steps), home=tmp_path, max_retries=0) as agent:
+        failed = agent.run_conversation("hello")
+        after = agent.run_conversation("again")
+    assert failed["failed"] and "KeyError" in failed["error"]
+    assert after["completed"] and after["final_response"] == "back"
+    assert replay(tmp_path / "sessions", failed["session_id"]).identical

@@ -215,3 +215,22 @@ def test_abandon_does_nothing_without_an_open_turn() -> None:
     done = answered(turn(session()), reply("hi"))
     done = then(done, decide_next(done, config=SETTINGS))
     assert decide_abandon(done) == Decision()
+
+
+def test_an_abandoned_turn_says_which_calls_may_have_run() -> None:
+    """After a crash during tools, a planned call (its intent was durable before it ran) is
+    'started, outcome unknown'; a call never planned 'never ran'. Rules 1 logs keep one text."""
+    first, second = call("c1", "write"), call("c2", "write")
+    state = answered(turn(session(spec("write"))), reply(None, first, second))
+    state = then(state, ev.ToolsPlanned(call_ids=("c1",), concurrent=False))
+    decision = decide_abandon(state)
+    rejected = [e for e in decision.events if isinstance(e, ev.ToolCallRejected)]
+    assert [(e.call.id, e.reason) for e in rejected] == [("c1", "abandoned_started"),
+                                                       ("c2", "abandoned")]
+    assert "outcome is unknown" in rejected[0].content and "never ran" in rejected[1].content
+    assert decision.events[-1].exit_reason == "abandoned"
+    old = then(session(spec("write"), settings=attrs.evolve(SETTINGS, rules=1)))
+    old = then(answered(turn(old), reply(None, first, second)),
+               ev.ToolsPlanned(call_ids=("c1",), concurrent=False))
+    assert {e.reason for e in decide_abandon(old).events
+            if isinstance(e, ev.ToolCallRejected)} == {"abandoned"}
