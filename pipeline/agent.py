@@ -164,6 +164,10 @@ class Agent:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
         with self._lock:
             runner = self._open()
+            if history is not None and history == runner.state.messages:
+                # A caller that passes the whole conversation each turn: nothing to replace,
+                # so nothing is redacted, encoded and logged again.
+                history = None
             try:
                 state = runner.run_turn(user_message, system_message=system_message,
                                         history=history, task_id=task_id,

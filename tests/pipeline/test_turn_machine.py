@@ -113,3 +113,19 @@ def test_a_model_client_that_raises_a_bug_ends_the_turn_not_the_session(tmp_path
     assert failed["failed"] and "KeyError" in failed["error"]
     assert after["completed"] and after["final_response"] == "back"
     assert replay(tmp_path / "sessions", failed["session_id"]).identical
+
+
+def test_the_session_s_own_history_passed_back_is_not_loaded_again(tmp_path) -> None:
+    """Stateless callers pass the whole conversation every turn: when it is the session's own
+    history, it is not redacted, encoded and logged again (it was 48% of intake at 2,000)."""
+    steps = [_reply("one"), _reply("two"), _reply("three")]
+    with Agent(client=Scripted(steps), home=tmp_path) as agent:
+        first = agent.run_conversation("a", conversation_history=[])
+        second = agent.run_conversation("b", conversation_history=first["messages"])
+        edited = [*second["messages"][:-1], {"role": "assistant", "content": "changed"}]
+        agent.run_conversation("c", conversation_history=edited)
+        sid = agent.session_id
+    kinds = [e.kind for e in _events(tmp_path, sid)]
+    assert kinds.count("history_loaded") == 1  # only the edited one
+    assert second["final_response"] == "two"
+    assert replay(tmp_path / "sessions", sid).identical
