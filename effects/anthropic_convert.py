@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -56,8 +56,8 @@ def _blocks(message: Message) -> tuple[str, list[dict]]:
                          "content": message.content or "(no output)"}]
     has_text = bool(message.content and message.content.strip())
     if message.role == "user":
-        return "user", [_text(message.content if has_text else "(empty message)")]
-    blocks = [_text(message.content)] if has_text else []
+        return "user", [_text(message.content or "" if has_text else "(empty message)")]
+    blocks = [_text(message.content or "")] if has_text else []
     blocks += [{"type": "tool_use", "id": _tool_id(c.id), "name": c.name,
                 "input": arguments_object(c.arguments)} for c in message.tool_calls]
     return "assistant", blocks or [_text("(empty)")]
@@ -85,8 +85,14 @@ def _paired(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]
                 out.append((role, blocks))
                 continue
             seen: set[str] = set()  # tool_use ids must be unique within a message
-            blocks = [b for b in blocks if b["type"] != "tool_use"
-                      or not (b["id"] in seen or seen.add(b["id"]))]
+            kept = []
+            for block in blocks:
+                if block["type"] == "tool_use":
+                    if block["id"] in seen:
+                        continue
+                    seen.add(block["id"])
+                kept.append(block)
+            blocks = kept
             out.append((role, blocks))
             wanted = [b["id"] for b in blocks if b["type"] == "tool_use"]
             if wanted and (k + 1 == len(turns) or turns[k + 1][0] != "user"):
@@ -309,10 +315,12 @@ def finish_reason(stop_reason: str | None) -> str:
     return STOP_REASONS.get(stop_reason or "end_turn", "stop")
 
 
-def message_from(blocks: list[Mapping]) -> Message:
+def message_from(blocks: Sequence[Mapping]) -> Message:
     """A canonical assistant message from Anthropic content blocks (``tool_use`` inputs as
     dicts, or as JSON text under ``arguments`` when assembled from a stream)."""
-    text, thoughts, calls = [], [], []
+    text: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
     for block in blocks:
         kind = block.get("type")
         if kind == "text":

@@ -226,7 +226,8 @@ class Exchange:
     def events(self) -> Iterator[tuple[str, str]]:
         """``(event name, data)`` of each SSE event; comments (keep-alives) are skipped. The
         body is read to its end, so the connection goes back to the pool for the next call."""
-        name, data, rest = "", [], b""
+        name, rest = "", b""
+        data: list[str] = []
         for chunk in self._response.iter_bytes():
             *lines, rest = (rest + chunk).split(b"\n")
             for raw in lines:

@@ -14,7 +14,7 @@ import structlog
 from stages.redact import redact
 
 
-def _redact_line(logger: Any, method: str, line: str) -> str:
+def _redact_line(logger: Any, method: str, line: Any) -> Any:
     del logger, method
     return redact(line)
 

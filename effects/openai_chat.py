@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from effects.http_errors import error_detail
 from effects.http_shell import Exchange, HttpShell
@@ -199,18 +200,18 @@ class OpenAIChatClient:
                             model=assembly.model or request.model, latency_ms=_ms(started),
                             streamed=True, rate_limits=exchange.rate_limits)
 
-    def _reply(self, raw: object, request: ModelRequest, started: float,
+    def _reply(self, raw: Any, request: ModelRequest, started: float,
                limits: tuple[tuple[str, str], ...]) -> ModelReplied:
         try:
-            choice = raw["choices"][0]  # type: ignore[index]
+            choice = raw["choices"][0]
             message = choice["message"]
             reply = _message(message.get("content"),
                              message.get("reasoning_content") or message.get("reasoning"),
                              message.get("tool_calls") or [])
             return ModelReplied(message=reply,
                                 finish_reason=finish_of(choice.get("finish_reason"), reply),
-                                usage=usage_from(raw.get("usage")),  # type: ignore[union-attr]
-                                model=raw.get("model") or request.model,  # type: ignore[union-attr]
+                                usage=usage_from(raw.get("usage")),
+                                model=raw.get("model") or request.model,
                                 latency_ms=_ms(started), rate_limits=limits)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelBehaviourError(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from pathlib import Path
 
 from pipeline import config as cfg
 

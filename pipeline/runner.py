@@ -3,6 +3,7 @@ journal, folds every event into the state. Live runs and replays take this same 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -131,7 +132,7 @@ class SessionRunner:
             self._append(stage, event)
         return decision.next
 
-    def observe(self, stage: str, kinds: tuple[type, ...], perform: Callable[[], Sequence[Event]],
+    def observe(self, stage: str, kinds: tuple[Any, ...], perform: Callable[[], Sequence[Event]],
                 count: int = 1) -> None:
         names = tuple(k.kind for k in kinds)
         for event in self.journal.observe(stage, names, count, perform):
@@ -182,17 +183,16 @@ class SessionRunner:
         ask = next(flow)
         while True:
             if isinstance(ask, turn.Record):
-                for event in ask.events:
-                    self._append(ask.stage, event)
+                events: Sequence[Event] = ask.events
             elif ask.optional:
-                event = self.journal.observe_if(
-                    ask.stage, ask.kinds[0], lambda a=ask: next(iter(self._perform(a)), None))
-                if event is not None:
-                    self._append(ask.stage, event)
+                maybe = self.journal.observe_if(ask.stage, ask.kinds[0],
+                                                functools.partial(self._perform_optional, ask))
+                events = () if maybe is None else (maybe,)
             else:
-                for event in self.journal.observe(ask.stage, ask.kinds, ask.count,
-                                                  lambda a=ask: self._perform(a)):
-                    self._append(ask.stage, event)
+                events = self.journal.observe(ask.stage, ask.kinds, ask.count,
+                                             functools.partial(self._perform, ask))
+            for event in events:
+                self._append(ask.stage, event)
             try:
                 ask = flow.send(self.state)
             except StopIteration:
@@ -200,6 +200,9 @@ class SessionRunner:
 
     def _perform(self, ask: turn.Perform) -> Sequence[Event]:
         return self._performers[type(ask.effect)](ask.effect)
+
+    def _perform_optional(self, ask: turn.Perform) -> Event | None:
+        return next(iter(self._perform(ask)), None)
 
     def _begin(self, effect: BeginTurn) -> Sequence[Event]:
         ids, clock = self.effects.ids, self.effects.clock
@@ -270,7 +273,7 @@ class SessionRunner:
                 outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
             except AssertionError as exc:  # a broken invariant or a strict test double: loud
                 outcome.append(exc)
-            except Exception as exc:  # noqa: BLE001 - an adapter's bug must not break the session
+            except Exception as exc:
                 log.error("model_client_failed", error=f"{type(exc).__name__}: {exc}",
                           exc_info=True)
                 unusable = ModelBehaviourError(

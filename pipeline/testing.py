@@ -94,7 +94,13 @@ class ScriptedModel:
             step = step(request)
         if isinstance(step, BaseException):
             raise step
-        reply = step if isinstance(step, ModelReplied) else self._reply(step)
+        if isinstance(step, ModelReplied):
+            reply = step
+        elif isinstance(step, (str, ToolCalls)):
+            reply = self._reply(step)
+        else:
+            raise TypeError(f"a scripted step must be a reply, text, tool calls or an error: "
+                            f"{step!r}")
         if on_delta is not None and reply.message.content:
             on_delta(reply.message.content)
         return attrs.evolve(reply, streamed=on_delta is not None)

@@ -31,7 +31,7 @@ import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import attrs
 import docstring_parser
@@ -270,7 +270,7 @@ def _signature_model(
 ) -> tuple[_SignatureBinder, dict[str, Any]]:
     fields: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
-    extra = "ignore"
+    extra: Literal["ignore", "allow"] = "ignore"
     for index, param in enumerate(params):
         if param.kind is param.VAR_KEYWORD:
             extra = "allow"
@@ -370,6 +370,8 @@ class ToolRegistry:
     """An immutable, ordered set of tools with unique names."""
 
     __slots__ = ("_specs", "_tools")
+    _specs: tuple[ToolSpec, ...]
+    _tools: Mapping[str, Tool]
 
     def __init__(self, tools: Iterable[Tool | Callable[..., object]] = ()) -> None:
         by_name: dict[str, Tool] = {}

@@ -164,8 +164,9 @@ def _name(value: object) -> str:
 # --- the generic steps of the pipeline --------------------------------------------------------
 
 def _by_status(f: ErrorText) -> Match | None:
-    reason = STATUS_REASONS.get(f.status) if f.status is not None else None
-    if reason is None:
+    status = f.status
+    reason = STATUS_REASONS.get(status) if status is not None else None
+    if reason is None or status is None:
         return None
     why = f"HTTP {f.status}"
     if f.status == 403 and (has(f.text, ph.BILLING) or "quota" in f.text):
@@ -181,9 +182,9 @@ def _by_status(f: ErrorText) -> Match | None:
         return R.AUTH_PERMANENT, "status", why + " with a revoked credential"
     if f.status == 404:
         return _not_found(f)
-    if f.status >= 500 and (phrase := has(f.text, ph.CONTEXT_OVERFLOW)):
+    if status >= 500 and (phrase := has(f.text, ph.CONTEXT_OVERFLOW)):
         return R.CONTEXT_OVERFLOW, "status", f"{why} whose message says {phrase!r}"
-    if f.status >= 500 and (phrase := has(f.text, ph.REQUEST_INVALID)):
+    if status >= 500 and (phrase := has(f.text, ph.REQUEST_INVALID)):
         return R.FORMAT_ERROR, "status", f"{why} refusing the request itself: {phrase!r}"
     return reason, "status", why
 

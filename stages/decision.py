@@ -7,6 +7,8 @@ the shell maps each effect type to a performer, and a replay serves its observat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from stages.events import Event
@@ -23,7 +25,8 @@ class ModelRequest:
     api_mode: str
     purpose: str
     system_prompt: str | None
-    messages: tuple[Message, ...]
+    # The session's history itself (shared, never copied): any sequence of messages.
+    messages: Sequence[Message]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     stream: bool = True

@@ -11,7 +11,8 @@ which fields hold outside text to redact (``metadata=REDACTED``). Two families:
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import attrs
 
@@ -41,22 +42,25 @@ def _optional_text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _at_least(minimum: float) -> object:
-    def check(instance: object, attribute: attrs.Attribute, value: float | None) -> None:
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _at_least(minimum: float) -> Validator:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
         if value is not None and value < minimum:
             raise ValueError(f"{attribute.name} must be at least {minimum}, got {value!r}")
     return check
 
 
-def _one_of(choices: tuple[str, ...]) -> object:
-    def check(instance: object, attribute: attrs.Attribute, value: str) -> None:
+def _one_of(choices: tuple[str, ...]) -> Validator:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: str) -> None:
         if value not in choices:
             raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}; "
                              f"got {value!r}")
     return check
 
 
-def _fraction(instance: object, attribute: attrs.Attribute, value: float) -> None:
+def _fraction(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not 0 < value <= 1:
         raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
 
@@ -420,7 +424,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
          | ToolCallRejected | ToolsPlanned | TurnFinished)
 
-EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
+EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
 
 OBSERVED: frozenset[str] = frozenset(k for k, cls in EVENT_TYPES.items() if cls.observed)
 

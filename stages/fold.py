@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
@@ -33,7 +34,7 @@ def _current(state: State) -> TurnState:
     return state.turn
 
 
-def _turn(state: State, **changes: object) -> State:
+def _turn(state: State, **changes: Any) -> State:
     return attrs.evolve(state, turn=attrs.evolve(_current(state), **changes))
 
 
@@ -123,7 +124,7 @@ def _turn_finished(state: State, e: ev.TurnFinished) -> State:
     return _turn(state, finished=e)
 
 
-_APPLY: dict[type, Callable[[State, object], State]] = {
+_APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
     ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any, cast
 
 import attrs
 
@@ -79,8 +80,9 @@ def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
     fields = REDACTED_FIELDS.get(type(event))
     if not fields:
         return event
-    return attrs.evolve(event, **{name: _redact_value(getattr(event, name), known)
-                                  for name in fields})
+    changes: dict[str, Any] = {name: _redact_value(getattr(event, name), known)
+                               for name in fields}
+    return attrs.evolve(cast(Any, event), **changes)
 
 
 def _redact_value(value: object, known: Iterable[str]) -> object:

@@ -10,6 +10,7 @@ result, and a user message left without a reply gets a short assistant note.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from stages.budget import NO_SUMMARY_TEXT
 from stages.decision import Decision, Finish, PrepareCall
@@ -56,7 +57,7 @@ def _reject_abandoned(state: State) -> tuple[ToolCallRejected, ...]:
 
 
 def _close(state: State, *, reason: str, text: str, exit_reason: str,
-           **outcome: object) -> Decision:
+           **outcome: Any) -> Decision:
     """End the turn without a model answer, keeping the history alternating."""
     rejected = _reject_pending(state, reason, text)
     last = state.last_message

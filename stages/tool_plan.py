@@ -65,11 +65,13 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     cut_off = _cut_off(state, config)
     checked = [_check(state, call, cut_off) for call in state.turn.pending]
     rejected: list[ToolCallRejected] = []
-    while checked and isinstance(checked[0], ToolCallRejected):
-        rejected.append(checked.pop(0))
+    while checked and isinstance(head := checked[0], ToolCallRejected):
+        rejected.append(head)
+        checked.pop(0)
     valid: list[ToolInvocation] = []
-    while checked and isinstance(checked[0], ToolInvocation):
-        valid.append(checked.pop(0))
+    while checked and isinstance(head := checked[0], ToolInvocation):
+        valid.append(head)
+        checked.pop(0)
     if not valid:
         return Decision(events=tuple(rejected))
     specs = [spec for c in valid if (spec := state.tool(c.name)) is not None]

@@ -30,6 +30,7 @@ from stages.decision import (
     Effect,
     Finish,
     LoadHistory,
+    Next,
     PollInterrupt,
     PrepareCall,
     ReadClock,
@@ -78,6 +79,7 @@ class Perform:
 
 Ask = Record | Perform
 Flow = Generator[Ask, State, None]
+SubFlow = Generator[Ask, State, State]
 Stage = Callable[..., Decision]
 
 
@@ -100,7 +102,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         stage = next_stage(state)
         if stage == "finish":
             return
-        step = PrepareCall() if stage == "call" else None
+        step: Next | None = PrepareCall() if stage == "call" else None
         if step is None:
             decision = ROUTES[stage](state, config=config)
             state = yield Record(stage, decision.events)
@@ -117,7 +119,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
             state = yield Perform("credentials", step, (CredentialRefreshed.kind,))
 
 
-def model_call(state: State, config: SessionSettings) -> Flow:
+def model_call(state: State, config: SessionSettings) -> SubFlow:
     """The stages before every model call, then the call."""
     if config.needs_clock:
         state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
@@ -134,7 +136,7 @@ def model_call(state: State, config: SessionSettings) -> Flow:
                           (ModelReplied.kind, ModelFailed.kind, Interrupted.kind)))
 
 
-def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> Flow:
+def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> SubFlow:
     decision = stage(state, config=config)
     if not decision.events:
         return state

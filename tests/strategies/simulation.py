@@ -85,6 +85,8 @@ class Driver:
         used: list[Step] = []
         self.consumed.append(used)
         interrupt, runs = script.interrupt_first, 0
+        if history is not None and history == self.state.messages:
+            history = None  # as Agent.run_conversation: the session's own history is not reloaded
         flow = turn.run_turn(script.user, system_message=script.system_message, history=history)
         ask = next(flow)
         for _ in range(2000):
