@@ -39,7 +39,7 @@ from stages.api_mode import resolve_api_mode
 from stages.budget import DELEGATION_MAX_ITERATIONS
 from stages.credential_pool import STRATEGIES
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import ProviderEntry, SessionSettings
+from stages.events import CACHE_TTLS, ProviderEntry, SessionSettings
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure", "positive_number"]
@@ -49,7 +49,7 @@ __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_DEADLINE = 1800.0
 _DURABILITIES = get_args(Durability)
-_CACHE_TTLS = ("5m", "1h")
+
 
 
 def positive_number(name: str, value: Any) -> float:
@@ -120,8 +120,8 @@ def check_session_values(values: Mapping[str, Any]) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or not math.isfinite(value) or value < 0:
             raise UsageError(f"{name} must be a number of seconds, at least 0; got {value!r}")
-    if values.get("cache_ttl", _CACHE_TTLS[0]) not in _CACHE_TTLS:
-        raise UsageError(f"cache_ttl must be one of {', '.join(_CACHE_TTLS)}, "
+    if values.get("cache_ttl", CACHE_TTLS[0]) not in CACHE_TTLS:
+        raise UsageError(f"cache_ttl must be one of {', '.join(CACHE_TTLS)}, "
                          f"got {values['cache_ttl']!r}")
 
 

@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+from stages.api_mode import API_MODES
+from stages.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.messages import Message, ToolCall
 from stages.tools import ToolOutcome, ToolSpec
 
@@ -31,8 +33,6 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
 * 1: retries were counted per turn; ``model_requested`` carried no request digest.
 * 2: retries are counted per model call; ``model_requested`` carries the request's digest."""
 
-CREDENTIAL_STRATEGIES = ("round_robin", "least_used", "fill_first")
-API_MODES = ("chat_completions", "codex_responses", "anthropic_messages")
 CACHE_TTLS = ("5m", "1h")
 
 
