@@ -51,7 +51,6 @@ DEFAULT_DEADLINE = 1800.0
 _DURABILITIES = get_args(Durability)
 
 
-
 def positive_number(name: str, value: Any) -> float:
     """``value`` as seconds, or a ``UsageError`` naming the setting."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
