@@ -13,7 +13,7 @@ import attrs
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
-from pipeline.journal import EndOfLog, Journal, encode
+from pipeline.journal import EndOfLog, Journal
 from stages import turn
 from stages.backoff import backoff_delay
 from stages.decision import (
@@ -84,16 +84,6 @@ def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelF
                        retry_after=getattr(exc, "retry_after", None),
                        rate_limits=getattr(exc, "rate_limits", ()),
                        partial=getattr(exc, "partial", False))
-
-
-def _recordable(event: Event, elapsed: float) -> Event:
-    """A reply the log could not read back is a failed call (a format error), not a crash."""
-    try:
-        encode(event)
-    except EventEncodingError as exc:
-        return _failure(ModelBehaviourError(f"the provider's reply cannot be recorded: {exc}"),
-                        elapsed)
-    return event
 
 
 class SessionRunner:
@@ -192,11 +182,22 @@ class SessionRunner:
                 events = self.journal.observe(ask.stage, ask.kinds, ask.count,
                                              functools.partial(self._perform, ask))
             for event in events:
-                self._append(ask.stage, event)
+                self._append_observed(ask, event)
             try:
                 ask = flow.send(self.state)
             except StopIteration:
                 return
+
+    def _append_observed(self, ask: turn.Perform | turn.Record, event: Event) -> None:
+        try:
+            self._append(ask.stage, event)
+        except EventEncodingError as exc:
+            if not (isinstance(ask, turn.Perform) and isinstance(ask.effect, CallModel)):
+                raise
+            # A reply the log could not read back is a failed call (a format error), not a
+            # crash; nothing of it was appended.
+            unreadable = ModelBehaviourError(f"the provider's reply cannot be recorded: {exc}")
+            self._append(ask.stage, _failure(unreadable, getattr(event, "latency_ms", 0) / 1000))
 
     def _perform(self, ask: turn.Perform) -> Sequence[Event]:
         return self._performers[type(ask.effect)](ask.effect)
@@ -293,7 +294,7 @@ class SessionRunner:
         result = outcome[0]
         if isinstance(result, BaseException):
             raise result
-        return _recordable(result, self.effects.clock.monotonic() - started)
+        return result
 
     def _run_tools(self, step: RunTools) -> Sequence[Event]:
         if self.effects.tools is None:
