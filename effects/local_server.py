@@ -211,7 +211,7 @@ class LocalServer:
 
 
 def _params(config: dict[str, Any]) -> Any:
-    import xllamacpp  # type: ignore[import-untyped]
+    import xllamacpp
 
     params = xllamacpp.CommonParams()
     if config["model_path"]:
@@ -235,7 +235,7 @@ def _params(config: dict[str, Any]) -> Any:
 
 
 def _child_main() -> None:
-    import xllamacpp  # type: ignore[import-untyped]
+    import xllamacpp
 
     def watch_parent() -> None:  # the parent holds our stdin open: EOF means it is gone
         sys.stdin.buffer.read()

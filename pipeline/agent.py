@@ -137,7 +137,7 @@ class Agent:
             raise UsageError(f"cannot write session logs under {root}: "
                              f"{cause.strerror or cause}; "
                              "choose another home (--home or MIBYAN_HOME)") from exc
-        journal = LiveJournal(self._log, self._effects.clock, self._secrets)  # type: ignore[arg-type]
+        journal = LiveJournal(self._log, self._effects.clock, self._secrets)
         runner = SessionRunner(journal, self._effects, interrupt=self._interrupt,
                                listener=self._listener, state=self._folded() if exists else None)
         if exists:

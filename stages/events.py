@@ -424,7 +424,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
          | ToolCallRejected | ToolsPlanned | TurnFinished)
 
-EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}  # type: ignore[attr-defined]
+EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 
 OBSERVED: frozenset[str] = frozenset(k for k, cls in EVENT_TYPES.items() if cls.observed)
 
