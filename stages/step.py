@@ -169,16 +169,6 @@ ROUTES: dict[str, Callable[..., Decision]] = {
 }
 
 
-def decide_next(state: State, *, config: SessionSettings) -> Decision:
-    """The decision of the stage ``next_stage`` names (``call`` asks for a model call)."""
-    stage = next_stage(state)
-    if stage == "finish":
-        return Decision(next=Finish())
-    if stage == "call":
-        return Decision(next=PrepareCall())
-    return ROUTES[stage](state, config=config)
-
-
 def decide_abandon(state: State) -> Decision:
     """A resumed session whose last turn never finished (the process was killed): close it."""
     if state.turn is None or state.turn.finished is not None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stages import events as ev
-from stages.decision import Decision
+from stages.decision import Decision, Finish, PrepareCall
 from stages.fold import apply_event, fold
 from stages.messages import Message, ToolCall
 from stages.state import State
+from stages.step import ROUTES, next_stage
 from stages.tools import ToolOutcome, ToolSpec
 
 SETTINGS = ev.SessionSettings(model="m", provider="p", max_turns=3)
@@ -73,3 +74,14 @@ def then(state: State, *events: ev.Event | Iterable[ev.Event] | Decision) -> Sta
 def answered(state: State, reply_event: ev.ModelReplied) -> State:
     """A model call and its reply."""
     return then(state, requested(state), reply_event)
+
+
+def decide_next(state: State, *, config: ev.SessionSettings = SETTINGS) -> Decision:
+    """What the turn machine does next from ``state``: the decision of the stage
+    ``next_stage`` names, ``Finish`` or, for ``call``, ``PrepareCall``."""
+    stage = next_stage(state)
+    if stage == "finish":
+        return Decision(next=Finish())
+    if stage == "call":
+        return Decision(next=PrepareCall())
+    return ROUTES[stage](state, config=config)

@@ -18,7 +18,8 @@ from stages.alternation import violations
 from stages.decision import Decision, Finish
 from stages.fold import apply_event, fold
 from stages.state import State
-from stages.step import decide_abandon, decide_next
+from stages.step import decide_abandon
+from tests.stages.helpers import decide_next
 from tests.strategies.scripts import SessionScript, TurnScript, session_scripts
 from tests.strategies.simulation import Driver, check_pairs, drive
 

@@ -1,4 +1,5 @@
-"""Named examples for the router (``step.decide_next``) and ``decide_abandon``."""
+"""Named examples for the router (``step.next_stage`` and its stages, through the helpers'
+``decide_next``) and ``decide_abandon``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,21 @@ import attrs
 from stages import events as ev
 from stages.alternation import violations
 from stages.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
-from stages.decision import Wait, Decision, Finish, PrepareCall, RunTools
+from stages.decision import Decision, Finish, PrepareCall, RunTools, Wait
 from stages.request import decide_request
-from stages.step import decide_abandon, decide_next
+from stages.step import decide_abandon
 from tests.stages.helpers import (
-    SETTINGS, answered, call, ran, reply, requested, session, spec, then, turn,
+    SETTINGS,
+    answered,
+    call,
+    decide_next,
+    ran,
+    reply,
+    requested,
+    session,
+    spec,
+    then,
+    turn,
 )
 
 TOOLS = (spec("read", read_only=True),)

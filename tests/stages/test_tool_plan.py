@@ -5,15 +5,24 @@ from __future__ import annotations
 import json
 
 import attrs
-
 import pytest
 
 from stages import events as ev
 from stages.alternation import violations
 from stages.decision import PrepareCall, RunTools
-from stages.step import decide_next
 from stages.tool_plan import decide_tool_plan
-from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, spec, then, turn
+from tests.stages.helpers import (
+    SETTINGS,
+    answered,
+    call,
+    decide_next,
+    ran,
+    reply,
+    session,
+    spec,
+    then,
+    turn,
+)
 
 
 def _pending(*calls, tools=(spec("read", read_only=True), spec("write"))):
