@@ -1,0 +1,68 @@
+"""The built-in toolset through a whole session: real files, real processes, a replay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.agent import Agent
+from pipeline.replay import replay
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
+from pipeline.toolsets import TOOLSETS, builtin_tools
+from stages.errors import UsageError
+
+
+def _tool_results(agent: Agent) -> list:
+    assert agent._runner is not None
+    contents = [m.content or "" for m in agent._runner.state.messages if m.role == "tool"]
+    return [json.loads(c) if c.startswith("{") else c for c in contents]
+
+
+def test_toolsets_choose_the_tools(tmp_path) -> None:
+    everything = builtin_tools(tmp_path, toolsets=tuple(TOOLSETS))
+    assert [t.name for t in everything] == [n for names in TOOLSETS.values() for n in names]
+    files = builtin_tools(tmp_path, toolsets=("files",))
+    assert [t.name for t in files] == list(TOOLSETS["files"])
+    assert [t.spec.read_only for t in files] == [True, False, False, True]
+    assert builtin_tools(tmp_path, toolsets=("interactive",)).tools[0].spec.interactive
+    with pytest.raises(UsageError, match="unknown toolset"):
+        builtin_tools(tmp_path, toolsets=("files", "browser"))
+
+
+def test_a_coding_session_edits_real_files_and_replays(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    model = ScriptedModel(
+        tool_calls(("read_file", {"path": "calc.py"}), ("search_files", {"pattern": "a - b"})),
+        tool_calls(("patch", {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"})),
+        tool_calls(("write_file", {"path": "test_calc.py",
+                                   "content": "from calc import add\nassert add(2, 3) == 5\n"})),
+        tool_calls(("terminal", {"command": "python3 test_calc.py && echo passed"}),
+                   ("todo", {"todos": [{"id": "1", "content": "fix add",
+                                        "status": "completed"}]})),
+        "Fixed: add now adds.")
+    tools = builtin_tools(work, toolsets=tuple(TOOLSETS))
+    with Agent(client=model, tools=tools, home=tmp_path / "home", clock=FakeClock(),
+               ids=CountingIds()) as agent:
+        assert agent.chat("fix add in calc.py") == "Fixed: add now adds."
+        results = _tool_results(agent)
+        session = agent.session_id
+    tools.close()
+    model.assert_complete()
+    assert (work / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert results[0] == "1|def add(a, b):\n2|    return a - b"
+    assert results[2] == {"path": "calc.py", "replacements": 1}
+    assert results[4] == {"exit_code": 0, "output": "passed\n"}
+    assert results[5]["todos"][0]["status"] == "completed"
+    assert replay(tmp_path / "home" / "sessions", session).identical
+
+
+def test_a_tool_error_reaches_the_model_as_its_result(tmp_path) -> None:
+    model = ScriptedModel(tool_calls(("read_file", {"path": "/etc/passwd"})), "I may not.")
+    with Agent(client=model, tools=builtin_tools(tmp_path, toolsets=("files",)),
+               home=tmp_path / "home") as agent:
+        agent.chat("show /etc/passwd")
+        [result] = _tool_results(agent)
+    assert result["error"].startswith("ToolError: path '/etc/passwd' is outside")
