@@ -119,8 +119,9 @@ class FileTools:
         if not root.is_dir():
             raise ToolError(f"{path} is not a directory")
         if target == "files":
-            found = [self.workspace.shown(p) for p in _walk(root) if fnmatch.fnmatch(p.name, pattern)
-                     or fnmatch.fnmatch(self.workspace.shown(p), pattern)]
+            shown = (self.workspace.shown(p) for p in _walk(root))
+            found = [s for s in shown if fnmatch.fnmatch(Path(s).name, pattern)
+                     or fnmatch.fnmatch(s, pattern)]
             return {"files": found[:limit], "total": len(found)}
         if target != "content":
             raise ToolError(f"target must be 'content' or 'files', got {target!r}")

@@ -9,6 +9,7 @@ asks for approval).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -36,10 +37,8 @@ class _Background:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Terminal:

@@ -18,7 +18,7 @@ directories in ``allowed`` (such as where oversized results are kept) may be rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -51,7 +51,7 @@ class BuiltinTools:
     terminal: Terminal
     todos: TodoList
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools)
 
     def close(self) -> None:
@@ -70,7 +70,7 @@ def builtin_tools(root: str | Path = ".", *, toolsets: Iterable[str] = DEFAULT_T
     workspace = Workspace(root=Path(root), allowed=tuple(Path(p) for p in allowed),
                           allow_outside=allow_outside)
     files, terminal, todos = FileTools(workspace), Terminal(workspace), TodoList()
-    handlers = {"read_file": files.read_file, "write_file": files.write_file,
+    handlers: dict[str, Callable[..., object]] = {"read_file": files.read_file, "write_file": files.write_file,
                 "patch": files.patch, "search_files": files.search_files,
                 "terminal": terminal.terminal, "process": terminal.process,
                 "clarify": Clarifier(clarify).clarify, "todo": todos.todo}

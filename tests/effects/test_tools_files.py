@@ -22,7 +22,7 @@ def test_read_file_shows_numbered_lines_of_a_range(files) -> None:
 
 
 def test_read_file_errors_say_what_is_wrong(files, tmp_path) -> None:
-    with pytest.raises(ToolError, match="file not found: nope.txt"):
+    with pytest.raises(ToolError, match=r"file not found: nope\.txt"):
         files.read_file("nope.txt")
     with pytest.raises(ToolError, match="is a directory"):
         files.read_file("src")
