@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -26,7 +29,10 @@ from stages.tools import ToolInvocation, ToolOutcome
 
 __all__ = [
     "INTERRUPTED_ERROR",
+    "MAX_RESULT_CHARS",
     "MAX_TOOL_WORKERS",
+    "PREVIEW_CHARS",
+    "SPILL_DIR",
     "InvocableTool",
     "ScriptedToolRunner",
     "ScriptedToolStep",
@@ -35,10 +41,17 @@ __all__ = [
     "ToolRunner",
     "error_content",
     "render_result",
+    "spill",
 ]
 
 MAX_TOOL_WORKERS = 8
 INTERRUPTED_ERROR = "skipped: interrupted by user"
+# A result longer than this reaches the model (and the log) as a preview; the whole text is
+# kept in a file under SPILL_DIR that the model can read in pieces.
+MAX_RESULT_CHARS = 100_000
+PREVIEW_CHARS = 2_000
+SPILL_DIR = Path(tempfile.gettempdir()) / "mibyan-tool-results"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 log = get_logger(__name__)
 
@@ -75,6 +88,20 @@ def error_content(error: str) -> str:
     return canonical_json({"error": error})
 
 
+def spill(content: str, *, name: str, directory: Path, limit: int) -> str:
+    """``content`` when it fits in ``limit``; else a preview with a marker naming the file that
+    now holds all of it."""
+    if len(content) <= limit:
+        return content
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{_UNSAFE.sub('_', name)[:120]}.txt"
+    path.write_text(content, encoding="utf-8")
+    preview = content[:min(PREVIEW_CHARS, limit)]
+    lines = content.count("\n") + 1
+    return (f"{preview}\n\n[output truncated: {len(content)} characters, {lines} lines in all; "
+            f"the whole output is in {path}; read it with read_file and offset/limit]")
+
+
 def _describe(exc: BaseException) -> str:
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -92,7 +119,8 @@ class ThreadPoolToolRunner:
     with ``concurrent=True``: a ``ThreadPoolExecutor`` of at most ``max_workers`` threads
     (created on first use, reused, stopped by :meth:`shutdown`), each call in a copy of the
     caller's ``contextvars`` context. When ``interrupt`` is set, calls not yet started are
-    skipped with an error outcome; calls already running finish.
+    skipped with an error outcome; calls already running finish. A result over
+    ``max_result_chars`` is cut to a preview and kept whole in a file under ``spill_dir``.
     """
 
     def __init__(
@@ -101,8 +129,12 @@ class ThreadPoolToolRunner:
         *,
         interrupt: threading.Event | None = None,
         max_workers: int = MAX_TOOL_WORKERS,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        spill_dir: Path = SPILL_DIR,
     ) -> None:
         self._registry = registry
+        self._max_result_chars = max_result_chars
+        self._spill_dir = spill_dir
         self._interrupt = interrupt
         self._max_workers = max_workers
         self._pool: ThreadPoolExecutor | None = None
@@ -150,7 +182,9 @@ class ThreadPoolToolRunner:
             return _failure(call, f"unknown tool: {call.name}")
         start = time.perf_counter()
         try:
-            content = render_result(found.invoke(call.arguments, task_id=task_id))
+            content = spill(render_result(found.invoke(call.arguments, task_id=task_id)),
+                            name=f"{task_id}-{call.call_id}", directory=self._spill_dir,
+                            limit=self._max_result_chars)
         except Exception as exc:
             outcome = _failure(call, _describe(exc), _elapsed_ms(start))
         else:

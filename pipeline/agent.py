@@ -72,7 +72,8 @@ class Agent:
         self._interrupt = threading.Event()
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
-                self.registry, interrupt=self._interrupt))
+                self.registry, interrupt=self._interrupt,
+                max_result_chars=self.agent_settings.max_tool_result_chars))
         self._effects = effects
         self._listener = event_listener
         self._runner: SessionRunner | None = None

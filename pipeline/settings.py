@@ -22,7 +22,7 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import Durability
 from effects.protocols import Clock, IdSource, ModelClient
-from effects.tool_runner import ToolRunner
+from effects.tool_runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
 from pipeline.providers import (
     LOCAL,
@@ -98,6 +98,8 @@ class AgentSettings:
     # The session to continue (None: a new one), and the session that delegated to this one.
     session_id: str | None = None
     parent_session_id: str | None = None
+    # A tool result longer than this is cut to a preview; the whole text is kept in a file.
+    max_tool_result_chars: int = attrs.field(default=MAX_RESULT_CHARS, validator=_delegation)
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:

@@ -13,7 +13,8 @@ planning     todo
 ===========  ==========================================================
 
 Paths are resolved against ``root`` and refused outside it unless ``allow_outside``; the
-directories in ``allowed`` (such as where oversized results are kept) may be read too.
+directories in ``allowed``, and the one where oversized results are kept
+(``effects.tool_runner.SPILL_DIR``), may be used too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import attrs
 
+from effects.tool_runner import SPILL_DIR
 from effects.tools_files import FileTools
 from effects.tools_session import Clarifier, ClarifyCallback, TodoList
 from effects.tools_terminal import Terminal
@@ -67,13 +69,13 @@ def builtin_tools(root: str | Path = ".", *, toolsets: Iterable[str] = DEFAULT_T
     if unknown:
         raise UsageError(f"unknown toolset(s) {', '.join(unknown)}; "
                          f"choose from {', '.join(TOOLSETS)}")
-    workspace = Workspace(root=Path(root), allowed=tuple(Path(p) for p in allowed),
+    workspace = Workspace(root=Path(root), allowed=(SPILL_DIR, *(Path(p) for p in allowed)),
                           allow_outside=allow_outside)
     files, terminal, todos = FileTools(workspace), Terminal(workspace), TodoList()
-    handlers: dict[str, Callable[..., object]] = {"read_file": files.read_file, "write_file": files.write_file,
-                "patch": files.patch, "search_files": files.search_files,
-                "terminal": terminal.terminal, "process": terminal.process,
-                "clarify": Clarifier(clarify).clarify, "todo": todos.todo}
+    handlers: dict[str, Callable[..., object]] = {
+        "read_file": files.read_file, "write_file": files.write_file, "patch": files.patch,
+        "search_files": files.search_files, "terminal": terminal.terminal,
+        "process": terminal.process, "clarify": Clarifier(clarify).clarify, "todo": todos.todo}
     tools = tuple(Tool.from_function(handlers[name], read_only=name in _READ_ONLY,
                                      interactive=name == "clarify")
                   for toolset in chosen for name in TOOLSETS[toolset])
