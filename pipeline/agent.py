@@ -28,6 +28,7 @@ from effects.eventlog import Durability, SessionLog, read_envelopes, session_pat
 from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline.approval import AllowList, ApprovalCallback, Approver
 from pipeline.journal import LiveJournal
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
@@ -51,7 +52,8 @@ class Agent:
     def __init__(self, model: str | None = None, *, settings: SessionSettings | None = None,
                  agent_settings: AgentSettings | None = None, effects: Effects | None = None,
                  secrets: Iterable[str] = (), tools: ToolsArg = (),
-                 event_listener: Listener | None = None, **overrides: Any) -> None:
+                 event_listener: Listener | None = None,
+                 approval_callback: ApprovalCallback | None = None, **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
         ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
         if settings is None:
@@ -74,6 +76,9 @@ class Agent:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
                 self.registry, interrupt=self._interrupt,
                 max_result_chars=self.agent_settings.max_tool_result_chars))
+        if effects.approver is None:
+            effects = attrs.evolve(effects, approver=Approver(
+                approval_callback, allowlist=AllowList(self.home / "approvals.json")))
         self._effects = effects
         self._listener = event_listener
         self._runner: SessionRunner | None = None
@@ -217,7 +222,9 @@ class Agent:
             self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
             **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
         return Agent(settings=attrs.evolve(self.settings, **session),
-                     agent_settings=agent_settings, effects=attrs.evolve(self._effects, tools=None),
+                     agent_settings=agent_settings,
+                     # A child runs its own tools, and nobody approves its dangerous commands.
+                     effects=attrs.evolve(self._effects, tools=None, approver=Approver()),
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
                      event_listener=event_listener)
 

@@ -13,10 +13,12 @@ import attrs
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
+from pipeline.approval import Approver
 from pipeline.journal import EndOfLog, Journal
 from stages import turn
 from stages.backoff import backoff_delay
 from stages.decision import (
+    AskApproval,
     BeginTurn,
     CallModel,
     Decision,
@@ -37,6 +39,7 @@ from stages.errors import (
     ProviderError,
 )
 from stages.events import (
+    ApprovalAnswered,
     ClockRead,
     CredentialRefreshed,
     Event,
@@ -73,6 +76,8 @@ class Effects:
     tools: ToolRunner | None = None
     # Renews a pooled key after an auth failure; True when it got a new one.
     refresh: Callable[[str], bool] | None = None
+    # Answers approvals of dangerous commands (``pipeline.approval.Approver``); None denies.
+    approver: Approver | None = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -106,6 +111,7 @@ class SessionRunner:
             Wait: lambda e: (self._wait(e),),
             RefreshCredential: lambda e: (self._refresh(e.credential_id),),
             RunTools: self._run_tools,
+            AskApproval: lambda e: (self._approve(e),),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -295,6 +301,12 @@ class SessionRunner:
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def _approve(self, ask: AskApproval) -> Event:
+        if self.effects.approver is None:
+            return ApprovalAnswered(call_id=ask.call_id, pattern=ask.pattern, choice="deny",
+                                    source="default", reason="no approval callback is configured")
+        return self.effects.approver.answer(ask)
 
     def _run_tools(self, step: RunTools) -> Sequence[Event]:
         if self.effects.tools is None:

@@ -79,7 +79,18 @@ class Finish:
     """The turn is over; the result can be read from the state."""
 
 
-Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish
+@attrs.frozen(kw_only=True)
+class AskApproval:
+    """A dangerous command waits for a person's approval (``ApprovalAnswered``)."""
+
+    call_id: str
+    tool: str
+    command: str
+    pattern: str
+    description: str
+
+
+Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish | AskApproval
 
 
 @attrs.frozen(kw_only=True)
@@ -111,7 +122,7 @@ class PollInterrupt:
 
 
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential)
+          | RefreshCredential | AskApproval)
 
 
 @attrs.frozen(kw_only=True)

@@ -25,13 +25,17 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
 
-RULES = 2
+RULES = 3
 """The version of the decision rules a new session runs under. A change of what the stages
 decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
 ``config.rules``; old sessions are upcast to the rules they ran under.
 
 * 1: retries were counted per turn; ``model_requested`` carried no request digest.
-* 2: retries are counted per model call; ``model_requested`` carries the request's digest."""
+* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
+* 3: the tool plan repairs calls whose intent is clear (``tool_call_repaired``), answers a
+  call identical to an earlier one of the same reply without running it again, runs calls
+  naming the same path one after another, blocks hard-dangerous commands and asks for approval
+  of dangerous ones (``approval_answered``)."""
 
 CACHE_TTLS = ("5m", "1h")
 
@@ -418,11 +422,44 @@ class TurnFinished:
     note: str | None = None
 
 
+# --- tool calls: repairs and approvals (rules 3) ----------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ToolCallRepaired:
+    """The model's call, fixed where its intent was clear; the fold replaces the pending call."""
+
+    kind: ClassVar[str] = "tool_call_repaired"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_id: str
+    name: str
+    arguments: str
+    repairs: tuple[str, ...]
+
+
+APPROVAL_CHOICES = ("once", "session", "always", "deny")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalAnswered:
+    """Whether a dangerous command may run: ``choice`` once / session / always / deny;
+    ``source`` says who answered (callback, allowlist, default, timeout, error)."""
+
+    kind: ClassVar[str] = "approval_answered"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    call_id: str
+    pattern: str
+    choice: str = attrs.field(validator=_one_of(APPROVAL_CHOICES))
+    source: str
+    reason: str | None = attrs.field(default=None, metadata=REDACTED)
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
-         | ToolCallRejected | ToolsPlanned | TurnFinished)
+         | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

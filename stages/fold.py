@@ -38,7 +38,16 @@ def _turn(state: State, **changes: Any) -> State:
     return attrs.evolve(state, turn=attrs.evolve(_current(state), **changes))
 
 
+def _called_name(state: State, call_id: str, name: str) -> str:
+    """The name the model called (a repaired call runs under another): the result answers the
+    call as the history shows it."""
+    reply = _current(state).last_reply
+    calls = reply.message.tool_calls if reply is not None else ()
+    return next((c.name for c in calls if c.id == call_id), name)
+
+
 def _answer(state: State, call_id: str, name: str, content: str) -> State:
+    name = _called_name(state, call_id, name)
     state = _append(state, Message(role="tool", content=content, tool_call_id=call_id, name=name))
     pending = list(_current(state).pending)
     index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
@@ -124,6 +133,19 @@ def _turn_finished(state: State, e: ev.TurnFinished) -> State:
     return _turn(state, finished=e)
 
 
+def _call_repaired(state: State, e: ev.ToolCallRepaired) -> State:
+    pending = tuple(attrs.evolve(c, name=e.name, arguments=e.arguments) if c.id == e.call_id
+                    else c for c in _current(state).pending)
+    return _turn(state, pending=pending)
+
+
+def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
+    if e.choice in ("session", "always") and e.pattern not in state.approved_patterns:
+        state = attrs.evolve(state, approved_patterns=(*state.approved_patterns, e.pattern))
+    return _turn(state, approvals=(*_current(state).approvals,
+                                    (e.call_id, e.choice, e.source)))
+
+
 _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
@@ -148,6 +170,8 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.RecoveryDecided: _recovery_decided,
     ev.ContinuationRequested: _continuation,
     ev.TurnFinished: _turn_finished,
+    ev.ToolCallRepaired: _call_repaired,
+    ev.ApprovalAnswered: _approval_answered,
 }
 
 

@@ -47,6 +47,8 @@ class TurnState:
     prefetched: tuple[str, ...] = ()
     interruption: Interrupted | None = None
     finished: TurnFinished | None = None
+    # Approval answers for this turn's dangerous calls: (call_id, choice, source).
+    approvals: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def is_open(self) -> bool:
@@ -78,6 +80,8 @@ class State:
     # fallback until then.
     primary_rest_until: float | None = None
     provider_index: int = 0
+    # Kinds of dangerous command approved for the rest of the session (``stages.dangerous``).
+    approved_patterns: tuple[str, ...] = ()
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

@@ -3,17 +3,25 @@
 Unknown tools and arguments that are not a JSON object never reach a tool: each becomes a
 rejection whose error text the model reads as the call's result. Valid calls run concurrently
 when there are several and none is interactive; results are recorded in call order.
+
+Under rules 3 (``stages.tool_checks``) calls are first repaired where the intent is clear; a
+call identical to an earlier one of the same reply is answered without running again; a
+hard-dangerous command is blocked, a dangerous one waits for an approval (``AskApproval``);
+calls naming the same path run one after the other.
 """
 
 from __future__ import annotations
 
 import json
 
-from stages.decision import Decision, RunTools
-from stages.events import SessionSettings, ToolCallRejected, ToolsPlanned
+from stages.decision import AskApproval, Decision, RunTools
+from stages.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.messages import ToolCall, canonical_json
 from stages.state import State
+from stages.tool_checks import check_danger, duplicate_of, repaired_calls, shares_a_path
 from stages.tools import ToolInvocation
+
+Checked = ToolInvocation | ToolCallRejected | AskApproval
 
 
 def _error(text: str) -> str:
@@ -56,6 +64,18 @@ def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | Tool
     return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
 
 
+def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
+    checked = _check(state, call, cut_off)
+    if not isinstance(checked, ToolInvocation):
+        return checked
+    original = duplicate_of(state, call)
+    if original is not None:
+        return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
+            "duplicate_of": original, "note": f"identical to call {original} of this reply, "
+            "which ran once; its result is the result of this call too"}))
+    return check_danger(state, call, checked)
+
+
 def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     """Reject the leading invalid calls, then run the next stretch of valid ones. A batch with
     an invalid call in the middle is planned in stretches, so that results always land in the
@@ -63,20 +83,32 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     if state.turn is None:
         raise ValueError("a tool plan needs an open turn")
     cut_off = _cut_off(state, config)
-    checked = [_check(state, call, cut_off) for call in state.turn.pending]
+    if config.rules < 3:
+        return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
+                     same_path_in_order=False)
+    calls, repairs = repaired_calls(state)
+    return _plan(state, [_check_rules3(state, call, cut_off) for call in calls], repairs,
+                 same_path_in_order=True)
+
+
+def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
+          same_path_in_order: bool) -> Decision:
     rejected: list[ToolCallRejected] = []
     while checked and isinstance(head := checked[0], ToolCallRejected):
         rejected.append(head)
         checked.pop(0)
+    if checked and isinstance(ask := checked[0], AskApproval):
+        return Decision(events=(*before, *rejected), next=ask)
     valid: list[ToolInvocation] = []
     while checked and isinstance(head := checked[0], ToolInvocation):
         valid.append(head)
         checked.pop(0)
     if not valid:
-        return Decision(events=tuple(rejected))
+        return Decision(events=(*before, *rejected))
     specs = [spec for c in valid if (spec := state.tool(c.name)) is not None]
-    concurrent = len(valid) > 1 and not any(s.interactive for s in specs)
+    concurrent = len(valid) > 1 and not any(s.interactive for s in specs) and not (
+        same_path_in_order and shares_a_path(valid))
     planned = ToolsPlanned(call_ids=tuple(c.call_id for c in valid), concurrent=concurrent)
-    return Decision(events=(*rejected, planned),
+    return Decision(events=(*before, *rejected, planned),
                     next=RunTools(calls=tuple(valid), concurrent=concurrent,
                                   sync_first=any(not s.read_only for s in specs)))

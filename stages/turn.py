@@ -24,6 +24,7 @@ from stages.cache_marks import decide_cache_marks
 from stages.compression import decide_compression
 from stages.credentials import decide_credentials
 from stages.decision import (
+    AskApproval,
     BeginTurn,
     CallModel,
     Decision,
@@ -39,6 +40,7 @@ from stages.decision import (
     Wait,
 )
 from stages.events import (
+    ApprovalAnswered,
     ClockRead,
     CredentialRefreshed,
     Event,
@@ -117,6 +119,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
             state = yield Perform("backoff", step, (Waited.kind, Interrupted.kind))
         elif isinstance(step, RefreshCredential):
             state = yield Perform("credentials", step, (CredentialRefreshed.kind,))
+        elif isinstance(step, AskApproval):
+            state = yield Perform("approval", step, (ApprovalAnswered.kind,))
 
 
 def model_call(state: State, config: SessionSettings) -> SubFlow:

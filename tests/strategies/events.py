@@ -210,6 +210,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.TurnFinished, exit_reason=identifiers, final_response=_opt_text,
         completed=st.booleans(), failed=st.booleans(), interrupted=st.booleans(),
         error=_opt_text, note=_opt_text),
+    ev.ToolCallRepaired.kind: _full(
+        ev.ToolCallRepaired, call_id=identifiers, name=identifiers,
+        arguments=json_objects.map(canonical_json),
+        repairs=st.lists(st.sampled_from(("name", "arguments_unwrapped", "trailing_commas")),
+                         min_size=1, max_size=2).map(tuple)),
+    ev.ApprovalAnswered.kind: _full(
+        ev.ApprovalAnswered, call_id=identifiers, pattern=identifiers,
+        choice=st.sampled_from(ev.APPROVAL_CHOICES),
+        source=st.sampled_from(("callback", "allowlist", "default", "timeout", "error")),
+        reason=_opt_text),
 }
 
 

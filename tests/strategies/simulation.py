@@ -21,6 +21,7 @@ from stages.decision import BeginTurn, CallModel, LoadHistory, ModelRequest, Pol
 from stages.fold import apply_event
 from stages.messages import Message, ToolCall
 from stages.state import State
+from stages.tool_checks import shares_a_path
 from stages.tools import ToolOutcome, ToolSpec
 from tests.strategies.scripts import (
     CutStep, FailStep, ReplyStep, SessionScript, Step, TurnScript,
@@ -149,7 +150,8 @@ class Driver:
             assert invocation.name == call.name
             assert self.state.tool(call.name) is not None
         assert step.concurrent == (len(step.calls) > 1 and not any(
-            self.state.tool(c.name).interactive for c in step.calls))
+            self.state.tool(c.name).interactive for c in step.calls) and not (
+            self.settings.rules >= 3 and shares_a_path(list(step.calls))))
         for invocation in step.calls:
             ok = tool_ok[runs % len(tool_ok)]
             runs += 1

@@ -1,0 +1,111 @@
+"""The tool plan's checks under rules 3: repairs, duplicates, dangerous commands, paths.
+
+Each works on the pending calls of the last reply and returns plain data the plan turns into
+events: nothing here changes what a rules-1 or rules-2 session decides.
+"""
+
+from __future__ import annotations
+
+import json
+
+from stages.dangerous import COMMAND_ARGUMENTS, detect
+from stages.decision import AskApproval
+from stages.events import ToolCallRejected, ToolCallRepaired
+from stages.messages import ToolCall, canonical_arguments, canonical_json
+from stages.repair import repair
+from stages.state import State
+from stages.tools import ToolInvocation
+
+__all__ = ["DENIED", "check_danger", "duplicate_of", "repaired_calls", "shares_a_path"]
+
+DENIED = {
+    "callback": "the user denied running this command",
+    "default": ("dangerous commands are denied in this session: no one can approve them here; "
+                "find a safer way, or tell the user what to run"),
+    "timeout": "no approval came in time, so the command was denied",
+    "error": "the approval could not be asked for, so the command was denied",
+}
+
+
+def repaired_calls(state: State) -> tuple[tuple[ToolCall, ...], tuple[ToolCallRepaired, ...]]:
+    """The pending calls as they will run, and the repairs that made them so."""
+    assert state.turn is not None
+    names = tuple(spec.name for spec in state.tools)
+    calls: list[ToolCall] = []
+    events: list[ToolCallRepaired] = []
+    for call in state.turn.pending:
+        fixed = repair(call, names)
+        if fixed is None:
+            calls.append(call)
+            continue
+        calls.append(fixed.call)
+        events.append(ToolCallRepaired(call_id=call.id, name=fixed.call.name,
+                                       arguments=fixed.call.arguments, repairs=fixed.repairs))
+    return tuple(calls), tuple(events)
+
+
+def _key(call: ToolCall, names: tuple[str, ...]) -> tuple[str, str]:
+    fixed = repair(call, names)
+    call = fixed.call if fixed is not None else call
+    try:
+        return call.name, canonical_arguments(call.arguments)
+    except (ValueError, RecursionError):
+        return call.name, call.arguments
+
+
+def duplicate_of(state: State, call: ToolCall) -> str | None:
+    """The id of an earlier call of the same reply with the same name and arguments."""
+    assert state.turn is not None and state.turn.last_reply is not None
+    names = tuple(spec.name for spec in state.tools)
+    key = _key(call, names)
+    for earlier in state.turn.last_reply.message.tool_calls:
+        if earlier.id == call.id:
+            return None
+        if _key(earlier, names) == key:
+            return earlier.id
+    return None
+
+
+def _error(text: str) -> str:
+    return canonical_json({"error": text})
+
+
+def check_danger(state: State, call: ToolCall, invocation: ToolInvocation
+                 ) -> ToolInvocation | ToolCallRejected | AskApproval:
+    """Run a harmless command; block a hard-dangerous one; for a dangerous one, the answer
+    already given, or a request for one."""
+    argument = COMMAND_ARGUMENTS.get(call.name)
+    command = json.loads(invocation.arguments).get(argument) if argument else None
+    danger = detect(command) if isinstance(command, str) else None
+    if danger is None or not isinstance(command, str):
+        return invocation
+    if danger.hard:
+        return ToolCallRejected(call=call, reason="blocked", content=_error(
+            f"blocked: this command {danger.description} ({danger.key}); it is never run"))
+    assert state.turn is not None
+    answer = next((a for a in state.turn.approvals if a[0] == call.id), None)
+    if answer is None and danger.key in state.approved_patterns:
+        return invocation
+    if answer is None:
+        return AskApproval(call_id=call.id, tool=call.name, command=command,
+                           pattern=danger.key, description=danger.description)
+    if answer[1] == "deny":
+        return ToolCallRejected(call=call, reason="denied", content=_error(
+            f"denied: this command {danger.description}; {DENIED.get(answer[2], DENIED['error'])}"))
+    return invocation
+
+
+def _paths(invocation: ToolInvocation) -> set[str]:
+    arguments = json.loads(invocation.arguments)
+    return {v for k, v in arguments.items() if k in ("path", "workdir") and isinstance(v, str)}
+
+
+def shares_a_path(calls: list[ToolInvocation]) -> bool:
+    """Two calls name the same path: they must run one after the other, in order."""
+    seen: set[str] = set()
+    for call in calls:
+        paths = {p.rstrip("/") or "/" for p in _paths(call)}
+        if paths & seen:
+            return True
+        seen |= paths
+    return False

@@ -1,0 +1,107 @@
+"""The tool plan under rules 3: repairs, duplicates, same paths, dangerous commands."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from stages import events as ev
+from stages.decision import AskApproval, RunTools
+from stages.tool_plan import decide_tool_plan
+from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, spec, then, turn
+
+RULES2 = attrs.evolve(SETTINGS, rules=2)
+TOOLS = (spec("read_file", read_only=True), spec("write_file"), spec("terminal"))
+
+
+def _pending(*calls, settings=SETTINGS):
+    return answered(turn(session(*TOOLS, settings=settings)), reply(None, *calls))
+
+
+def _command(call_id: str, command: str):
+    return call(call_id, "terminal", json.dumps({"command": command}))
+
+
+def test_a_repaired_call_runs_and_the_repair_is_an_event() -> None:
+    state = _pending(call("c1", "ReadFile", '{"path": "a",}'))
+    decision = decide_tool_plan(state, config=SETTINGS)
+    repaired, _planned = decision.events
+    assert repaired == ev.ToolCallRepaired(call_id="c1", name="read_file",
+                                           arguments='{"path": "a"}',
+                                           repairs=("name", "trailing_commas"))
+    assert isinstance(decision.next, RunTools)
+    assert [(c.name, c.arguments) for c in decision.next.calls] == [("read_file",
+                                                                     '{"path":"a"}')]
+    after = then(state, decision, ran(call("c1", "read_file")))
+    # The result answers the call by the name the model used.
+    assert after.messages[-1].name == "ReadFile" and after.turn.pending == ()
+
+
+def test_rules_2_does_not_repair() -> None:
+    state = _pending(call("c1", "ReadFile"), settings=RULES2)
+    (rejected,) = decide_tool_plan(state, config=RULES2).events
+    assert rejected.reason == "unknown_tool"
+
+
+def test_an_identical_call_in_the_same_reply_runs_once() -> None:
+    first, same = call("c1", "read_file", '{"path": "a"}'), call("c2", "read_file", '{ "path":"a"}')
+    state = _pending(first, same)
+    decision = decide_tool_plan(state, config=SETTINGS)
+    assert [c.call_id for c in decision.next.calls] == ["c1"]
+    state = then(state, decision, ran(first))
+    (duplicate,) = decide_tool_plan(state, config=SETTINGS).events
+    assert duplicate.reason == "duplicate" and json.loads(duplicate.content)["duplicate_of"] == "c1"
+
+
+def test_calls_naming_the_same_path_run_in_order() -> None:
+    read = call("c1", "read_file", '{"path": "a"}')
+    write = call("c2", "write_file", '{"path": "a", "content": "x"}')
+    other = call("c3", "read_file", '{"path": "b"}')
+    assert decide_tool_plan(_pending(read, write), config=SETTINGS).next.concurrent is False
+    assert decide_tool_plan(_pending(read, other), config=SETTINGS).next.concurrent is True
+    assert decide_tool_plan(_pending(read, write, settings=RULES2),
+                            config=RULES2).next.concurrent is True
+
+
+def test_a_hard_danger_is_blocked_without_asking() -> None:
+    (blocked,) = decide_tool_plan(_pending(_command("c1", "rm -rf /")), config=SETTINGS).events
+    assert blocked.reason == "blocked"
+    assert "never run" in json.loads(blocked.content)["error"]
+
+
+def test_a_dangerous_command_asks_then_runs_once_approved() -> None:
+    state = _pending(_command("c1", "git push --force"), call("c2", "read_file", '{"path":"a"}'))
+    decision = decide_tool_plan(state, config=SETTINGS)
+    assert decision.events == ()
+    assert decision.next == AskApproval(call_id="c1", tool="terminal", command="git push --force",
+                                        pattern="git_force_push",
+                                        description="rewrites a remote branch's history")
+    state = then(state, ev.ApprovalAnswered(call_id="c1", pattern="git_force_push",
+                                            choice="once", source="callback"))
+    assert [c.call_id for c in decide_tool_plan(state, config=SETTINGS).next.calls] == ["c1", "c2"]
+    assert state.approved_patterns == ()
+
+
+def test_a_denied_command_is_rejected_with_the_reason() -> None:
+    state = _pending(_command("c1", "rm -rf build"))
+    state = then(state, ev.ApprovalAnswered(call_id="c1", pattern="recursive_delete",
+                                            choice="deny", source="default"))
+    (denied,) = decide_tool_plan(state, config=SETTINGS).events
+    assert denied.reason == "denied"
+    assert "no one can approve them" in json.loads(denied.content)["error"]
+
+
+def test_a_session_approval_covers_later_commands_of_that_kind() -> None:
+    state = _pending(_command("c1", "rm -rf build"))
+    state = then(state, ev.ApprovalAnswered(call_id="c1", pattern="recursive_delete",
+                                            choice="session", source="callback"))
+    assert state.approved_patterns == ("recursive_delete",)
+    state = then(state, ran(call("c1", "terminal")))
+    state = answered(state, reply(None, _command("c2", "rm -rf dist")))
+    assert isinstance(decide_tool_plan(state, config=SETTINGS).next, RunTools)
+
+
+def test_rules_2_runs_dangerous_commands_as_before() -> None:
+    state = _pending(_command("c1", "rm -rf /"), settings=RULES2)
+    assert isinstance(decide_tool_plan(state, config=RULES2).next, RunTools)
