@@ -37,6 +37,7 @@ __all__ = [
     "ScriptedToolRunner",
     "ScriptedToolStep",
     "ThreadPoolToolRunner",
+    "ToolHooks",
     "ToolLookup",
     "ToolRunner",
     "error_content",
@@ -62,6 +63,15 @@ class ToolRunner(Protocol):
     def run(
         self, calls: Sequence[ToolInvocation], *, concurrent: bool, task_id: str
     ) -> tuple[ToolOutcome, ...]: ...
+
+
+class ToolHooks(Protocol):
+    """Plugin hooks around each call (``pipeline.hooks.Hooks``): ``before_tool`` returns a
+    reason to block the call, or None."""
+
+    def before_tool(self, call: ToolInvocation, task_id: str) -> str | None: ...
+
+    def after_tool(self, call: ToolInvocation, outcome: ToolOutcome, task_id: str) -> None: ...
 
 
 class InvocableTool(Protocol):
@@ -131,8 +141,10 @@ class ThreadPoolToolRunner:
         max_workers: int = MAX_TOOL_WORKERS,
         max_result_chars: int = MAX_RESULT_CHARS,
         spill_dir: Path = SPILL_DIR,
+        hooks: ToolHooks | None = None,
     ) -> None:
         self._registry = registry
+        self._hooks = hooks
         self._max_result_chars = max_result_chars
         self._spill_dir = spill_dir
         self._interrupt = interrupt
@@ -180,6 +192,10 @@ class ThreadPoolToolRunner:
         found = self._registry.get(call.name)
         if found is None:
             return _failure(call, f"unknown tool: {call.name}")
+        blocked = self._hooks.before_tool(call, task_id) if self._hooks is not None else None
+        if blocked is not None:
+            log.info("tool.blocked", call_id=call.call_id, name=call.name)
+            return _failure(call, f"blocked by a plugin: {blocked}")
         start = time.perf_counter()
         try:
             content = spill(render_result(found.invoke(call.arguments, task_id=task_id)),
@@ -192,6 +208,8 @@ class ThreadPoolToolRunner:
                                   ok=True, duration_ms=_elapsed_ms(start))
         log.debug("tool.finished", call_id=call.call_id, name=call.name, ok=outcome.ok,
                   duration_ms=round(outcome.duration_ms, 3), error=outcome.error)
+        if self._hooks is not None:
+            self._hooks.after_tool(call, outcome, task_id)
         return outcome
 
 

@@ -29,6 +29,7 @@ from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
 from pipeline.approval import AllowList, ApprovalCallback, Approver
+from pipeline.hooks import Hooks, default_hooks
 from pipeline.journal import LiveJournal
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
@@ -53,7 +54,8 @@ class Agent:
                  agent_settings: AgentSettings | None = None, effects: Effects | None = None,
                  secrets: Iterable[str] = (), tools: ToolsArg = (),
                  event_listener: Listener | None = None,
-                 approval_callback: ApprovalCallback | None = None, **overrides: Any) -> None:
+                 approval_callback: ApprovalCallback | None = None, hooks: Hooks | None = None,
+                 **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
         ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
         if settings is None:
@@ -72,9 +74,11 @@ class Agent:
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
+        # Installed plugins register unless the caller brings its own hooks.
+        self.hooks = default_hooks() if hooks is None else hooks
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
-                self.registry, interrupt=self._interrupt,
+                self.registry, interrupt=self._interrupt, hooks=self.hooks,
                 max_result_chars=self.agent_settings.max_tool_result_chars))
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
@@ -82,12 +86,15 @@ class Agent:
         self._effects = effects
         self._listener = event_listener
         self._runner: SessionRunner | None = None
+        self._ended = False
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def from_config(cls, model: str | None = None, *, tools: ToolsArg = (),
-                    event_listener: Listener | None = None, **overrides: Any) -> Agent:
+                    event_listener: Listener | None = None,
+                    approval_callback: ApprovalCallback | None = None,
+                    hooks: Hooks | None = None, **overrides: Any) -> Agent:
         """Settings from keyword arguments, then the environment, then
         ``<home>/config.toml``; the model client is the provider router over the key pool (or
         the embedded local model when no provider is configured). The keywords are those of
@@ -95,7 +102,8 @@ class Agent:
         parts = configure(model, **overrides)
         return cls(settings=parts.settings, agent_settings=parts.agent_settings,
                    effects=parts.effects, secrets=parts.secrets, tools=tools,
-                   event_listener=event_listener)
+                   event_listener=event_listener, approval_callback=approval_callback,
+                   hooks=hooks)
 
     # --- the agent's settings ---------------------------------------------------------------
     @property
@@ -153,6 +161,7 @@ class Agent:
                          parent_session_id=self.parent_session_id)
         runner.declare_tools(self.registry.specs)
         self._runner = runner
+        self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
 
     def _folded(self) -> Any:
@@ -174,6 +183,8 @@ class Agent:
                 # A caller that passes the whole conversation each turn: nothing to replace,
                 # so nothing is redacted, encoded and logged again.
                 history = None
+            self.hooks.fire("turn_start", session_id=runner.state.session_id, task_id=task_id,
+                            user_message=user_message)
             try:
                 state = runner.run_turn(user_message, system_message=system_message,
                                         history=history, task_id=task_id,
@@ -181,7 +192,9 @@ class Agent:
             finally:
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
-        return TurnResult.from_state(state)
+        result = TurnResult.from_state(state)
+        self.hooks.fire("turn_end", session_id=state.session_id, result=result)
+        return result
 
     def run_conversation(self, user_message: str, system_message: str | None = None,
                          conversation_history: Sequence[Mapping[str, Any]] | None = None,
@@ -226,10 +239,13 @@ class Agent:
                      # A child runs its own tools, and nobody approves its dangerous commands.
                      effects=attrs.evolve(self._effects, tools=None, approver=Approver()),
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
-                     event_listener=event_listener)
+                     event_listener=event_listener, hooks=self.hooks)
 
     def close(self) -> None:
         with self._lock:
+            if self._runner is not None and not self._ended:
+                self._ended = True
+                self.hooks.fire("session_end", session_id=self._runner.state.session_id)
             if self._log is not None:
                 self._log.close()
             shutdown = getattr(self._effects.tools, "shutdown", None)
