@@ -1,8 +1,13 @@
 """Secret redaction, applied to everything that enters the event log or a log line.
 
 Known secrets (the keys mibyan was configured with) are replaced wherever they appear; common
-credential shapes (vendor key prefixes, bearer tokens, ``KEY=value`` assignments, JSON secret
-fields, PEM private keys, JWTs) are masked too.
+credential shapes are masked too: vendor key prefixes (OpenAI, Anthropic, GitHub, GitLab,
+Slack, Google, AWS, Stripe, SendGrid, Twilio, Hugging Face, ...), Slack and Discord webhooks,
+Telegram bot tokens, ``Authorization`` headers of any scheme and API-key headers,
+``KEY=value`` and ``password: value`` assignments, JSON secret fields, PEM and PGP private keys
+(even cut off), passwords in URLs and connection strings, Azure connection strings, and JWTs.
+
+Redaction is idempotent: a masked value is never masked again.
 """
 
 from __future__ import annotations
@@ -19,29 +24,68 @@ from stages.tools import ToolOutcome
 
 _PREFIXES = (
     r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",
-    r"xox[abprs]-[A-Za-z0-9\-]{10,}", r"AIza[0-9A-Za-z_\-]{30,}", r"AKIA[0-9A-Z]{16}",
+    r"glpat-[A-Za-z0-9_\-]{20,}", r"gl(?:ptt|dt|rt|cbt|imt|agent|oas|ft)-[A-Za-z0-9_\-]{20,}",
+    r"xox[abeposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{20,}",
+    r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
     r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
     r"r8_[A-Za-z0-9]{20,}", r"npm_[A-Za-z0-9]{20,}", r"pypi-[A-Za-z0-9_\-]{20,}",
-    r"sk_(?:live|test)_[A-Za-z0-9]{16,}",
+    r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", r"whsec_[A-Za-z0-9]{20,}",
+    r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
+    r"pplx-[A-Za-z0-9]{20,}", r"fc-[a-f0-9]{32}", r"bb_live_[A-Za-z0-9_\-]{16,}",
+    r"gAAAA[A-Za-z0-9_\-=]{40,}", r"dop_v1_[a-f0-9]{64}", r"doo_v1_[a-f0-9]{64}",
+    r"tvly-[A-Za-z0-9_\-]{20,}", r"syt_[A-Za-z0-9_\-]{20,}", r"hsk-[A-Za-z0-9_\-]{20,}",
+    r"brv_[A-Za-z0-9_\-]{20,}", r"ntn_[A-Za-z0-9]{30,}", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",
+    r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}", r"key-[a-f0-9]{32}", r"[a-f0-9]{32}-us[0-9]{1,2}",
+    r"dapi[a-f0-9]{32}", r"figd_[A-Za-z0-9_\-]{30,}", r"lin_api_[A-Za-z0-9]{30,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]+)?",
 )
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(_PREFIXES) + r")")
+_TWILIO = re.compile(r"(?<![A-Za-z0-9_\-])SK[0-9a-f]{32}")
+_WEBHOOK = re.compile(
+    r"(https://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
+    r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks|[\w.-]+\.webhook\.office\.com/"
+    r"webhookb2)/)([A-Za-z0-9_/@\-]{8,})")
+_TELEGRAM = re.compile(r"\b(?:bot)?(\d{8,10}:[A-Za-z0-9_\-]{30,})")
 _BEARER = re.compile(r"(?i)(authorization\s*[:=]\s*bearer\s+|bearer\s+)([A-Za-z0-9._~+/\-]{8,}=*)")
+_AUTH = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+                   r"(?:basic|token|digest|bot|apikey|sso-key|key)?\s*)"
+                   r"(?!bearer\b)([A-Za-z0-9._~+/\-:=]{6,})")
+_KEY_HEADER = re.compile(r"(?i)(\b(?:x-api-key|api-key|x-auth-token|private-token|"
+                         r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
+                         r"[\"']?\s*:\s*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
+_SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KEY|PRIVATE_?KEY|"
+                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH)")
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*\s*=\s*)"
-    r"(['\"]?)([^\s'\"]{4,})\2")
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
+_COLON = re.compile(
+    r"(?i)(^|[\s{,(\[])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    r"(['\"]?)([^\s'\",}]{4,})\3", re.M)
 _JSON_FIELD = re.compile(
-    r"(?i)(\"(?:api_?key|apikey|token|secret|password|access_token|refresh_token|auth_token|"
-    r"client_secret)\"\s*:\s*\")([^\"]{4,})(\")")
-# Credentials in a URL's userinfo: https://user:password@host
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^/\s@]+)(@)")
-_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S)
+    r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
+    r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
+    r"private_key|credentials?)\"\s*:\s*\")([^\"]{4,})(\")")
+# Credentials in a URL's userinfo (https://user:pa@ss@host): up to the authority's last '@'.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)", re.S)
 
+# Values that are no secret although a secret's name precedes them.
+_PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty", "required",
+                           "optional", "changeme", "redacted", "xxxx", "****", "<redacted>",
+                           "basic", "bearer", "token", "digest"})
+_MASKED = re.compile(r"\*\*\*|.{1,6}\.\.\..{4}")
 
-# Every pattern above needs one of these; text with none of them (most text) skips the scans.
-_MARKERS = ("sk-", "sk_", "gh", "github_pat_", "xox", "AIza", "AKIA", "hf_", "gsk_", "xai-",
-            "r8_", "npm_", "pypi-", "eyJ", "earer", "EARER", "=", '"', "PRIVATE KEY", "@")
-
+_TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glp",
+                "glft-", "gldt-", "glrt-", "glcbt-", "glimt-", "glagent-", "gloas-", "xox",
+                "xapp-", "aiza", "ya29.", "gocspx-", "akia", "asia", "agpa", "aida", "aroa",
+                "anpa", "hf_", "gsk_", "xai-", "r8_", "npm_", "pypi-", "whsec_", "sg.", "pplx-",
+                "fc-", "bb_live_",
+                "gaaaa", "_v1_", "tvly-", "syt_", "hsk-", "brv_", "ntn_", "shp", "sq0", "key-",
+                "-us", "dapi", "figd_", "lin_api_", "eyj")
+_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth")
+_DIGITS_COLON = re.compile(r"\d{8}:")
 
 def mask(secret: str) -> str:
     """Keep a little of a long token so a person can tell keys apart; hide short ones whole."""
@@ -59,19 +103,73 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
+def _hidden(value: str) -> str:
+    """``value`` masked, unless it is already a mask or a placeholder (so redaction is
+    idempotent and ``password: null`` stays readable)."""
+    if _MASKED.fullmatch(value) or value.lower() in _PLACEHOLDERS:
+        return value
+    return mask(value)
+
+
+def _named(match: re.Match[str]) -> str:
+    """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
+    *before, quote, value = match.groups()
+    if value.isdigit():  # max_tokens=4096 is a setting, not a secret
+        return match.group(0)
+    return "".join(before) + quote + _hidden(value) + quote
+
+
+def _shape(match: re.Match[str]) -> str:
+    """A ``prefix secret [suffix]`` match with only the secret hidden."""
+    groups = match.groups()
+    return groups[0] + _hidden(groups[1]) + "".join(groups[2:])
+
+
+# (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
+_SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
+    (_PRIVATE_KEY, "[REDACTED PRIVATE KEY]", ("private key",)),
+    (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
+    (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
+    (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),
+    (_BEARER, _shape, ("bearer",)),
+    (_AUTH, _shape, ("authorization",)),
+    (_KEY_HEADER, _shape, ("-key", "-token")),
+    (_JSON_FIELD, _shape, _NAME_HINTS),
+)
+
+
+def _names_in_lines(text: str) -> str:
+    """``NAME=value`` and ``name: value`` with a secret's name, line by line: only the lines
+    naming a secret pay for the (slower) patterns."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        lowered = line.lower()
+        if not any(hint in lowered for hint in _NAME_HINTS):
+            continue
+        if "=" in line:
+            line = _ASSIGN.sub(_named, line)
+        if ":" in line:
+            line = _COLON.sub(_named, line)
+        lines[index] = line
+    return "\n".join(lines)
+
+
 def redact(text: str, known: Iterable[str] = ()) -> str:
     text = scrub_surrogates(text)
     for secret in known:
         if secret and len(secret) >= 8 and secret in text:
             text = text.replace(secret, mask(secret))
-    if not any(marker in text for marker in _MARKERS):
-        return text
-    text = _PEM.sub("[REDACTED PRIVATE KEY]", text)
-    text = _USERINFO.sub(lambda m: m.group(1) + "***" + m.group(3), text)
-    text = _TOKEN.sub(lambda m: mask(m.group(0)), text)
-    text = _BEARER.sub(lambda m: m.group(1) + mask(m.group(2)), text)
-    text = _ASSIGN.sub(lambda m: m.group(1) + m.group(2) + mask(m.group(3)) + m.group(2), text)
-    return _JSON_FIELD.sub(lambda m: m.group(1) + mask(m.group(2)) + m.group(3), text)
+    lowered = text.lower()
+    for pattern, replacement, hints in _SUBSTITUTIONS:
+        if any(hint in lowered for hint in hints):
+            text = pattern.sub(replacement, text)
+    if "SK" in text:
+        text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
+    if ":" in text and _DIGITS_COLON.search(text):
+        text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+    if any(hint in lowered for hint in _NAME_HINTS):
+        text = _names_in_lines(text)
+    return text
 
 
 def redact_event(event: Event, known: Iterable[str] = ()) -> Event:

@@ -123,3 +123,41 @@ def test_redact_event_leaves_clean_and_decision_events_alone() -> None:
 def test_redact_event_on_history_loaded() -> None:
     event = ev.HistoryLoaded(messages=(Message(role="user", content=f"key {OPENAI_KEY}"),))
     assert OPENAI_KEY not in redact_event(event).messages[0].content
+
+
+# --- the corpus -----------------------------------------------------------------------------
+
+from tests.stages.redaction_corpus import ORDINARY, SECRETS  # noqa: E402
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(SECRETS) >= 100 and len({s for _, s in SECRETS}) >= 95
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[s[:24] for _, s in SECRETS])
+def test_every_secret_of_the_corpus_is_hidden(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_of_the_corpus_passes_unchanged(text: str) -> None:
+    assert redact(text) == text
+
+
+_PIECES = st.sampled_from([t for t, _ in SECRETS] + ORDINARY)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=6).map(" ".join))
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_PIECES, min_size=1, max_size=5))
+def test_secrets_are_hidden_in_any_company(pieces: list[str]) -> None:
+    out = redact("\n".join(pieces))
+    for text, secret in SECRETS:
+        if text in pieces:
+            assert secret not in out

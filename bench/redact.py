@@ -1,0 +1,38 @@
+"""Redaction throughput (MB/s) on ordinary prose, source code, a README and secret-dense text.
+
+    python -m bench.redact
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from stages.redact import redact
+from tests.stages.redaction_corpus import SECRETS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rate(text: str, rounds: int = 5) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        redact(text)
+        best = min(best, time.perf_counter() - start)
+    return len(text.encode()) / 1e6 / best
+
+
+def main() -> None:
+    samples = {
+        "prose": "The quick brown fox jumps over the lazy dog. " * 20_000,
+        "code": (ROOT / "pipeline" / "agent.py").read_text() * 50,
+        "readme": (ROOT / "README.md").read_text() * 20,
+        "secret-dense": "\n".join(text for text, _ in SECRETS) * 50,
+    }
+    for name, text in samples.items():
+        print(f"{name:>12}: {_rate(text):6.1f} MB/s over {len(text) / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()
