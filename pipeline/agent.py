@@ -213,6 +213,11 @@ class Agent:
         stops the next turn at its first step."""
         self._interrupt.set()
 
+    @property
+    def interrupt_requested(self) -> bool:
+        """An interrupt is waiting to stop the running turn (subagents pass it on)."""
+        return self._interrupt.is_set()
+
     def child(self, *, max_turns: int | None = None, tools: ToolsArg | None = None,
               event_listener: Listener | None = None, **overrides: Any) -> Agent:
         """A subagent with its own session: the parent's settings evolved (same provider chain,
