@@ -14,6 +14,7 @@ from stages import pools
 from stages.history import History
 from stages.messages import Message
 from stages.state import State, TurnState
+from stages.tools import call_key
 
 
 def _digest(digest: str, messages: Iterable[Message]) -> str:
@@ -54,6 +55,15 @@ def _answer(state: State, call_id: str, name: str, content: str) -> State:
     if index is not None:
         del pending[index]
     return _turn(state, pending=tuple(pending))
+
+
+def _tool_ran(state: State, e: ev.ToolRan) -> State:
+    turn = _current(state)
+    if not e.outcome.ok:
+        call = next((c for c in turn.pending if c.id == e.outcome.call_id), None)
+        if call is not None:
+            state = _turn(state, failed_calls=(*turn.failed_calls, call_key(call)))
+    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content)
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
@@ -160,7 +170,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.BudgetExhausted: _budget_exhausted,
     ev.ToolsPlanned: lambda s, e: _turn(s, planned=_current(s).planned + e.call_ids),
     ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
-    ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
+    ev.ToolRan: _tool_ran,
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),
     ev.TurnAborted: lambda s, e: s,
     ev.ClockRead: lambda s, e: attrs.evolve(s, now=e.epoch),

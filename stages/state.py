@@ -49,6 +49,8 @@ class TurnState:
     finished: TurnFinished | None = None
     # Approval answers for this turn's dangerous calls: (call_id, choice, source).
     approvals: tuple[tuple[str, str, str], ...] = ()
+    # Calls that ran and failed this turn, as ``call_key`` (name and canonical arguments).
+    failed_calls: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:

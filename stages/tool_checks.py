@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 
 from stages.dangerous import COMMAND_ARGUMENTS, detect
-from stages.decision import AskApproval
-from stages.events import ToolCallRejected, ToolCallRepaired
-from stages.messages import ToolCall, canonical_arguments, canonical_json
+from stages.decision import AskApproval, Decision, Finish
+from stages.events import ToolCallRejected, ToolCallRepaired, TurnFinished
+from stages.messages import ToolCall, canonical_json
 from stages.repair import repair
 from stages.state import State
-from stages.tools import ToolInvocation
+from stages.tools import ToolInvocation, call_key
 
-__all__ = ["DENIED", "check_danger", "duplicate_of", "repaired_calls", "shares_a_path"]
+__all__ = ["DENIED", "MAX_SAME_FAILURES", "check_danger", "duplicate_of", "halt_on_repeats",
+           "repaired_calls", "shares_a_path"]
+
+MAX_SAME_FAILURES = 3
+"""A call that failed this many times in a turn, asked for once more, ends the turn."""
 
 DENIED = {
     "callback": "the user denied running this command",
@@ -44,13 +48,9 @@ def repaired_calls(state: State) -> tuple[tuple[ToolCall, ...], tuple[ToolCallRe
     return tuple(calls), tuple(events)
 
 
-def _key(call: ToolCall, names: tuple[str, ...]) -> tuple[str, str]:
+def _key(call: ToolCall, names: tuple[str, ...]) -> str:
     fixed = repair(call, names)
-    call = fixed.call if fixed is not None else call
-    try:
-        return call.name, canonical_arguments(call.arguments)
-    except (ValueError, RecursionError):
-        return call.name, call.arguments
+    return call_key(fixed.call if fixed is not None else call)
 
 
 def duplicate_of(state: State, call: ToolCall) -> str | None:
@@ -109,3 +109,21 @@ def shares_a_path(calls: list[ToolInvocation]) -> bool:
             return True
         seen |= paths
     return False
+
+
+def halt_on_repeats(state: State, calls: tuple[ToolCall, ...]) -> Decision | None:
+    """End the turn when the model asks again for a call that already failed
+    ``MAX_SAME_FAILURES`` times in it: it is stuck in a loop."""
+    assert state.turn is not None
+    failed = state.turn.failed_calls
+    stuck = next((c for c in calls if failed.count(call_key(c)) >= MAX_SAME_FAILURES), None)
+    if stuck is None:
+        return None
+    reason = (f"the call {stuck.name} failed {MAX_SAME_FAILURES} times in this turn with the "
+              "same arguments and was asked for again; stopped to break the loop")
+    content = _error(f"not run: {reason}")
+    rejected = tuple(ToolCallRejected(call=c, reason="repeated_failure", content=content)
+                     for c in state.turn.pending)
+    finished = TurnFinished(exit_reason="guardrail_halt", final_response=None, completed=False,
+                            failed=True, error=reason, note=f"[stopped: {reason}]")
+    return Decision(events=(*rejected, finished), next=Finish())

@@ -7,7 +7,8 @@ when there are several and none is interactive; results are recorded in call ord
 Under rules 3 (``stages.tool_checks``) calls are first repaired where the intent is clear; a
 call identical to an earlier one of the same reply is answered without running again; a
 hard-dangerous command is blocked, a dangerous one waits for an approval (``AskApproval``);
-calls naming the same path run one after the other.
+calls naming the same path run one after the other; a call that already failed three times
+in the turn, asked for again, ends the turn (``guardrail_halt``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from stages.decision import AskApproval, Decision, RunTools
 from stages.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.messages import ToolCall, canonical_json
 from stages.state import State
-from stages.tool_checks import check_danger, duplicate_of, repaired_calls, shares_a_path
+from stages.tool_checks import (
+    check_danger,
+    duplicate_of,
+    halt_on_repeats,
+    repaired_calls,
+    shares_a_path,
+)
 from stages.tools import ToolInvocation
 
 Checked = ToolInvocation | ToolCallRejected | AskApproval
@@ -87,6 +94,9 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
         return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
                      same_path_in_order=False)
     calls, repairs = repaired_calls(state)
+    halt = halt_on_repeats(state, calls)
+    if halt is not None:
+        return halt
     return _plan(state, [_check_rules3(state, call, cut_off) for call in calls], repairs,
                  same_path_in_order=True)
 

@@ -6,7 +6,7 @@ import json
 
 import attrs
 
-from stages.messages import canonical_json
+from stages.messages import ToolCall, canonical_arguments, canonical_json
 
 
 def _wire(spec: ToolSpec) -> str:
@@ -51,3 +51,8 @@ class ToolOutcome:
     ok: bool
     error: str | None = None
     duration_ms: float = 0.0
+
+
+def call_key(call: ToolCall) -> str:
+    """What makes two calls the same call: the name and the canonical arguments."""
+    return f"{call.name}\0{canonical_arguments(call.arguments)}"

@@ -105,3 +105,34 @@ def test_a_session_approval_covers_later_commands_of_that_kind() -> None:
 def test_rules_2_runs_dangerous_commands_as_before() -> None:
     state = _pending(_command("c1", "rm -rf /"), settings=RULES2)
     assert isinstance(decide_tool_plan(state, config=RULES2).next, RunTools)
+
+
+def test_a_call_that_keeps_failing_ends_the_turn() -> None:
+    state = turn(session(*TOOLS))
+    broken = '{"path": "missing"}'
+    for attempt in range(3):
+        failing = call(f"c{attempt}", "read_file", broken)
+        state = answered(state, reply(None, failing))
+        state = then(state, decide_tool_plan(state, config=SETTINGS),
+                     ran(failing, '{"error":"not found"}', ok=False))
+    assert state.turn.failed_calls == (f"read_file\0{broken}".replace(" ", ""),) * 3
+    state = answered(state, reply(None, call("c3", "read_file", broken)))
+    decision = decide_tool_plan(state, config=SETTINGS)
+    rejected, finished = decision.events
+    assert rejected.reason == "repeated_failure"
+    assert finished.exit_reason == "guardrail_halt" and finished.failed
+    assert "failed 3 times" in finished.error
+    after = then(state, decision)
+    assert after.messages[-1].role == "assistant" and after.messages[-1].content.startswith(
+        "[stopped: ")
+
+
+def test_other_arguments_after_failures_still_run() -> None:
+    state = turn(session(*TOOLS))
+    for attempt in range(3):
+        failing = call(f"c{attempt}", "read_file", '{"path": "missing"}')
+        state = answered(state, reply(None, failing))
+        state = then(state, decide_tool_plan(state, config=SETTINGS),
+                     ran(failing, '{"error":"x"}', ok=False))
+    state = answered(state, reply(None, call("c3", "read_file", '{"path": "other"}')))
+    assert isinstance(decide_tool_plan(state, config=SETTINGS).next, RunTools)
