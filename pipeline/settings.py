@@ -162,6 +162,8 @@ def configure(
     parent_session_id: str | None = None, client: ModelClient | None = None,
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
     ids: IdSource | None = None,
+    cheap_model: Mapping[str, str] | ProviderEntry | None = None,
+    max_tool_result_chars: int = MAX_RESULT_CHARS,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -173,7 +175,8 @@ def configure(
         home=root, durability=durability, delegation_max_iterations=delegation_max_iterations,
         timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
         deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
-        session_id=session_id, parent_session_id=parent_session_id)
+        session_id=session_id, parent_session_id=parent_session_id,
+        max_tool_result_chars=max_tool_result_chars)
     values: dict[str, Any] = {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
@@ -181,7 +184,8 @@ def configure(
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
-                       fallback_providers)}
+                       fallback_providers),
+        "cheap_model": None if cheap_model is None else cfg.provider_entry(cheap_model)}
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:

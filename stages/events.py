@@ -143,6 +143,8 @@ class SessionSettings:
     prompt_caching: bool = True
     cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
     rules: int = RULES
+    # Smart routing (off when None): simple turns go to this cheaper model (stages.routing).
+    cheap_model: ProviderEntry | None = None
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -437,6 +439,19 @@ class ToolCallRepaired:
     repairs: tuple[str, ...]
 
 
+@attrs.frozen(kw_only=True)
+class RouteChosen:
+    """Smart routing's choice for the turn: ``cheap`` (the settings' cheap model) or
+    ``primary``, and why."""
+
+    kind: ClassVar[str] = "route_chosen"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    route: str
+    reason: str
+    model: str
+
+
 APPROVAL_CHOICES = ("once", "session", "always", "deny")
 
 
@@ -459,7 +474,8 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
-         | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered)
+         | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered
+         | RouteChosen)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -156,6 +156,11 @@ def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
                                     (e.call_id, e.choice, e.source)))
 
 
+def _route_chosen(state: State, e: ev.RouteChosen) -> State:
+    cheap = state.settings.cheap_model if state.settings is not None else None
+    return _turn(state, route=cheap if e.route == "cheap" else None)
+
+
 _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
@@ -166,7 +171,8 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ContextPressure: lambda s, e: s,
     ev.ModelRequested: _model_requested,
     ev.ModelReplied: _model_replied,
-    ev.ModelFailed: lambda s, e: _turn(s, failure=e),
+    # A failed call of the cheap model falls back to the primary (smart routing).
+    ev.ModelFailed: lambda s, e: _turn(s, failure=e, route=None),
     ev.BudgetExhausted: _budget_exhausted,
     ev.ToolsPlanned: lambda s, e: _turn(s, planned=_current(s).planned + e.call_ids),
     ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
@@ -182,6 +188,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.TurnFinished: _turn_finished,
     ev.ToolCallRepaired: _call_repaired,
     ev.ApprovalAnswered: _approval_answered,
+    ev.RouteChosen: _route_chosen,
 }
 
 

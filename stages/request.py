@@ -32,12 +32,15 @@ def decide_request(state: State, *, config: SessionSettings,
         raise ValueError("a model request needs an open turn")
     purpose = "budget_summary" if turn.budget_exhausted else "step"
     tools = () if turn.budget_exhausted else state.tools
-    entry = config.chain[turn.provider_index]
+    entry = turn.route or config.chain[turn.provider_index]
+    # A routed call keeps the pooled key only when it goes to the same provider.
+    credential_id = turn.credential_id if entry.provider == config.chain[
+        turn.provider_index].provider else None
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=state.system_prompt,
                            messages=state.messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
-                           credential_id=turn.credential_id,
+                           credential_id=credential_id,
                            tool_choice=config.tool_choice if tools else None,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl)
     digest = request_digest(request, state.history_digest) if config.rules >= 2 else None

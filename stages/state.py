@@ -9,6 +9,7 @@ from stages.events import (
     Interrupted,
     ModelFailed,
     ModelReplied,
+    ProviderEntry,
     SessionSettings,
     TurnFinished,
     Usage,
@@ -51,6 +52,8 @@ class TurnState:
     approvals: tuple[tuple[str, str, str], ...] = ()
     # Calls that ran and failed this turn, as ``call_key`` (name and canonical arguments).
     failed_calls: tuple[str, ...] = ()
+    # Smart routing sent this turn to the cheap model (until a call of it fails).
+    route: ProviderEntry | None = None
 
     @property
     def is_open(self) -> bool:

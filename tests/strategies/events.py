@@ -142,6 +142,7 @@ provider_entries = _full(
 
 session_settings = _full(
     ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple),
+    cheap_model=st.none() | provider_entries,
     model=identifiers, provider=identifiers, base_url=st.none() | texts,
     api_mode=st.sampled_from(ev.API_MODES),
     max_turns=st.integers(1, 1000), max_tokens=st.none() | st.integers(1, 10**6),
@@ -215,6 +216,9 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         arguments=json_objects.map(canonical_json),
         repairs=st.lists(st.sampled_from(("name", "arguments_unwrapped", "trailing_commas")),
                          min_size=1, max_size=2).map(tuple)),
+    ev.RouteChosen.kind: _full(
+        ev.RouteChosen, route=st.sampled_from(("cheap", "primary")), reason=texts,
+        model=identifiers),
     ev.ApprovalAnswered.kind: _full(
         ev.ApprovalAnswered, call_id=identifiers, pattern=identifiers,
         choice=st.sampled_from(ev.APPROVAL_CHOICES),
