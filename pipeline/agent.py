@@ -69,6 +69,9 @@ class Agent:
         self.settings = checked(settings)
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        # A toolset with state (pipeline.toolsets.BuiltinTools): its todo list is restored on
+        # resume, its background processes stopped on close.
+        self._toolset = tools
         effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
         # A provider router knows its keys (and learns renewed ones): redact with those.
         secrets = secrets or getattr(effects.model, "secrets", ())
@@ -160,6 +163,9 @@ class Agent:
             runner.start(self.settings, session_id=session_id,
                          parent_session_id=self.parent_session_id)
         runner.declare_tools(self.registry.specs)
+        restore = getattr(self._toolset, "restore", None)
+        if exists and restore is not None:
+            restore(runner.state.messages)
         self._runner = runner
         self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
@@ -256,6 +262,9 @@ class Agent:
             shutdown = getattr(self._effects.tools, "shutdown", None)
             if shutdown is not None:
                 shutdown()
+            close_tools = getattr(self._toolset, "close", None)
+            if close_tools is not None:
+                close_tools()
 
     def __enter__(self) -> Self:
         return self

@@ -31,6 +31,7 @@ from effects.tools_terminal import Terminal
 from effects.tools_workspace import Workspace
 from pipeline.tools import Tool
 from stages.errors import UsageError
+from stages.messages import Message
 
 __all__ = ["DEFAULT_TOOLSETS", "TOOLSETS", "BuiltinTools", "builtin_tools"]
 
@@ -57,7 +58,12 @@ class BuiltinTools:
         return iter(self.tools)
 
     def close(self) -> None:
+        """Stop the background processes still running."""
         self.terminal.close()
+
+    def restore(self, messages: Iterable[Message]) -> None:
+        """Take up a resumed session's todo list from its history."""
+        self.todos.restore(messages)
 
 
 def builtin_tools(root: str | Path = ".", *, toolsets: Iterable[str] = DEFAULT_TOOLSETS,

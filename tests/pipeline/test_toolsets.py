@@ -66,3 +66,23 @@ def test_a_tool_error_reaches_the_model_as_its_result(tmp_path) -> None:
         agent.chat("show /etc/passwd")
         [result] = _tool_results(agent)
     assert result["error"].startswith("ToolError: path '/etc/passwd' is outside")
+
+
+def test_a_resumed_session_takes_up_its_todo_list_and_close_stops_processes(tmp_path) -> None:
+    home = tmp_path / "home"
+    items = [{"id": "1", "content": "port the parser", "status": "in_progress"}]
+    first = builtin_tools(tmp_path, toolsets=("planning", "terminal"))
+    model = ScriptedModel(tool_calls(("todo", {"todos": items}),
+                                     ("terminal", {"command": "sleep 60", "background": True})),
+                          "noted")
+    with Agent(client=model, tools=first, home=home) as agent:
+        agent.chat("plan it")
+        session = agent.session_id
+        process = first.terminal._background["bg1"].process
+    assert process.poll() is not None  # closing the agent stopped it
+    again = builtin_tools(tmp_path, toolsets=("planning",))
+    with Agent(client=ScriptedModel(tool_calls(("todo", {})), "still there"), tools=again,
+               home=home, session_id=session) as agent:
+        agent.chat("what is left?")
+        last = [m.content for m in agent._runner.state.messages if m.role == "tool"][-1]
+    assert json.loads(last)["todos"] == items
