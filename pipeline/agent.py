@@ -79,6 +79,15 @@ class Agent:
         self._interrupt = threading.Event()
         # Installed plugins register unless the caller brings its own hooks.
         self.hooks = default_hooks() if hooks is None else hooks
+        self._effects = self._completed(effects, approval_callback)
+        self._listener = event_listener
+        self._runner: SessionRunner | None = None
+        self._ended = False
+        self._log: SessionLog | None = None
+        self._lock = threading.Lock()
+
+    def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None) -> Effects:
+        """The effects with a tool runner and an approver where the caller gave none."""
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
                 self.registry, interrupt=self._interrupt, hooks=self.hooks,
@@ -86,12 +95,7 @@ class Agent:
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
                 approval_callback, allowlist=AllowList(self.home / "approvals.json")))
-        self._effects = effects
-        self._listener = event_listener
-        self._runner: SessionRunner | None = None
-        self._ended = False
-        self._log: SessionLog | None = None
-        self._lock = threading.Lock()
+        return effects
 
     @classmethod
     def from_config(cls, model: str | None = None, *, tools: ToolsArg = (),

@@ -6,8 +6,9 @@
 
 Each task runs in a child of the attached agent (``Agent.child``): its own session, linked to
 the parent's (``parent_session_id``), a budget capped at ``delegation_max_iterations``, the
-parent's tools without ``delegate_task``, ``clarify`` and ``memory`` (no further delegation, no
-questions to the user, no memory writes), and approvals denied. Several tasks run in parallel,
+parent's tools without ``delegate_task``, ``clarify``, ``memory`` and ``todo`` (no further
+delegation, no questions to the user, no memory writes, no changes to the parent's task list),
+and approvals denied. Several tasks run in parallel,
 at most ``max_concurrent`` (3) at a time. The parent reads each child's summary (its final
 answer) as the tool's result, which the parent's log keeps, so the parent replays without its
 children; each child's own session replays on its own. Interrupting the parent interrupts the
@@ -31,7 +32,9 @@ __all__ = ["CHILD_EXCLUDED_TOOLS", "MAX_CONCURRENT_CHILDREN", "MAX_TASKS", "Dele
 
 MAX_CONCURRENT_CHILDREN = 3
 MAX_TASKS = 10
-CHILD_EXCLUDED_TOOLS = frozenset({"delegate_task", "clarify", "memory"})
+# No further delegation, no questions to a user, no memory writes; and no todo, whose list
+# belongs to the parent's session (a child's calls would write into it).
+CHILD_EXCLUDED_TOOLS = frozenset({"delegate_task", "clarify", "memory", "todo"})
 _WAIT_SLICE = 0.05
 CHILD_SYSTEM = ("You are a subagent working on one task for another agent. Work on your own: "
                 "nobody can answer questions. End with a short summary of what you did and "
