@@ -9,8 +9,8 @@ The tool plan (a pure stage) decides that a command needs approval; the :class:`
 answers, and its answer is an observation (``ApprovalAnswered``) that a replay serves from the
 log without asking again. "session" approves that kind of command for the rest of the session
 (the fold remembers it); "always" also adds it to ``<home>/approvals.json`` so that later
-sessions do not ask. No callback, a callback that raises or gives no valid answer, and no
-answer within ``timeout`` seconds all deny.
+sessions do not ask. No callback (unless ``default="once"``), a callback that raises or gives
+no valid answer, and no answer within ``timeout`` seconds all deny.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import attrs
 
 from effects.logs import get_logger
 from stages.decision import AskApproval
+from stages.errors import UsageError
 from stages.events import APPROVAL_CHOICES, ApprovalAnswered
 
 __all__ = ["APPROVAL_TIMEOUT", "AllowList", "ApprovalCallback", "ApprovalRequest", "Approver"]
@@ -69,11 +70,18 @@ class AllowList:
 
 
 class Approver:
+    """``default`` answers when there is no callback: "deny" (for unattended runs, cron and
+    subagents), or "once" for a trusted automation that accepts the risk."""
+
     def __init__(self, callback: ApprovalCallback | None = None, *,
-                 allowlist: AllowList | None = None, timeout: float = APPROVAL_TIMEOUT) -> None:
+                 allowlist: AllowList | None = None, timeout: float = APPROVAL_TIMEOUT,
+                 default: str = "deny") -> None:
+        if default not in ("deny", "once"):
+            raise UsageError(f"the approval default must be 'deny' or 'once', got {default!r}")
         self.callback = callback
         self.allowlist = allowlist
         self.timeout = timeout
+        self.default = default
 
     def answer(self, ask: AskApproval) -> ApprovalAnswered:
         def answered(choice: str, source: str, reason: str | None = None) -> ApprovalAnswered:
@@ -83,7 +91,7 @@ class Approver:
         if self.allowlist is not None and ask.pattern in self.allowlist.patterns():
             return answered("always", "allowlist")
         if self.callback is None:
-            return answered("deny", "default", "no approval callback is configured")
+            return answered(self.default, "default", "no approval callback is configured")
         request = ApprovalRequest(tool=ask.tool, command=ask.command, pattern=ask.pattern,
                                   description=ask.description)
         result = self._ask(request)

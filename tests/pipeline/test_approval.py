@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
+from effects.codec import from_payload
+from effects.eventlog import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.approval import AllowList, ApprovalRequest, Approver
 from pipeline.replay import replay
@@ -12,6 +16,7 @@ from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import builtin_tools
 from stages import events as ev
 from stages.decision import AskApproval
+from stages.errors import UsageError
 
 ASK = AskApproval(call_id="c1", tool="terminal", command="rm -rf build",
                   pattern="recursive_delete", description="deletes files recursively")
@@ -62,8 +67,6 @@ def _session(tmp_path, model, callback=None):
 
 
 def _events(agent: Agent) -> list[ev.Event]:
-    from effects.codec import from_payload
-    from effects.eventlog import read_envelopes, session_path
     path = session_path(agent.home / "sessions", agent.session_id)
     return [from_payload(e.kind, e.schema_version, e.payload) for e in read_envelopes(path)]
 
@@ -103,3 +106,10 @@ def test_a_hard_block_ignores_even_an_always_approval(tmp_path) -> None:
         agent.chat("wipe it")
         result = next(m for m in agent._runner.state.messages if m.role == "tool").content
     assert json.loads(result)["error"].startswith("blocked:")
+
+
+def test_the_default_answers_without_a_callback() -> None:
+    answer = Approver(default="once").answer(ASK)
+    assert (answer.choice, answer.source) == ("once", "default")
+    with pytest.raises(UsageError, match="must be 'deny' or 'once'"):
+        Approver(default="always")

@@ -86,3 +86,20 @@ def test_a_resumed_session_takes_up_its_todo_list_and_close_stops_processes(tmp_
         agent.chat("what is left?")
         last = [m.content for m in agent._runner.state.messages if m.role == "tool"][-1]
     assert json.loads(last)["todos"] == items
+
+
+def test_repaired_and_repeated_calls_through_a_session_replay(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    model = ScriptedModel(
+        tool_calls(("ReadFile", '{"path": "a.txt",}'), ("read_file", {"path": "a.txt"}),
+                   ("read_file", {"path": "a.txt", "limit": 1})),
+        "read it")
+    with Agent(client=model, tools=builtin_tools(tmp_path, toolsets=("files",)),
+               home=tmp_path / "home", clock=FakeClock(), ids=CountingIds()) as agent:
+        agent.chat("read a.txt")
+        results = _tool_results(agent)
+        session = agent.session_id
+    # The repaired first call is the same as the second: that one does not run again.
+    assert results[0] == results[2] == "1|alpha"
+    assert results[1]["duplicate_of"] == "call_1"
+    assert replay(tmp_path / "home" / "sessions", session).identical
