@@ -32,6 +32,7 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "MAX_TOOL_WORKERS",
     "PREVIEW_CHARS",
+    "RUNNING_INTERRUPT",
     "SPILL_DIR",
     "InvocableTool",
     "ScriptedToolRunner",
@@ -47,6 +48,9 @@ __all__ = [
 
 MAX_TOOL_WORKERS = 8
 INTERRUPTED_ERROR = "skipped: interrupted by user"
+# The interrupt of the batch a tool runs in, for tools that can stop part way (a shell command).
+RUNNING_INTERRUPT: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "mibyan_running_interrupt", default=None)
 # A result longer than this reaches the model (and the log) as a preview; the whole text is
 # kept in a file under SPILL_DIR that the model can read in pieces.
 MAX_RESULT_CHARS = 100_000
@@ -196,21 +200,27 @@ class ThreadPoolToolRunner:
         if blocked is not None:
             log.info("tool.blocked", call_id=call.call_id, name=call.name)
             return _failure(call, f"blocked by a plugin: {blocked}")
-        start = time.perf_counter()
-        try:
-            content = spill(render_result(found.invoke(call.arguments, task_id=task_id)),
-                            name=f"{task_id}-{call.call_id}", directory=self._spill_dir,
-                            limit=self._max_result_chars)
-        except Exception as exc:
-            outcome = _failure(call, _describe(exc), _elapsed_ms(start))
-        else:
-            outcome = ToolOutcome(call_id=call.call_id, name=call.name, content=content,
-                                  ok=True, duration_ms=_elapsed_ms(start))
+        outcome = self._invoke(found, call, task_id)
         log.debug("tool.finished", call_id=call.call_id, name=call.name, ok=outcome.ok,
                   duration_ms=round(outcome.duration_ms, 3), error=outcome.error)
         if self._hooks is not None:
             self._hooks.after_tool(call, outcome, task_id)
         return outcome
+
+
+    def _invoke(self, found: InvocableTool, call: ToolInvocation, task_id: str) -> ToolOutcome:
+        start = time.perf_counter()
+        token = RUNNING_INTERRUPT.set(self._interrupt)
+        try:
+            content = spill(render_result(found.invoke(call.arguments, task_id=task_id)),
+                            name=f"{task_id}-{call.call_id}", directory=self._spill_dir,
+                            limit=self._max_result_chars)
+        except Exception as exc:
+            return _failure(call, _describe(exc), _elapsed_ms(start))
+        finally:
+            RUNNING_INTERRUPT.reset(token)
+        return ToolOutcome(call_id=call.call_id, name=call.name, content=content, ok=True,
+                           duration_ms=_elapsed_ms(start))
 
 
 def _elapsed_ms(start: float) -> float:

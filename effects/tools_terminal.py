@@ -1,7 +1,8 @@
 """The ``terminal`` and ``process`` tools: shell commands in the working tree.
 
 A foreground command runs to its end or its timeout (its whole process group is killed then);
-the model gets the exit code and the combined output, cut in the middle when long. A background
+the model gets the exit code and the combined output, cut in the middle when long. An
+interrupt of the agent kills a running command too. A background
 command returns at once with an id; ``process`` lists such commands, shows their output so far,
 and kills them. Whether a command is dangerous is decided before it gets here (the tool plan
 asks for approval).
@@ -16,10 +17,12 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import attrs
 
+from effects.tool_runner import RUNNING_INTERRUPT
 from effects.tools_workspace import ToolError, Workspace, cap_middle
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_OUTPUT_CHARS", "Terminal"]
@@ -27,6 +30,7 @@ __all__ = ["DEFAULT_TIMEOUT", "MAX_OUTPUT_CHARS", "Terminal"]
 DEFAULT_TIMEOUT = 180
 MAX_TIMEOUT = 3600
 MAX_OUTPUT_CHARS = 50_000
+_SLICE = 0.1
 
 
 @attrs.define
@@ -39,6 +43,26 @@ class _Background:
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _run(process: subprocess.Popen[bytes], timeout: float) -> tuple[str | None, bytes]:
+    """The command's output, read in short slices (retrying ``communicate`` loses nothing);
+    its process group is killed when the batch is interrupted ("interrupted") or the timeout
+    passes ("timed_out"); None when it ended by itself."""
+    interrupt = RUNNING_INTERRUPT.get()
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            out, _ = process.communicate(timeout=max(0.0, min(_SLICE, left)))
+            return None, out
+        except subprocess.TimeoutExpired:
+            pass
+        stopped = "interrupted" if interrupt is not None and interrupt.is_set() else \
+            "timed_out" if left <= _SLICE else None
+        if stopped is not None:
+            _kill_group(process)
+            return stopped, process.communicate()[0]
 
 
 class Terminal:
@@ -75,11 +99,11 @@ class Terminal:
         process = subprocess.Popen(command, shell=True, cwd=cwd, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-        try:
-            out, _ = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            out, _ = process.communicate()
+        stopped, out = _run(process, timeout)
+        if stopped == "interrupted":
+            return {"exit_code": None, "interrupted": True, "output": self._text(out),
+                    "error": "the user interrupted the command; it was killed"}
+        if stopped == "timed_out":
             return {"exit_code": None, "timed_out": True, "output": self._text(out),
                     "error": f"the command did not finish in {timeout} s and was killed"}
         return {"exit_code": process.returncode, "output": self._text(out)}

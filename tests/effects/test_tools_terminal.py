@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from effects.tool_runner import RUNNING_INTERRUPT
 from effects.tools_terminal import Terminal
 from effects.tools_workspace import ToolError, Workspace
 
@@ -70,3 +73,22 @@ def test_close_kills_what_still_runs(tmp_path) -> None:
     process = terminal._background["bg1"].process
     terminal.close()
     assert process.poll() is not None
+
+
+def test_an_interrupt_kills_a_running_command(term) -> None:
+    interrupt = threading.Event()
+    interrupt.set()
+    token = RUNNING_INTERRUPT.set(interrupt)
+    try:
+        result = term.terminal("echo started; sleep 30")
+    finally:
+        RUNNING_INTERRUPT.reset(token)
+    assert result["interrupted"] is True and result["exit_code"] is None
+    assert "interrupted" in result["error"]
+
+
+def test_output_larger_than_a_pipe_buffer_does_not_block(tmp_path) -> None:
+    terminal = Terminal(Workspace(root=tmp_path))
+    result = terminal.terminal("head -c 300000 /dev/zero | tr '\\0' x")
+    assert result["exit_code"] == 0
+    assert "[... 250000 characters left out ...]" in result["output"]

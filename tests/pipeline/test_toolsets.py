@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pipeline.agent import Agent
+from pipeline.hooks import Hooks
 from pipeline.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import TOOLSETS, builtin_tools
@@ -103,3 +104,17 @@ def test_repaired_and_repeated_calls_through_a_session_replay(tmp_path) -> None:
     assert results[0] == results[2] == "1|alpha"
     assert results[1]["duplicate_of"] == "call_1"
     assert replay(tmp_path / "home" / "sessions", session).identical
+
+
+def test_interrupting_the_agent_kills_a_running_command(tmp_path) -> None:
+    hooks = Hooks()
+    holder: list[Agent] = []
+    hooks.register("pre_tool_call", lambda **kw: holder[0].interrupt())
+    model = ScriptedModel(tool_calls(("terminal", {"command": "sleep 30"})))
+    with Agent(client=model, tools=builtin_tools(tmp_path, toolsets=("terminal",)),
+               home=tmp_path / "home", hooks=hooks) as agent:
+        holder.append(agent)
+        result = agent.run("wait a while")
+        [killed] = _tool_results(agent)
+    assert result.interrupted and killed["interrupted"] is True
+    assert replay(tmp_path / "home" / "sessions", result.session_id).identical
