@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import attrs
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stages import events as ev
 from stages.decision import AskApproval, RunTools
@@ -136,3 +138,25 @@ def test_other_arguments_after_failures_still_run() -> None:
                      ran(failing, '{"error":"x"}', ok=False))
     state = answered(state, reply(None, call("c3", "read_file", '{"path": "other"}')))
     assert isinstance(decide_tool_plan(state, config=SETTINGS).next, RunTools)
+
+
+_DISTINCT_READS = st.lists(st.text("abcdefgh", min_size=1, max_size=6), min_size=1, max_size=5,
+                           unique=True)
+
+
+@given(_DISTINCT_READS)
+def test_rules_3_plans_valid_distinct_calls_as_rules_2_did(paths) -> None:
+    """Nothing to repair, no duplicate, no command, no shared path: the same plan."""
+    calls = [call(f"c{i}", "read_file", json.dumps({"path": p})) for i, p in enumerate(paths)]
+    new = decide_tool_plan(_pending(*calls), config=SETTINGS)
+    old = decide_tool_plan(_pending(*calls, settings=RULES2), config=RULES2)
+    assert new == old
+
+
+@given(_DISTINCT_READS, st.integers(0, 4))
+def test_a_repeated_call_is_always_answered_without_running(paths, which) -> None:
+    calls = [call(f"c{i}", "read_file", json.dumps({"path": p})) for i, p in enumerate(paths)]
+    again = calls[which % len(calls)]
+    state = _pending(*calls, call("dup", "read_file", again.arguments))
+    planned = decide_tool_plan(state, config=SETTINGS)
+    assert "dup" not in [c.call_id for c in planned.next.calls]
