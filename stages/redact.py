@@ -47,13 +47,15 @@ _WEBHOOK = re.compile(
     r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks|[\w.-]+\.webhook\.office\.com/"
     r"webhookb2)/)([A-Za-z0-9_/@\-]{8,})")
 _TELEGRAM = re.compile(r"\b(?:bot)?(\d{8,10}:[A-Za-z0-9_\-]{30,})")
-_BEARER = re.compile(r"(?i)(authorization\s*[:=]\s*bearer\s+|bearer\s+)([A-Za-z0-9._~+/\-]{8,}=*)")
-_AUTH = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-                   r"(?:basic|token|digest|bot|apikey|sso-key|key)?\s*)"
+# Headers hold their value on their own line: the gaps are spaces and tabs, never a newline.
+_BEARER = re.compile(r"(?i)(authorization[ \t]*[:=][ \t]*bearer[ \t]+|bearer[ \t]+)"
+                     r"([A-Za-z0-9._~+/\-]{8,}=*)(?![\w:=])")
+_AUTH = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+                   r"(?:basic|token|digest|bot|apikey|sso-key|key)?[ \t]*)"
                    r"(?!bearer\b)([A-Za-z0-9._~+/\-:=]{6,})")
 _KEY_HEADER = re.compile(r"(?i)(\b(?:x-api-key|api-key|x-auth-token|private-token|"
                          r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
-                         r"[\"']?\s*:\s*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
+                         r"[\"']?[ \t]*:[ \t]*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
 _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KEY|PRIVATE_?KEY|"
                 r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH)")
 _ASSIGN = re.compile(

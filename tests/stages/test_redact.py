@@ -161,3 +161,15 @@ def test_secrets_are_hidden_in_any_company(pieces: list[str]) -> None:
     for text, secret in SECRETS:
         if text in pieces:
             assert secret not in out
+
+
+def test_a_header_name_on_the_next_line_is_not_taken_for_a_bearer_token() -> None:
+    """Hypothesis found it: ``Bearer`` at the end of a line ate the next line's header name."""
+    text = "Bearer\nPRIVATE-TOKEN: Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJ"
+    assert redact(text) == "Bearer\nPRIVATE-TOKEN: Xk9mP2...G0hJ"
+
+
+@pytest.mark.parametrize("text", ["Bearer password: hunter2hunter2",
+                                  "Bearer OPENAI_API_KEY=s3cr3t-v4lue-for-tests"])
+def test_a_bearer_never_swallows_the_name_of_the_next_secret(text: str) -> None:
+    assert "hunter2hunter2" not in redact(text) and "s3cr3t-v4lue" not in redact(text)
