@@ -24,6 +24,7 @@ import attrs
 
 from effects.clock import RandomIds, SystemClock
 from effects.codec import from_payload
+from effects.context_files import ContextReader
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
@@ -66,6 +67,9 @@ class Agent:
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
+        if effects.context is None and self.settings.load_context:
+            effects = attrs.evolve(effects, context=ContextReader(
+                home=self.home, cwd=self.agent_settings.cwd or Path.cwd()))
         # A provider router knows its keys (and learns renewed ones): redact with those.
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)

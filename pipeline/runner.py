@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from effects.context_files import ContextSource
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
@@ -25,6 +26,8 @@ from stages.decision import (
     Next,
     PollInterrupt,
     ReadClock,
+    ReadHints,
+    ReadPromptInputs,
     RefreshCredential,
     RunTools,
     Wait,
@@ -40,9 +43,11 @@ from stages.events import (
     ClockRead,
     CredentialRefreshed,
     Event,
+    HintsRead,
     HistoryLoaded,
     Interrupted,
     ModelFailed,
+    PromptInputsRead,
     SessionResumed,
     SessionSettings,
     SessionStarted,
@@ -73,6 +78,8 @@ class Effects:
     tools: ToolRunner | None = None
     # Renews a pooled key after an auth failure; True when it got a new one.
     refresh: Callable[[str], bool] | None = None
+    # Reads the prompt's inputs and hint files (None: there are none to read).
+    context: ContextSource | None = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -106,6 +113,8 @@ class SessionRunner:
             Wait: lambda e: (self._wait(e),),
             RefreshCredential: lambda e: (self._refresh(e.credential_id),),
             RunTools: self._run_tools,
+            ReadPromptInputs: lambda e: (self._read_inputs(),),
+            ReadHints: lambda e: (self._read_hints(e),),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -295,6 +304,16 @@ class SessionRunner:
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def _read_inputs(self) -> Event:
+        context = self.effects.context
+        return PromptInputsRead() if context is None else context.read_inputs()
+
+    def _read_hints(self, effect: ReadHints) -> Event:
+        context = self.effects.context
+        if context is None:
+            return HintsRead(dirs=effect.dirs)
+        return context.read_hints(effect.dirs, effect.cwd)
 
     def _run_tools(self, step: RunTools) -> Sequence[Event]:
         if self.effects.tools is None:

@@ -39,7 +39,13 @@ from stages.api_mode import resolve_api_mode
 from stages.budget import DELEGATION_MAX_ITERATIONS
 from stages.credential_pool import STRATEGIES
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import CACHE_TTLS, ProviderEntry, SessionSettings
+from stages.events import (
+    CACHE_TTLS,
+    PLATFORMS,
+    SYSTEM_MESSAGE_MODES,
+    ProviderEntry,
+    SessionSettings,
+)
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure", "positive_number"]
@@ -98,6 +104,9 @@ class AgentSettings:
     # The session to continue (None: a new one), and the session that delegated to this one.
     session_id: str | None = None
     parent_session_id: str | None = None
+    # The working directory whose context files the prompt carries (None: the process's).
+    cwd: Path | None = attrs.field(default=None, converter=attrs.converters.optional(
+        lambda p: Path(p).expanduser()))
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:
@@ -122,6 +131,9 @@ def check_session_values(values: Mapping[str, Any]) -> None:
     if values.get("cache_ttl", CACHE_TTLS[0]) not in CACHE_TTLS:
         raise UsageError(f"cache_ttl must be one of {', '.join(CACHE_TTLS)}, "
                          f"got {values['cache_ttl']!r}")
+    for name, choices in (("platform", PLATFORMS), ("system_message_mode", SYSTEM_MESSAGE_MODES)):
+        if values.get(name, choices[0]) not in choices:
+            raise UsageError(f"{name} must be one of {', '.join(choices)}, got {values[name]!r}")
 
 
 def checked(settings: SessionSettings) -> SessionSettings:
@@ -159,7 +171,8 @@ def configure(
     delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
     parent_session_id: str | None = None, client: ModelClient | None = None,
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
-    ids: IdSource | None = None,
+    ids: IdSource | None = None, platform: str = "cli", system_message_mode: str = "append",
+    load_context: bool = True, cwd: str | Path | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -171,13 +184,14 @@ def configure(
         home=root, durability=durability, delegation_max_iterations=delegation_max_iterations,
         timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
         deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
-        session_id=session_id, parent_session_id=parent_session_id)
+        session_id=session_id, parent_session_id=parent_session_id, cwd=cwd)
     values: dict[str, Any] = {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
         "max_retries": max_retries, "retry_base_delay": retry_base_delay,
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
-        "prompt_caching": prompt_caching, "cache_ttl": cache_ttl,
+        "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
+        "system_message_mode": system_message_mode, "load_context": load_context,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
                        fallback_providers)}
     check_session_values(values)

@@ -110,8 +110,23 @@ class PollInterrupt:
     during: str
 
 
+@attrs.frozen(kw_only=True)
+class ReadPromptInputs:
+    """Read what the prompt is assembled from: identity, context files, skills, the memory
+    snapshot (``PromptInputsRead``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ReadHints:
+    """Check directories the tool calls reached for a context file (``HintsRead``); names are
+    given relative to ``cwd``."""
+
+    dirs: tuple[str, ...]
+    cwd: str
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential)
+          | RefreshCredential | ReadPromptInputs | ReadHints)
 
 
 @attrs.frozen(kw_only=True)

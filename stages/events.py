@@ -25,15 +25,22 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
 
-RULES = 2
+RULES = 3
 """The version of the decision rules a new session runs under. A change of what the stages
 decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
 ``config.rules``; old sessions are upcast to the rules they ran under.
 
 * 1: retries were counted per turn; ``model_requested`` carried no request digest.
-* 2: retries are counted per model call; ``model_requested`` carries the request's digest."""
+* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
+* 3: the system prompt is assembled from layers (identity or ``SOUL.md``, platform hint, tool
+  guidance, skills index, project context files, the memory snapshot; the caller's system
+  message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
+  files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
+  are appended to the tool results that reached them."""
 
 CACHE_TTLS = ("5m", "1h")
+PLATFORMS = ("cli", "gateway", "cron", "api")
+SYSTEM_MESSAGE_MODES = ("append", "replace")
 
 
 def _optional_text(value: object) -> str | None:
@@ -139,6 +146,13 @@ class SessionSettings:
     prompt_caching: bool = True
     cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
     rules: int = RULES
+    # Prompt assembly (rules 3): where the agent runs, whether the caller's system message adds
+    # to the assembled prompt or replaces it, and whether identity, context files, skills and
+    # memory are read from disk at session start.
+    platform: str = attrs.field(default="cli", validator=_one_of(PLATFORMS))
+    system_message_mode: str = attrs.field(default="append",
+                                           validator=_one_of(SYSTEM_MESSAGE_MODES))
+    load_context: bool = False
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -418,11 +432,78 @@ class TurnFinished:
     note: str | None = None
 
 
+# --- prompt inputs, context files, hints (rules 3) ---------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SkillCard:
+    """A skill as its ``SKILL.md`` frontmatter describes it (the body is loaded on demand)."""
+
+    name: str
+    description: str
+    category: str = "general"
+    platforms: tuple[str, ...] = ()
+    requires_tools: tuple[str, ...] = ()
+    fallback_for_tools: tuple[str, ...] = ()
+    path: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PromptInputsRead:
+    """What the prompt is assembled from, read at session start (and after compression):
+    ``identity`` is ``SOUL.md``; ``context_files`` and ``memory`` are (name, text) pairs."""
+
+    kind: ClassVar[str] = "prompt_inputs_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    cwd: str | None = None
+    identity: str | None = attrs.field(default=None, metadata=REDACTED)
+    context_files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    memory: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    skills: tuple[SkillCard, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class HintsRead:
+    """Directories the tool calls reached were checked for a context file: ``dirs`` are all
+    the checked ones (each is checked once a session), ``files`` the (name, text) found."""
+
+    kind: ClassVar[str] = "hints_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    dirs: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class ContextNotice:
+    """Content meant for the prompt was blocked (prompt injection) or truncated; the user is
+    told (``TurnResult.warnings``)."""
+
+    kind: ClassVar[str] = "context_notice"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    source: str
+    name: str
+    detail: str
+
+
+@attrs.frozen(kw_only=True)
+class HintAttached:
+    """A subdirectory's context file joins the result of the call that reached it."""
+
+    kind: ClassVar[str] = "hint_attached"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_id: str
+    text: str
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
-         | ToolCallRejected | ToolsPlanned | TurnFinished)
+         | ToolCallRejected | ToolsPlanned | TurnFinished
+         | PromptInputsRead | HintsRead | ContextNotice | HintAttached)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -9,6 +9,7 @@ from stages.events import (
     Interrupted,
     ModelFailed,
     ModelReplied,
+    PromptInputsRead,
     SessionSettings,
     TurnFinished,
     Usage,
@@ -47,6 +48,12 @@ class TurnState:
     prefetched: tuple[str, ...] = ()
     interruption: Interrupted | None = None
     finished: TurnFinished | None = None
+    # Subdirectory hints (rules 3): files read for the calls about to run, not yet attached;
+    # then (call id, text) appended to those calls' results.
+    hints_read: tuple[tuple[str, str], ...] = ()
+    hints: tuple[tuple[str, str], ...] = ()
+    # What the user is told about this turn: blocked or truncated context.
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:
@@ -78,6 +85,13 @@ class State:
     # fallback until then.
     primary_rest_until: float | None = None
     provider_index: int = 0
+    # Prompt assembly (rules 3): the inputs read at session start; ``prompt_stale`` asks for
+    # them to be read again (compression sets it); ``prompt_fresh`` while a new read has not
+    # been built into a prompt yet; the directories checked for subdirectory hints.
+    prompt_inputs: PromptInputsRead | None = None
+    prompt_stale: bool = False
+    prompt_fresh: bool = False
+    hint_dirs: frozenset[str] = frozenset()
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

@@ -34,6 +34,8 @@ from stages.decision import (
     PollInterrupt,
     PrepareCall,
     ReadClock,
+    ReadHints,
+    ReadPromptInputs,
     RefreshCredential,
     RunTools,
     Wait,
@@ -42,20 +44,22 @@ from stages.events import (
     ClockRead,
     CredentialRefreshed,
     Event,
+    HintsRead,
     HistoryLoaded,
     Interrupted,
     ModelFailed,
     ModelReplied,
+    PromptInputsRead,
     SessionSettings,
     ToolRan,
     TurnStarted,
     Waited,
 )
-from stages.hints import decide_hints
+from stages.hints import decide_hints, dirs_to_read
 from stages.memory import decide_memory
 from stages.messages import Message
 from stages.preflight import decide_preflight
-from stages.prompt import decide_prompt
+from stages.prompt import decide_prompt, needs_inputs
 from stages.request import decide_request
 from stages.routing import decide_routing
 from stages.state import State
@@ -94,6 +98,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings
     state = yield from _decide("hints", decide_hints, state, config)
+    if needs_inputs(state, config):
+        state = yield Perform("prompt", ReadPromptInputs(), (PromptInputsRead.kind,))
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
     while True:
@@ -112,6 +118,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         if isinstance(step, PrepareCall):
             state = yield from model_call(state, config)
         elif isinstance(step, RunTools):
+            state = yield from _hints(state, config)
             state = yield Perform("tools", step, (ToolRan.kind,), count=len(step.calls))
         elif isinstance(step, Wait):
             state = yield Perform("backoff", step, (Waited.kind, Interrupted.kind))
@@ -134,6 +141,16 @@ def model_call(state: State, config: SessionSettings) -> SubFlow:
     assert isinstance(request.next, CallModel)
     return (yield Perform("model_call", request.next,
                           (ModelReplied.kind, ModelFailed.kind, Interrupted.kind)))
+
+
+def _hints(state: State, config: SessionSettings) -> SubFlow:
+    """Context files of the directories the calls about to run reach, for their results."""
+    dirs = dirs_to_read(state, config)
+    if not dirs or state.prompt_inputs is None or state.prompt_inputs.cwd is None:
+        return state
+    state = yield Perform("hints", ReadHints(dirs=dirs, cwd=state.prompt_inputs.cwd),
+                          (HintsRead.kind,))
+    return (yield from _decide("hints", decide_hints, state, config))
 
 
 def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> SubFlow:
