@@ -17,7 +17,7 @@ import re
 
 SCOPES = ("context", "strict")
 
-_F = r"(?:[\w'-]+\s+){0,4}?"  # up to four filler words
+_F = r"(?:[\w'-]+\s+){0,6}?"  # up to six filler words
 _I = re.IGNORECASE
 
 _CONTEXT: tuple[tuple[str, str], ...] = (
@@ -26,7 +26,7 @@ _CONTEXT: tuple[tuple[str, str], ...] = (
                          rf"preceding|former|existing|original)\s+{_F}(?:instructions?|prompts?|"
                          rf"rules|directions|guidelines|context|directives)"),
     ("sys_prompt_override", rf"\b(?:override|overwrite|replace|reset)\s+{_F}system\s+prompt"
-                            r"|\bnew\s+system\s+prompt\s*[:=]"
+                            r"|\bnew\s+system\s+prompt\s*[:=]|\bsystem\s+prompt\s+override\b"
                             r"|\byour\s+(?:new|real|actual|true)\s+instructions\s+(?:are|follow)"),
     ("disregard_rules", rf"\bdisregard\s+{_F}(?:rules|guidelines|instructions|polic(?:y|ies)|"
                         r"safety|restrictions|training)"),
@@ -72,7 +72,7 @@ _CONTEXT: tuple[tuple[str, str], ...] = (
     ("c2_heartbeat", rf"\b(?:heartbeat|beacon|check[- ]in|phone\s+home)\s+{_F}(?:every|each)\s+"
                      r"\d+\s*(?:s|sec|seconds?|m|min|minutes?)\b"),
     ("c2_node_registration", rf"\bregister\s+{_F}(?:as\s+)?(?:an?\s+)?(?:node|bot|agent|worker|"
-                             r"implant)\s+{_F}(?:with|at|on)\s+{_F}(?:https?://|c2|controller|"
+                             rf"implant)\s+{_F}(?:with|at|on)\s+{_F}(?:https?://|c2|controller|"
                              r"server)"),
     ("c2_network_connect", r"/dev/tcp/|\b(?:nc|ncat|netcat)\b[^\n]{0,80}\s-[a-z]*e\s"
                            r"|\bbash\s+-i\s+>&|\bsocat\b[^\n]{0,80}exec:"),
@@ -128,6 +128,31 @@ _TAGS = range(0xE0000, 0xE0080)
 PATTERN_IDS = (*(pid for pid, _ in _CONTEXT + _STRICT), "invisible_unicode")
 
 
+# A token sent in an auth header to the API it belongs to is how such APIs are used; the same
+# token sent anywhere else, or in a URL or a body, is exfiltration.
+TRUSTED_API_HOSTS = ("api.github.com", "uploads.github.com", "gitlab.com", "api.openai.com",
+                     "api.anthropic.com", "huggingface.co", "localhost", "127.0.0.1")
+_SECRET_REF = re.compile(r"\$\{?\w*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)\w*\}?", _I)
+_HEADER_REF = re.compile(r"(?:authorization:\s*(?:bearer|token|basic)\s+|private-token:\s*|"
+                         r"x-api-key:\s*|api-key:\s*)\$\{?\w+\}?", _I)
+_HOST = re.compile(r"https?://([^/\s\"':?]+)", _I)
+_FETCHER = re.compile(r"\b(?:curl|wget)\b", _I)
+
+
+def _header_use_only(text: str) -> bool:
+    """Every fetch that sends anything secret-looking sends only tokens, in an auth header, to
+    a trusted API (no command substitution, no file upload)."""
+    lines = [line for line in text.replace("\\\n", " ").splitlines() if _FETCHER.search(line)
+             and (_SECRET_REF.search(line) or "$(" in line or re.search(r"@[~./]", line))]
+    for line in lines:
+        hosts = _HOST.findall(line)
+        if ("$(" in line or re.search(r"@[~./]", line)
+                or len(_SECRET_REF.findall(line)) != len(_HEADER_REF.findall(line))
+                or not hosts or any(h.lower() not in TRUSTED_API_HOSTS for h in hosts)):
+            return False
+    return bool(lines)
+
+
 def _invisible(text: str) -> bool:
     body = text[1:] if text.startswith("\ufeff") else text  # a leading BOM is only encoding
     return any(ch in INVISIBLE or ord(ch) in _TAGS for ch in body)
@@ -138,6 +163,8 @@ def scan(text: str, scope: str = "context") -> tuple[str, ...]:
     if scope not in _COMPILED:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     hits = {pid for pid, rx in _COMPILED[scope] if rx.search(text)}
+    if hits & {"exfil_curl", "exfil_wget"} and _header_use_only(text):
+        hits -= {"exfil_curl", "exfil_wget"}
     if _invisible(text):
         hits.add("invisible_unicode")
     return tuple(sorted(hits))

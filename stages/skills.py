@@ -25,6 +25,8 @@ def _scalar(text: str) -> str:
 
 def _value(text: str) -> str | list[str]:
     text = text.strip()
+    if text[:1] not in ("'", '"'):
+        text = text.split(" #", 1)[0].strip()
     if text.startswith("[") and text.endswith("]"):
         return [_scalar(part) for part in text[1:-1].split(",") if part.strip()]
     return _scalar(text)
