@@ -67,6 +67,10 @@ class Agent:
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
+        external = getattr(effects.memory, "external", None)
+        if external is not None:  # the external provider's tools (session_search, ...)
+            self.registry = self.registry.with_tools(
+                *(t for t in external.tools() if t.name not in self.registry))
         if effects.context is None and self.settings.load_context:
             effects = attrs.evolve(effects, context=ContextReader(
                 home=self.home, cwd=self.agent_settings.cwd or Path.cwd()))
@@ -150,6 +154,9 @@ class Agent:
             runner.start(self.settings, session_id=session_id,
                          parent_session_id=self.parent_session_id)
         runner.declare_tools(self.registry.specs)
+        if self._effects.memory is not None:
+            self._effects.memory.initialize(runner.state.session_id or session_id,
+                                            home=self.home, platform=self.settings.platform)
         self._runner = runner
         return runner
 
@@ -179,7 +186,11 @@ class Agent:
             finally:
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
-        return TurnResult.from_state(state)
+        result = TurnResult.from_state(state)
+        if self._effects.memory is not None and result.completed and result.final_response:
+            self._effects.memory.sync_all(user_message, result.final_response,
+                                          session_id=result.session_id or "")
+        return result
 
     def run_conversation(self, user_message: str, system_message: str | None = None,
                          conversation_history: Sequence[Mapping[str, Any]] | None = None,
@@ -228,6 +239,8 @@ class Agent:
         with self._lock:
             if self._log is not None:
                 self._log.close()
+            if self._effects.memory is not None:
+                self._effects.memory.shutdown(self.session_id)
             shutdown = getattr(self._effects.tools, "shutdown", None)
             if shutdown is not None:
                 shutdown()

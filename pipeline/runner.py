@@ -25,6 +25,7 @@ from stages.decision import (
     ModelRequest,
     Next,
     PollInterrupt,
+    PrefetchMemory,
     ReadClock,
     ReadHints,
     ReadPromptInputs,
@@ -46,6 +47,7 @@ from stages.events import (
     HintsRead,
     HistoryLoaded,
     Interrupted,
+    MemoryPrefetched,
     ModelFailed,
     PromptInputsRead,
     SessionResumed,
@@ -80,6 +82,8 @@ class Effects:
     refresh: Callable[[str], bool] | None = None
     # Reads the prompt's inputs and hint files (None: there are none to read).
     context: ContextSource | None = None
+    # The memory providers (``pipeline.memory.MemoryManager``) a turn's prefetch asks.
+    memory: Any = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -115,6 +119,7 @@ class SessionRunner:
             RunTools: self._run_tools,
             ReadPromptInputs: lambda e: (self._read_inputs(),),
             ReadHints: lambda e: (self._read_hints(e),),
+            PrefetchMemory: lambda e: (self._prefetch(e),),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -314,6 +319,12 @@ class SessionRunner:
         if context is None:
             return HintsRead(dirs=effect.dirs)
         return context.read_hints(effect.dirs, effect.cwd)
+
+    def _prefetch(self, effect: PrefetchMemory) -> Event:
+        memory = self.effects.memory
+        if memory is None:
+            return MemoryPrefetched()
+        return memory.prefetch_all(effect.query, session_id=self.state.session_id or "")
 
     def _run_tools(self, step: RunTools) -> Sequence[Event]:
         if self.effects.tools is None:

@@ -24,6 +24,7 @@ from effects.eventlog import Durability
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline import config as cfg
+from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,
@@ -173,6 +174,7 @@ def configure(
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
     ids: IdSource | None = None, platform: str = "cli", system_message_mode: str = "append",
     load_context: bool = True, cwd: str | Path | None = None,
+    memory_provider: MemoryProvider | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -192,6 +194,7 @@ def configure(
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
         "system_message_mode": system_message_mode, "load_context": load_context,
+        "memory_provider": None if memory_provider is None else memory_provider.name,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
                        fallback_providers)}
     check_session_values(values)
@@ -205,7 +208,7 @@ def configure(
             values["max_tokens"] = LOCAL_MAX_TOKENS
     settings = _session_settings(resolved, api_mode or section.get("api_mode"), values)
     effects = Effects(clock=clock or SystemClock(), ids=ids or RandomIds(), model=client,
-                      tools=tool_runner)
+                      tools=tool_runner, memory=MemoryManager(BuiltinMemory(root), memory_provider))
     userinfo = split_userinfo(resolved.base_url or None)[1]
     if client is not None:
         secrets = Secrets((resolved.api_key, userinfo, (userinfo or "").partition(":")[2]))

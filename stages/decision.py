@@ -125,8 +125,15 @@ class ReadHints:
     cwd: str
 
 
+@attrs.frozen(kw_only=True)
+class PrefetchMemory:
+    """Ask the memory providers what they recall for ``query`` (``MemoryPrefetched``)."""
+
+    query: str
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential | ReadPromptInputs | ReadHints)
+          | RefreshCredential | ReadPromptInputs | ReadHints | PrefetchMemory)
 
 
 @attrs.frozen(kw_only=True)

@@ -153,6 +153,8 @@ class SessionSettings:
     system_message_mode: str = attrs.field(default="append",
                                            validator=_one_of(SYSTEM_MESSAGE_MODES))
     load_context: bool = False
+    # The external memory provider asked to recall for every turn (None: none).
+    memory_provider: str | None = None
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -475,6 +477,18 @@ class HintsRead:
 
 
 @attrs.frozen(kw_only=True)
+class MemoryPrefetched:
+    """What the memory providers recalled for the turn: (provider, text); ``failed`` names the
+    providers that failed or timed out."""
+
+    kind: ClassVar[str] = "memory_prefetched"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    results: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    failed: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class ContextNotice:
     """Content meant for the prompt was blocked (prompt injection) or truncated; the user is
     told (``TurnResult.warnings``)."""
@@ -503,7 +517,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
          | ToolCallRejected | ToolsPlanned | TurnFinished
-         | PromptInputsRead | HintsRead | ContextNotice | HintAttached)
+         | PromptInputsRead | HintsRead | ContextNotice | HintAttached | MemoryPrefetched)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -171,6 +171,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.HintsRead: _hints_read,
     ev.HintAttached: _hint_attached,
     ev.ContextNotice: _notice,
+    ev.MemoryPrefetched: lambda s, e: _turn(s, prefetched=tuple(t for _, t in e.results)),
 }
 
 

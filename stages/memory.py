@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 
+import attrs
+
 from stages.decision import NOTHING, Decision
 from stages.events import SessionSettings
 from stages.injection import screened
+from stages.messages import Message
 from stages.state import State
 
 MEMORY_FENCE_OPEN = "<memory-context>"
@@ -94,6 +97,35 @@ def snapshot_block(memory: tuple[tuple[str, str], ...]
         if findings:
             notices.append((target, "blocked entries: " + ", ".join(sorted(set(findings)))))
     return fenced(sections), tuple(notices)
+
+
+def needs_prefetch(state: State, config: SessionSettings) -> str | None:
+    """The query to ask the memory providers for this turn (the user's message), or None
+    when there is no external provider to ask (rules 3)."""
+    turn = state.turn
+    if config.rules < 3 or config.memory_provider is None or turn is None or turn.prefetched:
+        return None
+    if turn.first_message >= len(state.messages):
+        return None
+    return state.messages[turn.first_message].content or None
+
+
+def recall_block(state: State, config: SessionSettings) -> str | None:
+    """The turn's recalled memory, fenced, for the user's message (rules 3)."""
+    if config.rules < 3 or state.turn is None or not state.turn.prefetched:
+        return None
+    return fenced(list(state.turn.prefetched))
+
+
+def with_recall(state: State, recall: str) -> tuple[Message, ...]:
+    """The history as sent: the turn's user message followed by the recalled block. A copy,
+    made only in turns where a provider recalled something; the history keeps no recall."""
+    assert state.turn is not None
+    index = state.turn.first_message
+    messages = list(state.messages)
+    user = messages[index]
+    messages[index] = attrs.evolve(user, content=f"{user.content or ''}\n\n{recall}")
+    return tuple(messages)
 
 
 def decide_memory(state: State, *, config: SessionSettings) -> Decision:

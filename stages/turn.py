@@ -32,6 +32,7 @@ from stages.decision import (
     LoadHistory,
     Next,
     PollInterrupt,
+    PrefetchMemory,
     PrepareCall,
     ReadClock,
     ReadHints,
@@ -47,6 +48,7 @@ from stages.events import (
     HintsRead,
     HistoryLoaded,
     Interrupted,
+    MemoryPrefetched,
     ModelFailed,
     ModelReplied,
     PromptInputsRead,
@@ -56,7 +58,7 @@ from stages.events import (
     Waited,
 )
 from stages.hints import decide_hints, dirs_to_read
-from stages.memory import decide_memory
+from stages.memory import decide_memory, needs_prefetch
 from stages.messages import Message
 from stages.preflight import decide_preflight
 from stages.prompt import decide_prompt, needs_inputs
@@ -100,6 +102,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
     state = yield from _decide("hints", decide_hints, state, config)
     if needs_inputs(state, config):
         state = yield Perform("prompt", ReadPromptInputs(), (PromptInputsRead.kind,))
+    if (query := needs_prefetch(state, config)) is not None:
+        state = yield Perform("memory", PrefetchMemory(query=query), (MemoryPrefetched.kind,))
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
     while True:

@@ -163,7 +163,8 @@ def _agent(home: Path, script: SessionScript, model: ScriptedModel | None, clock
            ids: CountingIds, session_id: str | None = None) -> Agent:
     return Agent(client=model, tools=TOOLS, home=home, durability="flush",
                  max_turns=script.max_turns, context_length=script.context_length,
-                 clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0)
+                 clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0,
+                 load_context=False)  # the simulation reads no files
 
 
 def run_live(home: Path, script: SessionScript, resume_at: int | None) -> LiveRun:

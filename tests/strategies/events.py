@@ -152,7 +152,8 @@ session_settings = _full(
     credential_strategy=st.sampled_from(ev.CREDENTIAL_STRATEGIES),
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
     platform=st.sampled_from(ev.PLATFORMS),
-    system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES))
+    system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
+    memory_provider=st.none() | identifiers)
 
 _named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
 _names = st.lists(identifiers, max_size=3).map(tuple)
@@ -225,6 +226,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.HintsRead.kind: _full(ev.HintsRead, dirs=_names, files=_named_texts),
     ev.ContextNotice.kind: _full(ev.ContextNotice, source=identifiers, name=texts, detail=texts),
     ev.HintAttached.kind: _full(ev.HintAttached, call_id=identifiers, text=texts),
+    ev.MemoryPrefetched.kind: _full(ev.MemoryPrefetched, results=_named_texts, failed=_names),
 }
 
 
