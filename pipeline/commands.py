@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if result["final_response"] and not (stream and result["completed"]):
         sys.stdout.write(result["final_response"])
     sys.stdout.write("\n")
+    for warning in result["warnings"]:
+        print(f"mibyan: context {warning}", file=sys.stderr)
     if result["failed"]:
         print(f"mibyan: the turn failed: {result['error']}", file=sys.stderr)
     print(_usage_line(result), file=sys.stderr)

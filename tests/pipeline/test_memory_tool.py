@@ -63,6 +63,17 @@ class MemoryLimits(RuleBasedStateMachine):
         expected = [e for i, e in enumerate(items) if i != hits[0]] if len(hits) == 1 else None
         self._apply(target, lambda: self.store.remove(target, old), expected)
 
+    @rule(store=st.sampled_from(["memory", "user"]), old=_entry, text=_entry)
+    def replace(self, store: str, old: str, text: str) -> None:
+        target, items, content = store, self.model[store], text.strip()
+        hits = [i for i, e in enumerate(items) if old and old in e]
+        expected = None
+        if len(hits) == 1 and not any(line.strip() == "§" for line in content.splitlines()):
+            index = hits[0]
+            updated = [*items[:index], *([content] if content else []), *items[index + 1:]]
+            expected = updated if self._fits(target, updated) else None
+        self._apply(target, lambda: self.store.replace(target, old, text), expected)
+
     @invariant()
     def disk_matches_the_model_and_the_limits(self) -> None:
         for target, items in self.model.items():
