@@ -101,6 +101,11 @@ class MemoryManager:
     def providers(self) -> tuple[MemoryProvider, ...]:
         return tuple(p for p in (self.builtin, self.external) if p is not None)
 
+    def _doing(self, hook: str) -> tuple[MemoryProvider, ...]:
+        """The providers that override ``hook`` (the others would only cost a thread)."""
+        default = getattr(MemoryProvider, hook)
+        return tuple(p for p in self.providers if getattr(type(p), hook) is not default)
+
     def add(self, provider: MemoryProvider) -> None:
         """Register the external provider; there can be one."""
         if self.external is not None:
@@ -123,7 +128,7 @@ class MemoryManager:
 
     def prefetch_all(self, query: str, *, session_id: str) -> MemoryPrefetched:
         """Every provider's recall for ``query``, asked in parallel within the timeout."""
-        providers = self.providers
+        providers = self._doing("prefetch")
         if not providers or not query.strip():
             return MemoryPrefetched()
         pool = cf.ThreadPoolExecutor(max_workers=len(providers),
@@ -151,7 +156,7 @@ class MemoryManager:
 
     def sync_all(self, user: str, assistant: str, *, session_id: str) -> None:
         """Hand the exchange to every provider, in the background, in turn order."""
-        for provider in self.providers:
+        for provider in self._doing("sync_turn"):
             self._worker().submit(self._sync_one, provider, user, assistant, session_id)
 
     @staticmethod

@@ -111,11 +111,56 @@ _STRICT: tuple[tuple[str, str], ...] = (
                          r"|xox[abprs]-[A-Za-z0-9\-]{20,})"),
 )
 
-_COMPILED = {
-    "context": tuple((pid, re.compile(rx, _I | re.MULTILINE | re.DOTALL)) for pid, rx in _CONTEXT),
-    "strict": tuple((pid, re.compile(rx, _I | re.MULTILINE | re.DOTALL))
-                    for pid, rx in _CONTEXT + _STRICT),
+# Words one of which a pattern's match must contain (casefolded): most text holds none of a
+# pattern's, so its regex never runs. A superset of what each regex needs.
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "prompt_injection": ("ignore", "forget", "skip", "drop"),
+    "sys_prompt_override": ("system", "instructions"),
+    "disregard_rules": ("disregard",),
+    "bypass_restrictions": ("bypass", "circumvent", "evade", "around"),
+    "html_comment_injection": ("<!--",),
+    "hidden_div": ("style",),
+    "translate_execute": ("translate", "decode", "decipher"),
+    "deception_hide": ("tell", "inform", "notif", "alert", "mention", "reveal", "let"),
+    "role_hijack": ("you", "act"),
+    "role_pretend": ("pretend",),
+    "chat_template_tokens": ("<|", "inst]", "<<sys>>", "system", "assistant"),
+    "leak_system_prompt": ("system", "instructions", "developer"),
+    "remove_filters": ("filter", "censorship", "safety", "guardrail", "moderation"),
+    "fake_update": ("update", "notice", "override", "message", "alert"),
+    "identity_override": ("yourself", "name"),
+    "c2_task_pull": ("task", "command", "instruction", "order", "payload"),
+    "c2_heartbeat": ("heartbeat", "beacon", "check", "phone"),
+    "c2_node_registration": ("register",),
+    "c2_network_connect": ("/dev/tcp", "nc", "bash", "socat"),
+    "known_c2_framework": ("cobalt", "meterpreter", "metasploit", "brainworm", "havoc", "mythic",
+                           "sliver", "msfvenom"),
+    "anti_forensic": ("history", "histfile", "shred", "wipefs", "dd"),
+    "env_var_unset_agent": ("unset",),
+    "exfil_curl": ("curl",),
+    "exfil_wget": ("wget",),
+    "read_secrets": ("ssh", "id_", ".env", "netrc", "pgpass", "credentials", "shadow", "npmrc",
+                     "pypirc"),
+    "env_dump": ("|", ">", "environ"),
+    "send_to_url": ("http",),
+    "context_exfil": ("conversation", "history", "prompt", "context", "api"),
+    "ssh_backdoor": ("authorized_keys",),
+    "ssh_access": ("ssh",),
+    "agent_config_mod": (".mibyan", "mibyan_home", "config.toml", "soul.md", "memory.md",
+                         "user.md", "bashrc", "zshrc", "profile"),
+    "hardcoded_secret": ("sk-", "gh", "akia", "xox"),
 }
+
+Compiled = tuple[tuple[str, tuple[str, ...], "re.Pattern[str]"], ...]
+
+
+def _compile(patterns: tuple[tuple[str, str], ...]) -> Compiled:
+    flags = _I | re.MULTILINE | re.DOTALL
+    return tuple((pid, _TRIGGERS[pid], re.compile(rx, flags)) for pid, rx in patterns)
+
+
+_COMPILED: dict[str, Compiled] = {"context": _compile(_CONTEXT),
+                                  "strict": _compile(_CONTEXT + _STRICT)}
 
 # Zero-width characters, invisible operators, the byte-order mark, bidirectional embedding,
 # override and isolate controls, and the Unicode tag block (invisible ASCII smuggling).
@@ -162,7 +207,9 @@ def scan(text: str, scope: str = "context") -> tuple[str, ...]:
     """The pattern ids ``text`` hits, sorted; empty when it looks ordinary."""
     if scope not in _COMPILED:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    hits = {pid for pid, rx in _COMPILED[scope] if rx.search(text)}
+    folded = text.casefold()
+    hits = {pid for pid, triggers, rx in _COMPILED[scope]
+            if any(t in folded for t in triggers) and rx.search(text)}
     if hits & {"exfil_curl", "exfil_wget"} and _header_use_only(text):
         hits -= {"exfil_curl", "exfil_wget"}
     if _invisible(text):

@@ -18,6 +18,8 @@ its text changes. Rules 1 and 2: the caller's system message wins, else identity
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from stages.context_files import IDENTITY_MAX_CHARS, context_section, truncate
@@ -63,14 +65,37 @@ def needs_inputs(state: State, config: SessionSettings) -> bool:
             and (state.prompt_inputs is None or state.prompt_stale))
 
 
+Notice = tuple[str, str, str]  # source, name, detail
+
+
+@functools.lru_cache(maxsize=16)
+def _soul(identity: str) -> tuple[str, tuple[Notice, ...]]:
+    text, findings = screened("SOUL.md", sanitize(identity).strip())
+    if findings:
+        return text, (("identity", "SOUL.md", "blocked: " + ", ".join(findings)),)
+    return truncate(text, IDENTITY_MAX_CHARS, "SOUL.md"), ()
+
+
 def _identity(inputs: PromptInputsRead | None, config: SessionSettings
-              ) -> tuple[str, list[tuple[str, str, str]]]:
+              ) -> tuple[str, tuple[Notice, ...]]:
     if inputs is not None and inputs.identity and inputs.identity.strip():
-        text, findings = screened("SOUL.md", sanitize(inputs.identity).strip())
-        if findings:
-            return text, [("identity", "SOUL.md", "blocked: " + ", ".join(findings))]
-        return truncate(text, IDENTITY_MAX_CHARS, "SOUL.md"), []
-    return config.identity or DEFAULT_IDENTITY, []
+        return _soul(inputs.identity)
+    return config.identity or DEFAULT_IDENTITY, ()
+
+
+@functools.lru_cache(maxsize=16)
+def _file_layers(inputs: PromptInputsRead, platform: str, tools: frozenset[str]
+                 ) -> tuple[tuple[str | None, str | None, str | None], tuple[Notice, ...]]:
+    """The skills index, the context section and the memory snapshot, with their notices.
+    Scanning is the costly part of a prompt: a process does it once per set of inputs."""
+    index, blocked = (skills_index(inputs.skills, platform=platform, tools=tools)
+                      if "skill_view" in tools else (None, ()))
+    context, context_notices = context_section(inputs.context_files)
+    memory, memory_notices = snapshot_block(inputs.memory)
+    notices = [("skill", name, "blocked: prompt injection in its card") for name in blocked]
+    notices += [("context_file", n, d) for n, d in context_notices]
+    notices += [("memory", n, d) for n, d in memory_notices]
+    return (index, context, memory), tuple(notices)
 
 
 def _guidance(state: State, config: SessionSettings) -> str:
@@ -94,13 +119,8 @@ def assemble(state: State, config: SessionSettings) -> tuple[str, tuple[ContextN
     parts: list[str | None] = [identity, _guidance(state, config)]
     if inputs is not None:
         tools = frozenset(spec.name for spec in state.tools)
-        index, blocked = (skills_index(inputs.skills, platform=config.platform, tools=tools)
-                          if "skill_view" in tools else (None, ()))
-        notices += [("skill", name, "blocked: prompt injection in its card") for name in blocked]
-        context, context_notices = context_section(inputs.context_files)
-        memory, memory_notices = snapshot_block(inputs.memory)
-        notices += [("context_file", n, d) for n, d in context_notices]
-        notices += [("memory", n, d) for n, d in memory_notices]
+        (index, context, memory), more = _file_layers(inputs, config.platform, tools)
+        notices += more
         parts += [index, system_message, context, memory]
     else:
         parts.append(system_message)

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.agent import Agent
 from pipeline.replay import replay
+from pipeline.skills_tools import skill_tools
 from pipeline.testing import CountingIds, FakeClock
 from tests.fake_openai import FakeOpenAIServer, Reply
 
@@ -55,7 +56,8 @@ def home(tmp_path: Path) -> Path:
 
 def _agent(server, home, repo, **kw) -> Agent:
     return Agent(model="fake-model", base_url=server.base_url, api_key="sk-test-1234567890",
-                 home=home, cwd=repo, tools=[look], clock=FakeClock(), ids=CountingIds(), **kw)
+                 home=home, cwd=repo, tools=[look, *skill_tools(home, repo)], clock=FakeClock(),
+                 ids=CountingIds(), **kw)
 
 
 def _system(request: dict) -> str:
@@ -83,6 +85,7 @@ def test_a_session_carries_the_assembled_prompt_and_hints_and_replays(home, repo
     assert "Same rules again" not in prompt  # one kind of context file per directory
     assert "<memory-context>" in prompt and "The project uses uv." in prompt
     assert "In pkg/sub" not in prompt  # hints go to tool results, not the prompt
+    assert "<available_skills>\n  ops:\n    - deploy: Ship a release.\n" in prompt
     assert _system(requests[1]) == prompt
     tools = [m for m in requests[1]["messages"] if m["role"] == "tool"]
     assert tools[0]["content"] == ("contents of pkg/sub/a.py\n\n[Subdirectory context "
