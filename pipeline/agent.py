@@ -226,12 +226,15 @@ class Agent:
             session.update(api_mode=mode.mode, api_mode_reason=mode.reason)
         session["max_turns"] = child_budget(
             max_turns, delegation_max_iterations=self.delegation_max_iterations)
+        session.setdefault("memory_provider", None)
         check_session_values(session)
         agent_settings = attrs.evolve(
             self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
             **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
         return Agent(settings=attrs.evolve(self.settings, **session),
-                     agent_settings=agent_settings, effects=attrs.evolve(self._effects, tools=None),
+                     agent_settings=agent_settings,
+                     # A subagent's exchanges are not the user's: no memory provider.
+                     effects=attrs.evolve(self._effects, tools=None, memory=None),
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
                      event_listener=event_listener)
 

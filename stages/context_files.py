@@ -64,12 +64,13 @@ def context_section(files: tuple[tuple[str, str], ...], *, cap: int = CONTEXT_FI
         text = sanitize(strip_frontmatter(raw)).strip()
         if not text:
             continue
-        text, findings = screened(name, text)
+        # Only what reaches the prompt is scanned: a cut middle is never read.
+        size = len(text)
+        text, findings = screened(name, truncate(text, cap, name))
         if findings:
             notices.append((name, "blocked: " + ", ".join(findings)))
-        elif len(text) > cap:
-            notices.append((name, f"truncated: {len(text)} chars, cap {cap}"))
-            text = truncate(text, cap, name)
+        elif size > cap:
+            notices.append((name, f"truncated: {size} chars, cap {cap}"))
         sections.append(f"## {name}\n\n{text}")
     if not sections:
         return None, tuple(notices)
@@ -132,7 +133,6 @@ def reached_dirs(paths: list[str], cwd: str, seen: frozenset[str]) -> list[str]:
 
 def hint_text(name: str, raw: str) -> tuple[str, tuple[str, ...]]:
     """A subdirectory's context file as it is appended to a tool result, and its findings."""
-    text, findings = screened(name, sanitize(strip_frontmatter(raw)).strip())
-    if not findings:
-        text = truncate(text, HINT_MAX_CHARS, name)
+    text = truncate(sanitize(strip_frontmatter(raw)).strip(), HINT_MAX_CHARS, name)
+    text, findings = screened(name, text)
     return f"[Subdirectory context discovered: {name}]\n{text}", findings

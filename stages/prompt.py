@@ -70,10 +70,11 @@ Notice = tuple[str, str, str]  # source, name, detail
 
 @functools.lru_cache(maxsize=16)
 def _soul(identity: str) -> tuple[str, tuple[Notice, ...]]:
-    text, findings = screened("SOUL.md", sanitize(identity).strip())
+    text = truncate(sanitize(identity).strip(), IDENTITY_MAX_CHARS, "SOUL.md")
+    text, findings = screened("SOUL.md", text)
     if findings:
         return text, (("identity", "SOUL.md", "blocked: " + ", ".join(findings)),)
-    return truncate(text, IDENTITY_MAX_CHARS, "SOUL.md"), ()
+    return text, ()
 
 
 def _identity(inputs: PromptInputsRead | None, config: SessionSettings
