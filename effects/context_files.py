@@ -38,6 +38,14 @@ def read_text(path: Path) -> str | None:
     return truncate(text, RAW_MAX_CHARS, path.name)
 
 
+def _is_dir(path: Path) -> bool:
+    """A path the model wrote may be anything (a NUL byte, a name too long): not a directory."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def repository_root(cwd: Path) -> Path | None:
     for directory in (cwd, *cwd.parents):
         if (directory / ".git").exists():
@@ -119,7 +127,7 @@ class ContextReader:
         files: list[tuple[str, str]] = []
         for name in dirs:
             directory = Path(name)
-            if not directory.is_dir():
+            if not _is_dir(directory):
                 continue
             for candidate in HINT_NAMES:
                 path = directory / candidate
