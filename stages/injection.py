@@ -87,12 +87,14 @@ _CONTEXT: tuple[tuple[str, str], ...] = (
                    r"CREDENTIAL)\w*|\$\((?:env|printenv|cat\s)|@~?/?\.?(?:ssh|aws|env\b|netrc))"),
     ("exfil_wget", r"\bwget\b[^\n]{0,200}(?:\$\{?\w*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|"
                    r"CREDENTIAL)\w*|\$\((?:env|printenv|cat\s))"),
-    ("read_secrets", r"\b(?:cat|less|more|head|tail|base64|xxd|strings|type)\s+[^\n|;]{0,80}?"
+    # a reader command (pagers only where a command stands) with the secret among its next args
+    ("read_secrets", r"(?:\b(?:cat|base64|xxd)|(?:[`$;|&(]|\brun)[ \t]*(?:less|more|head|tail|"
+                     r"strings|type))\s+(?:[^\s|;]+\s+){0,3}?[^\s|;]*?"
                      r"(?:~/\.ssh/|\.ssh/id_|\bid_(?:rsa|ed25519|ecdsa)\b|\.env\b(?!\.example|"
                      r"\.sample|\.template)|\.netrc\b|\.pgpass\b|\.git-credentials\b|"
                      r"\.aws/credentials|\bcredentials\.json\b|/etc/shadow\b|\.npmrc\b|\.pypirc\b)"),
     ("env_dump", r"\b(?:printenv|env|set)\s*\|\s*(?:curl|wget|nc|ncat|base64|xxd)\b"
-                 r"|\b(?:printenv|env)\s*>\s*\S"
+                 r"|(?:^|[`$;&(])[ \t]*(?:printenv|env)\s*>\s*\S"
                  r"|\bos\.environ\b[^\n]{0,120}\b(?:requests\.post|urlopen|curl|send)"),
 )
 

@@ -12,6 +12,7 @@ from stages.events import SkillCard
 from stages.injection import scan
 
 SKILLS_INDEX_MAX_CHARS = 6_000
+_MORE = "    ... (more skills: skills_list shows them all)"
 _LIST_KEYS = ("platforms", "requires_tools", "requires_toolsets", "fallback_for_tools",
               "fallback_for_toolsets")
 
@@ -127,8 +128,8 @@ def skills_index(cards: tuple[SkillCard, ...], *, platform: str, tools: frozense
         add = ([f"  {card.category}:"] if card.category != category else [])
         add.append(f"    - {card.name}: {' '.join(card.description.split())}")
         cost = sum(len(a) + 1 for a in add)
-        if used + cost > cap:
-            lines.append("    ... (more skills: ask skill_view for one by name)")
+        if used + cost + len(_MORE) + 1 > cap:
+            lines.append(_MORE)
             break
         lines.extend(add)
         used += cost
