@@ -24,6 +24,7 @@ import attrs
 
 from effects.clock import RandomIds, SystemClock
 from effects.codec import from_payload
+from effects.context_files import ContextReader
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
@@ -73,6 +74,13 @@ class Agent:
         # resume, its background processes stopped on close.
         self._toolset = tools
         effects = effects or Effects(clock=SystemClock(), ids=RandomIds())
+        external = getattr(effects.memory, "external", None)
+        if external is not None:  # the external provider's tools (session_search, ...)
+            self.registry = self.registry.with_tools(
+                *(t for t in external.tools() if t.name not in self.registry))
+        if effects.context is None and self.settings.load_context:
+            effects = attrs.evolve(effects, context=ContextReader(
+                home=self.home, cwd=self.agent_settings.cwd or Path.cwd()))
         # A provider router knows its keys (and learns renewed ones): redact with those.
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
@@ -170,6 +178,9 @@ class Agent:
         restore = getattr(self._toolset, "restore", None)
         if exists and restore is not None:
             restore(runner.state.messages)
+        if self._effects.memory is not None:
+            self._effects.memory.initialize(runner.state.session_id or session_id,
+                                            home=self.home, platform=self.settings.platform)
         self._runner = runner
         self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
@@ -204,6 +215,9 @@ class Agent:
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
+        if self._effects.memory is not None and result.completed and result.final_response:
+            self._effects.memory.sync_all(user_message, result.final_response,
+                                          session_id=result.session_id or "")
         return result
 
     def run_conversation(self, user_message: str, system_message: str | None = None,
@@ -245,14 +259,17 @@ class Agent:
             session.update(api_mode=mode.mode, api_mode_reason=mode.reason)
         session["max_turns"] = child_budget(
             max_turns, delegation_max_iterations=self.delegation_max_iterations)
+        session.setdefault("memory_provider", None)
         check_session_values(session)
         agent_settings = attrs.evolve(
             self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
             **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
         return Agent(settings=attrs.evolve(self.settings, **session),
                      agent_settings=agent_settings,
-                     # A child runs its own tools, and nobody approves its dangerous commands.
-                     effects=attrs.evolve(self._effects, tools=None, approver=Approver()),
+                     # A child runs its own tools, nobody approves its dangerous commands, and
+                     # its exchanges are not the user's: no memory provider.
+                     effects=attrs.evolve(self._effects, tools=None, approver=Approver(),
+                                          memory=None),
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
                      event_listener=event_listener, hooks=self.hooks)
 
@@ -263,6 +280,8 @@ class Agent:
                 self.hooks.fire("session_end", session_id=self._runner.state.session_id)
             if self._log is not None:
                 self._log.close()
+            if self._effects.memory is not None:
+                self._effects.memory.shutdown(self.session_id)
             shutdown = getattr(self._effects.tools, "shutdown", None)
             if shutdown is not None:
                 shutdown()

@@ -41,9 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.tools import Tool
     message = read_message(args.message)
+    from pipeline.memory_tool import memory_tool
+    from pipeline.skills_tools import skill_tools
     tools = () if args.no_tools else (
         Tool.from_function(builtin_tools.read_file, read_only=True),
-        Tool.from_function(builtin_tools.list_directory, read_only=True))
+        Tool.from_function(builtin_tools.list_directory, read_only=True),
+        memory_tool(args.home or cfg.home()), *skill_tools(args.home or cfg.home()))
     stream = not args.no_stream
     with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
                api_mode=args.api_mode, tools=tools, home=args.home,
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if result["final_response"] and not (stream and result["completed"]):
         sys.stdout.write(result["final_response"])
     sys.stdout.write("\n")
+    for warning in result["warnings"]:
+        print(f"mibyan: context {warning}", file=sys.stderr)
     if result["failed"]:
         print(f"mibyan: the turn failed: {result['error']}", file=sys.stderr)
     print(_usage_line(result), file=sys.stderr)

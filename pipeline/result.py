@@ -18,7 +18,8 @@ class TurnResult:
     """``messages`` is the session's history after the turn (without the system prompt);
     ``model`` and ``provider`` are those that answered (a fallback may have); ``usage`` is this
     turn's, ``session_usage`` the whole session's; ``rate_limits`` is the provider's last
-    rate-limit headers as text, or None."""
+    rate-limit headers as text, or None; ``warnings`` name context files, hints, skills or
+    memory entries that were blocked (prompt injection) or truncated this turn."""
 
     final_response: str | None
     messages: tuple[Message, ...]
@@ -35,6 +36,8 @@ class TurnResult:
     rate_limits: str | None
     session_id: str | None
     task_id: str
+    # Context that was blocked as a prompt injection or truncated this turn.
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
@@ -49,7 +52,7 @@ class TurnResult:
             turn_exit_reason=finished.exit_reason, model=answered.model,
             provider=answered.provider, usage=turn.usage, session_usage=state.usage,
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
-            session_id=state.session_id, task_id=turn.task_id)
+            session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -71,6 +74,7 @@ class TurnResult:
             "rate_limits": self.rate_limits,
             "session_id": self.session_id,
             "task_id": self.task_id,
+            "warnings": list(self.warnings),
         }
 
 

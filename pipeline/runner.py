@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from effects.context_files import ContextSource
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
@@ -26,7 +27,10 @@ from stages.decision import (
     ModelRequest,
     Next,
     PollInterrupt,
+    PrefetchMemory,
     ReadClock,
+    ReadHints,
+    ReadPromptInputs,
     RefreshCredential,
     RunTools,
     Wait,
@@ -43,9 +47,12 @@ from stages.events import (
     ClockRead,
     CredentialRefreshed,
     Event,
+    HintsRead,
     HistoryLoaded,
     Interrupted,
+    MemoryPrefetched,
     ModelFailed,
+    PromptInputsRead,
     SessionResumed,
     SessionSettings,
     SessionStarted,
@@ -78,6 +85,10 @@ class Effects:
     refresh: Callable[[str], bool] | None = None
     # Answers approvals of dangerous commands (``pipeline.approval.Approver``); None denies.
     approver: Approver | None = None
+    # Reads the prompt's inputs and hint files (None: there are none to read).
+    context: ContextSource | None = None
+    # The memory providers (``pipeline.memory.MemoryManager``) a turn's prefetch asks.
+    memory: Any = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -112,6 +123,9 @@ class SessionRunner:
             RefreshCredential: lambda e: (self._refresh(e.credential_id),),
             RunTools: self._run_tools,
             AskApproval: lambda e: (self._approve(e),),
+            ReadPromptInputs: lambda e: (self._read_inputs(),),
+            ReadHints: lambda e: (self._read_hints(e),),
+            PrefetchMemory: lambda e: (self._prefetch(e),),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -307,6 +321,21 @@ class SessionRunner:
             return ApprovalAnswered(call_id=ask.call_id, pattern=ask.pattern, choice="deny",
                                     source="default", reason="no approval callback is configured")
         return self.effects.approver.answer(ask)
+    def _read_inputs(self) -> Event:
+        context = self.effects.context
+        return PromptInputsRead() if context is None else context.read_inputs()
+
+    def _read_hints(self, effect: ReadHints) -> Event:
+        context = self.effects.context
+        if context is None:
+            return HintsRead(dirs=effect.dirs)
+        return context.read_hints(effect.dirs, effect.cwd)
+
+    def _prefetch(self, effect: PrefetchMemory) -> Event:
+        memory = self.effects.memory
+        if memory is None:
+            return MemoryPrefetched()
+        return memory.prefetch_all(effect.query, session_id=self.state.session_id or "")
 
     def _run_tools(self, step: RunTools) -> Sequence[Event]:
         if self.effects.tools is None:

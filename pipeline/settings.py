@@ -24,6 +24,7 @@ from effects.eventlog import Durability
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
+from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,
@@ -39,7 +40,13 @@ from stages.api_mode import resolve_api_mode
 from stages.budget import DELEGATION_MAX_ITERATIONS
 from stages.credential_pool import STRATEGIES
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import CACHE_TTLS, ProviderEntry, SessionSettings
+from stages.events import (
+    CACHE_TTLS,
+    PLATFORMS,
+    SYSTEM_MESSAGE_MODES,
+    ProviderEntry,
+    SessionSettings,
+)
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure", "positive_number"]
@@ -100,6 +107,9 @@ class AgentSettings:
     parent_session_id: str | None = None
     # A tool result longer than this is cut to a preview; the whole text is kept in a file.
     max_tool_result_chars: int = attrs.field(default=MAX_RESULT_CHARS, validator=_delegation)
+    # The working directory whose context files the prompt carries (None: the process's).
+    cwd: Path | None = attrs.field(default=None, converter=attrs.converters.optional(
+        lambda p: Path(p).expanduser()))
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:
@@ -124,6 +134,9 @@ def check_session_values(values: Mapping[str, Any]) -> None:
     if values.get("cache_ttl", CACHE_TTLS[0]) not in CACHE_TTLS:
         raise UsageError(f"cache_ttl must be one of {', '.join(CACHE_TTLS)}, "
                          f"got {values['cache_ttl']!r}")
+    for name, choices in (("platform", PLATFORMS), ("system_message_mode", SYSTEM_MESSAGE_MODES)):
+        if values.get(name, choices[0]) not in choices:
+            raise UsageError(f"{name} must be one of {', '.join(choices)}, got {values[name]!r}")
 
 
 def checked(settings: SessionSettings) -> SessionSettings:
@@ -161,9 +174,11 @@ def configure(
     delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
     parent_session_id: str | None = None, client: ModelClient | None = None,
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
-    ids: IdSource | None = None,
     cheap_model: Mapping[str, str] | ProviderEntry | None = None,
     max_tool_result_chars: int = MAX_RESULT_CHARS,
+    ids: IdSource | None = None, platform: str = "cli", system_message_mode: str = "append",
+    load_context: bool = True, cwd: str | Path | None = None,
+    memory_provider: MemoryProvider | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -176,13 +191,15 @@ def configure(
         timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
         deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
         session_id=session_id, parent_session_id=parent_session_id,
-        max_tool_result_chars=max_tool_result_chars)
+        max_tool_result_chars=max_tool_result_chars, cwd=cwd)
     values: dict[str, Any] = {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
         "max_retries": max_retries, "retry_base_delay": retry_base_delay,
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
-        "prompt_caching": prompt_caching, "cache_ttl": cache_ttl,
+        "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
+        "system_message_mode": system_message_mode, "load_context": load_context,
+        "memory_provider": None if memory_provider is None else memory_provider.name,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
                        fallback_providers),
         "cheap_model": None if cheap_model is None else cfg.provider_entry(cheap_model)}
@@ -197,7 +214,7 @@ def configure(
             values["max_tokens"] = LOCAL_MAX_TOKENS
     settings = _session_settings(resolved, api_mode or section.get("api_mode"), values)
     effects = Effects(clock=clock or SystemClock(), ids=ids or RandomIds(), model=client,
-                      tools=tool_runner)
+                      tools=tool_runner, memory=MemoryManager(BuiltinMemory(root), memory_provider))
     userinfo = split_userinfo(resolved.base_url or None)[1]
     if client is not None:
         secrets = Secrets((resolved.api_key, userinfo, (userinfo or "").partition(":")[2]))

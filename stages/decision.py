@@ -121,8 +121,30 @@ class PollInterrupt:
     during: str
 
 
+@attrs.frozen(kw_only=True)
+class ReadPromptInputs:
+    """Read what the prompt is assembled from: identity, context files, skills, the memory
+    snapshot (``PromptInputsRead``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ReadHints:
+    """Check directories the tool calls reached for a context file (``HintsRead``); names are
+    given relative to ``cwd``."""
+
+    dirs: tuple[str, ...]
+    cwd: str
+
+
+@attrs.frozen(kw_only=True)
+class PrefetchMemory:
+    """Ask the memory providers what they recall for ``query`` (``MemoryPrefetched``)."""
+
+    query: str
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential | AskApproval)
+          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory)
 
 
 @attrs.frozen(kw_only=True)

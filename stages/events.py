@@ -35,9 +35,17 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
 * 3: the tool plan repairs calls whose intent is clear (``tool_call_repaired``), answers a
   call identical to an earlier one of the same reply without running it again, runs calls
   naming the same path one after another, blocks hard-dangerous commands and asks for approval
-  of dangerous ones (``approval_answered``)."""
+  of dangerous ones (``approval_answered``); smart routing may send a simple turn to the cheap
+  model (``route_chosen``).
+  The system prompt is assembled from layers (identity or ``SOUL.md``, platform hint, tool
+  guidance, skills index, project context files, the memory snapshot; the caller's system
+  message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
+  files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
+  are appended to the tool results that reached them."""
 
 CACHE_TTLS = ("5m", "1h")
+PLATFORMS = ("cli", "gateway", "cron", "api")
+SYSTEM_MESSAGE_MODES = ("append", "replace")
 
 
 def _optional_text(value: object) -> str | None:
@@ -145,6 +153,15 @@ class SessionSettings:
     rules: int = RULES
     # Smart routing (off when None): simple turns go to this cheaper model (stages.routing).
     cheap_model: ProviderEntry | None = None
+    # Prompt assembly (rules 3): where the agent runs, whether the caller's system message adds
+    # to the assembled prompt or replaces it, and whether identity, context files, skills and
+    # memory are read from disk at session start.
+    platform: str = attrs.field(default="cli", validator=_one_of(PLATFORMS))
+    system_message_mode: str = attrs.field(default="append",
+                                           validator=_one_of(SYSTEM_MESSAGE_MODES))
+    load_context: bool = False
+    # The external memory provider asked to recall for every turn (None: none).
+    memory_provider: str | None = None
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -468,6 +485,82 @@ class ApprovalAnswered:
     choice: str = attrs.field(validator=_one_of(APPROVAL_CHOICES))
     source: str
     reason: str | None = attrs.field(default=None, metadata=REDACTED)
+# --- prompt inputs, context files, hints (rules 3) ---------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SkillCard:
+    """A skill as its ``SKILL.md`` frontmatter describes it (the body is loaded on demand)."""
+
+    name: str
+    description: str
+    category: str = "general"
+    platforms: tuple[str, ...] = ()
+    requires_tools: tuple[str, ...] = ()
+    fallback_for_tools: tuple[str, ...] = ()
+    path: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PromptInputsRead:
+    """What the prompt is assembled from, read at session start (and after compression):
+    ``identity`` is ``SOUL.md``; ``context_files`` and ``memory`` are (name, text) pairs."""
+
+    kind: ClassVar[str] = "prompt_inputs_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    cwd: str | None = None
+    identity: str | None = attrs.field(default=None, metadata=REDACTED)
+    context_files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    memory: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    skills: tuple[SkillCard, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class HintsRead:
+    """Directories the tool calls reached were checked for a context file: ``dirs`` are all
+    the checked ones (each is checked once a session), ``files`` the (name, text) found."""
+
+    kind: ClassVar[str] = "hints_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    dirs: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryPrefetched:
+    """What the memory providers recalled for the turn: (provider, text); ``failed`` names the
+    providers that failed or timed out."""
+
+    kind: ClassVar[str] = "memory_prefetched"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    results: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    failed: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ContextNotice:
+    """Content meant for the prompt was blocked (prompt injection) or truncated; the user is
+    told (``TurnResult.warnings``)."""
+
+    kind: ClassVar[str] = "context_notice"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    source: str
+    name: str
+    detail: str
+
+
+@attrs.frozen(kw_only=True)
+class HintAttached:
+    """A subdirectory's context file joins the result of the call that reached it."""
+
+    kind: ClassVar[str] = "hint_attached"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_id: str
+    text: str
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
@@ -475,7 +568,8 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
          | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered
-         | RouteChosen)
+         | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
+         | MemoryPrefetched)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

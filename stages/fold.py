@@ -49,6 +49,9 @@ def _called_name(state: State, call_id: str, name: str) -> str:
 
 def _answer(state: State, call_id: str, name: str, content: str) -> State:
     name = _called_name(state, call_id, name)
+    hint = dict(_current(state).hints).get(call_id)
+    if hint is not None:
+        content = f"{content}\n\n{hint}"
     state = _append(state, Message(role="tool", content=content, tool_call_id=call_id, name=name))
     pending = list(_current(state).pending)
     index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
@@ -159,6 +162,19 @@ def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
 def _route_chosen(state: State, e: ev.RouteChosen) -> State:
     cheap = state.settings.cheap_model if state.settings is not None else None
     return _turn(state, route=cheap if e.route == "cheap" else None)
+def _hints_read(state: State, e: ev.HintsRead) -> State:
+    return _turn(attrs.evolve(state, hint_dirs=state.hint_dirs | frozenset(e.dirs)),
+                 hints_read=e.files)
+
+
+def _hint_attached(state: State, e: ev.HintAttached) -> State:
+    turn = _current(state)
+    return _turn(state, hints=(*turn.hints, (e.call_id, e.text)), hints_read=())
+
+
+def _notice(state: State, e: ev.ContextNotice) -> State:
+    text = f"{e.source} {e.name}: {e.detail}"
+    return _turn(state, warnings=(*_current(state).warnings, text)) if state.turn else state
 
 
 _APPLY: dict[type, Callable[[State, Any], State]] = {
@@ -167,7 +183,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),
     ev.HistoryLoaded: _history_loaded,
     ev.TurnStarted: _turn_started,
-    ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text),
+    ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text, prompt_fresh=False),
     ev.ContextPressure: lambda s, e: s,
     ev.ModelRequested: _model_requested,
     ev.ModelReplied: _model_replied,
@@ -189,6 +205,12 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ToolCallRepaired: _call_repaired,
     ev.ApprovalAnswered: _approval_answered,
     ev.RouteChosen: _route_chosen,
+    ev.PromptInputsRead: lambda s, e: attrs.evolve(s, prompt_inputs=e, prompt_stale=False,
+                                                   prompt_fresh=True),
+    ev.HintsRead: _hints_read,
+    ev.HintAttached: _hint_attached,
+    ev.ContextNotice: _notice,
+    ev.MemoryPrefetched: lambda s, e: _turn(s, prefetched=tuple(t for _, t in e.results)),
 }
 
 

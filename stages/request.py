@@ -5,10 +5,12 @@ in what is sent, not only in the counts."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from stages.decision import CallModel, Decision, ModelRequest
 from stages.events import ModelRequested, SessionSettings
-from stages.messages import canonical_json
+from stages.memory import recall_block, with_recall
+from stages.messages import Message, canonical_json
 from stages.preflight import estimate_tokens
 from stages.state import State
 
@@ -36,14 +38,20 @@ def decide_request(state: State, *, config: SessionSettings,
     # A routed call keeps the pooled key only when it goes to the same provider.
     credential_id = turn.credential_id if entry.provider == config.chain[
         turn.provider_index].provider else None
+    recall = recall_block(state, config)
+    history_digest = state.history_digest
+    messages: Sequence[Message] = state.messages
+    if recall is not None:  # rules 3: recalled memory rides on the user's message, when sent
+        history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
+        messages = with_recall(state, recall)
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=state.system_prompt,
-                           messages=state.messages, tools=tools, max_tokens=config.max_tokens,
+                           messages=messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=credential_id,
                            tool_choice=config.tool_choice if tools else None,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl)
-    digest = request_digest(request, state.history_digest) if config.rules >= 2 else None
+    digest = request_digest(request, history_digest) if config.rules >= 2 else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
                            provider=entry.provider, message_count=len(state.messages),
                            tool_count=len(tools), estimated_tokens=estimate_tokens(state),

@@ -9,6 +9,7 @@ from stages.events import (
     Interrupted,
     ModelFailed,
     ModelReplied,
+    PromptInputsRead,
     ProviderEntry,
     SessionSettings,
     TurnFinished,
@@ -54,6 +55,12 @@ class TurnState:
     failed_calls: tuple[str, ...] = ()
     # Smart routing sent this turn to the cheap model (until a call of it fails).
     route: ProviderEntry | None = None
+    # Subdirectory hints (rules 3): files read for the calls about to run, not yet attached;
+    # then (call id, text) appended to those calls' results.
+    hints_read: tuple[tuple[str, str], ...] = ()
+    hints: tuple[tuple[str, str], ...] = ()
+    # What the user is told about this turn: blocked or truncated context.
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:
@@ -87,6 +94,13 @@ class State:
     provider_index: int = 0
     # Kinds of dangerous command approved for the rest of the session (``stages.dangerous``).
     approved_patterns: tuple[str, ...] = ()
+    # Prompt assembly (rules 3): the inputs read at session start; ``prompt_stale`` asks for
+    # them to be read again (compression sets it); ``prompt_fresh`` while a new read has not
+    # been built into a prompt yet; the directories checked for subdirectory hints.
+    prompt_inputs: PromptInputsRead | None = None
+    prompt_stale: bool = False
+    prompt_fresh: bool = False
+    hint_dirs: frozenset[str] = frozenset()
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

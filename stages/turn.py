@@ -33,8 +33,11 @@ from stages.decision import (
     LoadHistory,
     Next,
     PollInterrupt,
+    PrefetchMemory,
     PrepareCall,
     ReadClock,
+    ReadHints,
+    ReadPromptInputs,
     RefreshCredential,
     RunTools,
     Wait,
@@ -44,20 +47,23 @@ from stages.events import (
     ClockRead,
     CredentialRefreshed,
     Event,
+    HintsRead,
     HistoryLoaded,
     Interrupted,
+    MemoryPrefetched,
     ModelFailed,
     ModelReplied,
+    PromptInputsRead,
     SessionSettings,
     ToolRan,
     TurnStarted,
     Waited,
 )
-from stages.hints import decide_hints
-from stages.memory import decide_memory
+from stages.hints import decide_hints, dirs_to_read
+from stages.memory import decide_memory, needs_prefetch
 from stages.messages import Message
 from stages.preflight import decide_preflight
-from stages.prompt import decide_prompt
+from stages.prompt import decide_prompt, needs_inputs
 from stages.request import decide_request
 from stages.routing import decide_routing
 from stages.state import State
@@ -96,6 +102,10 @@ def run_turn(user_message: str, *, system_message: str | None = None,
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings
     state = yield from _decide("hints", decide_hints, state, config)
+    if needs_inputs(state, config):
+        state = yield Perform("prompt", ReadPromptInputs(), (PromptInputsRead.kind,))
+    if (query := needs_prefetch(state, config)) is not None:
+        state = yield Perform("memory", PrefetchMemory(query=query), (MemoryPrefetched.kind,))
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
     while True:
@@ -114,6 +124,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         if isinstance(step, PrepareCall):
             state = yield from model_call(state, config)
         elif isinstance(step, RunTools):
+            state = yield from _hints(state, config)
             state = yield Perform("tools", step, (ToolRan.kind,), count=len(step.calls))
         elif isinstance(step, Wait):
             state = yield Perform("backoff", step, (Waited.kind, Interrupted.kind))
@@ -138,6 +149,16 @@ def model_call(state: State, config: SessionSettings) -> SubFlow:
     assert isinstance(request.next, CallModel)
     return (yield Perform("model_call", request.next,
                           (ModelReplied.kind, ModelFailed.kind, Interrupted.kind)))
+
+
+def _hints(state: State, config: SessionSettings) -> SubFlow:
+    """Context files of the directories the calls about to run reach, for their results."""
+    dirs = dirs_to_read(state, config)
+    if not dirs or state.prompt_inputs is None or state.prompt_inputs.cwd is None:
+        return state
+    state = yield Perform("hints", ReadHints(dirs=dirs, cwd=state.prompt_inputs.cwd),
+                          (HintsRead.kind,))
+    return (yield from _decide("hints", decide_hints, state, config))
 
 
 def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> SubFlow:

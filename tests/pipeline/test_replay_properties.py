@@ -35,7 +35,7 @@ from stages.messages import Message, ToolCall
 from tests.strategies.scripts import (
     FailStep, ReplyStep, SessionScript, Step, TurnScript, session_scripts,
 )
-from tests.strategies.simulation import check_pairs, drive
+from tests.strategies.simulation import SIM_CWD, check_pairs, drive
 
 PROPERTY = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -163,7 +163,16 @@ def _agent(home: Path, script: SessionScript, model: ScriptedModel | None, clock
            ids: CountingIds, session_id: str | None = None) -> Agent:
     return Agent(client=model, tools=TOOLS, home=home, durability="flush",
                  max_turns=script.max_turns, context_length=script.context_length,
-                 clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0)
+                 clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0,
+                 cwd=_workdir(home))
+
+
+def _workdir(home: Path) -> Path:
+    """An empty working directory named as the simulation's, so that paths the model sends
+    reach the same directories (relative to it) in both."""
+    workdir = home / "work" / Path(SIM_CWD).name
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
 
 
 def run_live(home: Path, script: SessionScript, resume_at: int | None) -> LiveRun:

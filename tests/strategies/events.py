@@ -151,7 +151,16 @@ session_settings = _full(
     preflight_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
     compression_enabled=st.booleans(), protect_last_n=st.integers(0, 1000),
     credential_strategy=st.sampled_from(ev.CREDENTIAL_STRATEGIES),
-    cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES))
+    cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
+    platform=st.sampled_from(ev.PLATFORMS),
+    system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
+    memory_provider=st.none() | identifiers)
+
+_named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
+_names = st.lists(identifiers, max_size=3).map(tuple)
+skill_cards = _full(
+    ev.SkillCard, name=identifiers, description=texts, category=identifiers, platforms=_names,
+    requires_tools=_names, fallback_for_tools=_names, path=texts)
 
 _opt_text = st.none() | texts
 
@@ -224,6 +233,14 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         choice=st.sampled_from(ev.APPROVAL_CHOICES),
         source=st.sampled_from(("callback", "allowlist", "default", "timeout", "error")),
         reason=_opt_text),
+    ev.PromptInputsRead.kind: _full(
+        ev.PromptInputsRead, cwd=st.none() | texts, identity=_opt_text,
+        context_files=_named_texts, memory=_named_texts,
+        skills=st.lists(skill_cards, max_size=2).map(tuple)),
+    ev.HintsRead.kind: _full(ev.HintsRead, dirs=_names, files=_named_texts),
+    ev.ContextNotice.kind: _full(ev.ContextNotice, source=identifiers, name=texts, detail=texts),
+    ev.HintAttached.kind: _full(ev.HintAttached, call_id=identifiers, text=texts),
+    ev.MemoryPrefetched.kind: _full(ev.MemoryPrefetched, results=_named_texts, failed=_names),
 }
 
 

@@ -17,7 +17,10 @@ import attrs
 from stages import events as ev
 from stages import turn
 from stages.alternation import violations
-from stages.decision import BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, RunTools
+from stages.decision import (
+    BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, ReadHints, ReadPromptInputs,
+    RunTools,
+)
 from stages.fold import apply_event
 from stages.messages import Message, ToolCall
 from stages.state import State
@@ -27,7 +30,7 @@ from tests.strategies.scripts import (
     CutStep, FailStep, ReplyStep, SessionScript, Step, TurnScript,
 )
 
-__all__ = ["FALLBACK", "TOOLS", "Driver", "check_pairs", "drive", "history"]
+__all__ = ["FALLBACK", "SIM_CWD", "TOOLS", "Driver", "check_pairs", "drive", "history"]
 
 TOOLS = (
     ToolSpec(name="read", description="Read a file.", parameters='{"type":"object"}',
@@ -36,6 +39,9 @@ TOOLS = (
     ToolSpec(name="ask", description="Ask the user.", parameters='{"type":"object"}',
              interactive=True),
 )
+
+SIM_CWD = "/work/sim"
+"""The simulated working directory (a live run uses a directory of the same name)."""
 
 FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
 
@@ -105,6 +111,11 @@ class Driver:
                     if interrupt:
                         self.add(ev.Interrupted(during=effect.during))
                     interrupt = False
+                elif isinstance(effect, ReadPromptInputs):
+                    # A working directory with no files: the turn still records what it read.
+                    self.add(ev.PromptInputsRead(cwd=SIM_CWD))
+                elif isinstance(effect, ReadHints):
+                    self.add(ev.HintsRead(dirs=effect.dirs))
                 elif isinstance(effect, CallModel):
                     used.append(steps.pop(0) if steps else FALLBACK)
                     interrupt = self.call_model(effect.request, used[-1], index)
@@ -175,7 +186,8 @@ def drive(script: SessionScript,
     turn as it ends."""
     # No retries: a failed call ends the turn here; the retry paths are tested end to end.
     config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
-                                context_length=script.context_length, max_retries=0)
+                                context_length=script.context_length, max_retries=0,
+                                load_context=True)
     driver = Driver(settings=config)
     driver.start()
     for index, turn_script in enumerate(script.turns):
