@@ -13,6 +13,7 @@ import attrs
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
+from pipeline import context
 from pipeline.journal import EndOfLog, Journal
 from stages import turn
 from stages.backoff import backoff_delay
@@ -27,6 +28,7 @@ from stages.decision import (
     ReadClock,
     RefreshCredential,
     RunTools,
+    Summarise,
     Wait,
 )
 from stages.errors import (
@@ -73,6 +75,8 @@ class Effects:
     tools: ToolRunner | None = None
     # Renews a pooled key after an auth failure; True when it got a new one.
     refresh: Callable[[str], bool] | None = None
+    # Asks the provider how large a model's window is (``pipeline.context.WindowProbe``).
+    window_probe: Callable[[str, str | None], tuple[int, str] | None] | None = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -106,6 +110,7 @@ class SessionRunner:
             Wait: lambda e: (self._wait(e),),
             RefreshCredential: lambda e: (self._refresh(e.credential_id),),
             RunTools: self._run_tools,
+            Summarise: functools.partial(context.perform_summary, self),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -249,6 +254,10 @@ class SessionRunner:
         refresh = self.effects.refresh
         return CredentialRefreshed(credential_id=credential_id,
                                    refreshed=bool(refresh and refresh(credential_id)))
+
+    def call_model(self, request: ModelRequest) -> Event:
+        """A model call outside the turn's own (the compression summary), same path."""
+        return self._call_model(request, None)
 
     def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
         """The call runs on a worker thread; this thread waits for it or for an interrupt,

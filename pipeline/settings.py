@@ -24,6 +24,7 @@ from effects.eventlog import Durability
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
 from pipeline import config as cfg
+from pipeline.context import context_values, window_probe
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,
@@ -159,7 +160,10 @@ def configure(
     delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
     parent_session_id: str | None = None, client: ModelClient | None = None,
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
-    ids: IdSource | None = None,
+    ids: IdSource | None = None, compression: bool | None = None,
+    preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
+    protect_last_n: int | None = None, summary_model: str | None = None,
+    context_engine: str | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -179,7 +183,14 @@ def configure(
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
-                       fallback_providers)}
+                       fallback_providers),
+        **context_values(file.get("context", {}), compression=compression,
+                         preflight_threshold=preflight_threshold,
+                         between_turns_threshold=between_turns_threshold,
+                         protect_last_n=protect_last_n, summary_model=summary_model,
+                         context_engine=context_engine)}
+    if values["context_length"] is None:
+        values["context_length"] = file.get("context", {}).get("context_length")
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:
@@ -201,7 +212,8 @@ def configure(
         timeout=agent_settings.timeout, deadline=agent_settings.deadline,
         refresh_hook=credential_refresh, endpoints=endpoints,
         userinfo={settings.base_url: userinfo} if settings.base_url and userinfo else None)
-    effects = attrs.evolve(effects, model=router, refresh=router.refresh)
+    effects = attrs.evolve(effects, model=router, refresh=router.refresh,
+                           window_probe=window_probe(resolved.provider, resolved.api_key))
     return Configured(settings, agent_settings, effects, router.secrets)
 
 

@@ -110,8 +110,16 @@ class PollInterrupt:
     during: str
 
 
+@attrs.frozen(kw_only=True)
+class Summarise:
+    """The auxiliary call writing the compression summary (``ContextSummarised`` or
+    ``SummaryFailed``)."""
+
+    request: ModelRequest
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential)
+          | RefreshCredential | Summarise)
 
 
 @attrs.frozen(kw_only=True)

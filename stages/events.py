@@ -25,13 +25,18 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
 
-RULES = 2
+RULES = 3
 """The version of the decision rules a new session runs under. A change of what the stages
 decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
 ``config.rules``; old sessions are upcast to the rules they ran under.
 
 * 1: retries were counted per turn; ``model_requested`` carried no request digest.
-* 2: retries are counted per model call; ``model_requested`` carries the request's digest."""
+* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
+* 3: context management: the window is known for every model (table, probe, config), the
+  preflight compresses past its threshold (and at turn start past the between-turns one), a
+  context overflow compresses and retries once, a reply cut at the length limit is continued,
+  an empty reply is retried once, a content-filter stop ends the turn as not completed, and
+  the context-pressure note goes into the request only."""
 
 CACHE_TTLS = ("5m", "1h")
 
@@ -121,7 +126,7 @@ class SessionSettings:
     stream: bool = True
     identity: str | None = None
     preflight_threshold: float = attrs.field(default=0.5, validator=_fraction)
-    compression_enabled: bool = False
+    compression_enabled: bool = True
     protect_last_n: int = 20
     # "auto" (None), "none", "required", or a tool name the model must call.
     tool_choice: str | None = None
@@ -139,6 +144,11 @@ class SessionSettings:
     prompt_caching: bool = True
     cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
     rules: int = RULES
+    # Context management (rules 3): the between-turns check, the engine, the summary's model
+    # (None: the session's own).
+    between_turns_threshold: float = attrs.field(default=0.85, validator=_fraction)
+    context_engine: str = "compressor"
+    summary_model: str | None = None
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -311,6 +321,10 @@ class ContextPressure:
     observed: ClassVar[bool] = False
     estimated_tokens: int
     threshold_tokens: int
+    # Rules 3: why the check ran (preflight, tool_batch, between_turns), and the window used.
+    reason: str = "preflight"
+    window: int = 0
+    window_source: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -378,6 +392,8 @@ class ContinuationRequested:
     schema_version: ClassVar[int] = 1
     observed: ClassVar[bool] = False
     prompt: str
+    # incomplete, length (cut at the output limit), or empty (rules 3).
+    why: str = "incomplete"
 
 
 @attrs.frozen(kw_only=True)
@@ -418,11 +434,120 @@ class TurnFinished:
     note: str | None = None
 
 
+# --- context management (rules 3) -------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ContextWindowProbed:
+    """The provider's own answer to how large the model's window is, and where it came from."""
+
+    kind: ClassVar[str] = "context_window_probed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    provider: str
+    model: str
+    tokens: int
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class CompressionPlanned:
+    """What compression keeps: ``head`` messages, then (from ``tail_start``) the rest; the
+    middle in between is summarised (``summarise``) or dropped. ``pruned`` tool results after
+    the middle become one-line summaries, ``cut`` ones (larger than the window allows) are cut
+    with a marker."""
+
+    kind: ClassVar[str] = "compression_planned"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    reason: str
+    estimated_tokens: int
+    window: int
+    message_count: int
+    head: int
+    tail_start: int
+    pruned: tuple[int, ...] = ()
+    cut: tuple[int, ...] = ()
+    cut_chars: int = 0
+    summarise: bool = True
+    summary_budget: int = 0
+    at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ContextSummarised:
+    kind: ClassVar[str] = "context_summarised"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    text: str = attrs.field(metadata=REDACTED)
+    model: str
+    usage: Usage = Usage()
+    latency_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class SummaryFailed:
+    kind: ClassVar[str] = "summary_failed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    error_type: str
+    message: str = attrs.field(metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class ContextCompressed:
+    """The fold replaces the history by the plan's head, the summary (or a marker when the
+    summary failed) and the kept messages."""
+
+    kind: ClassVar[str] = "context_compressed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    # The summary kept for the next update, and the text that replaced the middle (the
+    # summary, or a marker when none could be written; None: nothing was in the middle).
+    summary: str | None
+    inserted: str | None
+    before_tokens: int
+    after_tokens: int
+    cooldown_until: float | None = None
+    disabled: bool = False
+    notice: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionSplit:
+    """The session goes on in a child session (compression starts one); this log ends here."""
+
+    kind: ClassVar[str] = "session_split"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    child_session_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ContextInherited:
+    """A child session's start: its parent's compressed history and context state."""
+
+    kind: ClassVar[str] = "context_inherited"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    parent_session_id: str
+    reason: str
+    messages: tuple[Message, ...] = attrs.field(metadata=REDACTED)
+    summary: str | None = attrs.field(default=None, metadata=REDACTED)
+    compressions: int = 0
+    ineffective: int = 0
+    disabled: bool = False
+    cooldown_until: float | None = None
+    windows: tuple[ContextWindowProbed, ...] = ()
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
-         | ToolCallRejected | ToolsPlanned | TurnFinished)
+         | ToolCallRejected | ToolsPlanned | TurnFinished | ContextWindowProbed
+         | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
+         | SessionSplit | ContextInherited)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 
 from stages.decision import CallModel, Decision, ModelRequest
+from stages.context_notes import system_prompt
 from stages.events import ModelRequested, SessionSettings
 from stages.messages import canonical_json
 from stages.preflight import estimate_tokens
@@ -34,7 +35,7 @@ def decide_request(state: State, *, config: SessionSettings,
     tools = () if turn.budget_exhausted else state.tools
     entry = config.chain[turn.provider_index]
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
-                           purpose=purpose, system_prompt=state.system_prompt,
+                           purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=state.messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=turn.credential_id,

@@ -21,7 +21,7 @@ import attrs
 
 from stages.budget import decide_budget
 from stages.cache_marks import decide_cache_marks
-from stages.compression import decide_compression
+from stages.compression import decide_compressed, decide_compression, wants_compression
 from stages.credentials import decide_credentials
 from stages.decision import (
     BeginTurn,
@@ -36,10 +36,12 @@ from stages.decision import (
     ReadClock,
     RefreshCredential,
     RunTools,
+    Summarise,
     Wait,
 )
 from stages.events import (
     ClockRead,
+    ContextSummarised,
     CredentialRefreshed,
     Event,
     HistoryLoaded,
@@ -47,6 +49,7 @@ from stages.events import (
     ModelFailed,
     ModelReplied,
     SessionSettings,
+    SummaryFailed,
     ToolRan,
     TurnStarted,
     Waited,
@@ -54,7 +57,7 @@ from stages.events import (
 from stages.hints import decide_hints
 from stages.memory import decide_memory
 from stages.messages import Message
-from stages.preflight import decide_preflight
+from stages.preflight import decide_between_turns, decide_preflight
 from stages.prompt import decide_prompt
 from stages.request import decide_request
 from stages.routing import decide_routing
@@ -93,6 +96,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings
+    state = yield from _decide("preflight", decide_between_turns, state, config)
+    state = yield from compression(state, config)
     state = yield from _decide("hints", decide_hints, state, config)
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
@@ -125,7 +130,7 @@ def model_call(state: State, config: SessionSettings) -> SubFlow:
         state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
     state = yield from _decide("budget", decide_budget, state, config)
     state = yield from _decide("preflight", decide_preflight, state, config)
-    state = yield from _decide("compression", decide_compression, state, config)
+    state = yield from compression(state, config)
     state = yield from _decide("routing", decide_routing, state, config)
     state = yield from _decide("credentials", decide_credentials, state, config)
     marks = decide_cache_marks(state, config=config)
@@ -134,6 +139,22 @@ def model_call(state: State, config: SessionSettings) -> SubFlow:
     assert isinstance(request.next, CallModel)
     return (yield Perform("model_call", request.next,
                           (ModelReplied.kind, ModelFailed.kind, Interrupted.kind)))
+
+
+def compression(state: State, config: SessionSettings) -> SubFlow:
+    """Under context pressure (rules 3): the time (for the summary's cooldown), the plan, the
+    summary (an effect), the outcome."""
+    if not wants_compression(state, config):
+        return state
+    state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
+    plan = decide_compression(state, config=config)
+    if not plan.events:
+        return state
+    state = yield Record("compression", plan.events)
+    if isinstance(plan.next, Summarise):
+        state = yield Perform("summary", plan.next,
+                              (ContextSummarised.kind, SummaryFailed.kind))
+    return (yield from _decide("compression", decide_compressed, state, config))
 
 
 def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> SubFlow:

@@ -40,7 +40,9 @@ from tests.strategies.simulation import check_pairs, drive
 PROPERTY = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-SCRIPTS = session_scripts(cut=False, max_turns=3, max_steps=5)
+# Compression (a summary call, a child session) is driven live in tests/pipeline/test_context.py.
+SCRIPTS = session_scripts(cut=False, max_turns=3, max_steps=5).map(
+    lambda s: attrs.evolve(s, compression=False))
 
 
 # --- the effects the live runs use -------------------------------------------------------------
@@ -163,6 +165,7 @@ def _agent(home: Path, script: SessionScript, model: ScriptedModel | None, clock
            ids: CountingIds, session_id: str | None = None) -> Agent:
     return Agent(client=model, tools=TOOLS, home=home, durability="flush",
                  max_turns=script.max_turns, context_length=script.context_length,
+                 compression=script.compression,
                  clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0)
 
 

@@ -148,11 +148,15 @@ session_settings = _full(
     context_length=st.none() | st.integers(1, 10**7), stream=st.booleans(),
     identity=st.none() | texts,
     preflight_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
+    between_turns_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
     compression_enabled=st.booleans(), protect_last_n=st.integers(0, 1000),
     credential_strategy=st.sampled_from(ev.CREDENTIAL_STRATEGIES),
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES))
 
 _opt_text = st.none() | texts
+_indices = st.lists(small_ints, max_size=4).map(tuple)
+_window_probes = _full(ev.ContextWindowProbed, provider=identifiers, model=identifiers,
+                       tokens=st.integers(1, 10**7))
 
 EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.SessionStarted.kind: _full(
@@ -184,8 +188,10 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
                                       credential_id=identifiers),
     ev.RecoveryDecided.kind: _full(
         ev.RecoveryDecided, reason=identifiers, detail=texts, at=finite_floats,
-        action=st.sampled_from(("retry", "refresh", "rotate", "fallback", "fail"))),
-    ev.ContinuationRequested.kind: _full(ev.ContinuationRequested, prompt=texts),
+        action=st.sampled_from(("retry", "refresh", "rotate", "fallback", "fail", "compress"))),
+    ev.ContinuationRequested.kind: _full(
+        ev.ContinuationRequested, prompt=texts,
+        why=st.sampled_from(("incomplete", "length", "empty"))),
     ev.Interrupted.kind: _full(
         ev.Interrupted, during=st.sampled_from(("between_steps", "model_call", "tools")),
         message=_opt_text),
@@ -210,6 +216,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.TurnFinished, exit_reason=identifiers, final_response=_opt_text,
         completed=st.booleans(), failed=st.booleans(), interrupted=st.booleans(),
         error=_opt_text, note=_opt_text),
+    ev.ContextWindowProbed.kind: _window_probes,
+    ev.CompressionPlanned.kind: _full(
+        ev.CompressionPlanned, pruned=_indices, cut=_indices, at=finite_floats),
+    ev.ContextSummarised.kind: _full(ev.ContextSummarised, usage=usages, text=texts),
+    ev.SummaryFailed.kind: _full(ev.SummaryFailed),
+    ev.ContextCompressed.kind: _full(ev.ContextCompressed),
+    ev.SessionSplit.kind: _full(ev.SessionSplit, child_session_id=identifiers),
+    ev.ContextInherited.kind: _full(
+        ev.ContextInherited, messages=st.lists(messages(), max_size=4).map(tuple),
+        windows=st.lists(_window_probes, max_size=2).map(tuple)),
 }
 
 

@@ -17,7 +17,10 @@ import attrs
 from stages import events as ev
 from stages import turn
 from stages.alternation import violations
-from stages.decision import BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, RunTools
+from stages.context_window import session_window
+from stages.decision import (
+    BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, ReadClock, RunTools, Summarise,
+)
 from stages.fold import apply_event
 from stages.messages import Message, ToolCall
 from stages.state import State
@@ -104,6 +107,10 @@ class Driver:
                     if interrupt:
                         self.add(ev.Interrupted(during=effect.during))
                     interrupt = False
+                elif isinstance(effect, ReadClock):
+                    self.add(ev.ClockRead(epoch=1000.0 + 100 * len(self.events)))
+                elif isinstance(effect, Summarise):
+                    self.add(self.summarise(effect.request, index))
                 elif isinstance(effect, CallModel):
                     used.append(steps.pop(0) if steps else FALLBACK)
                     interrupt = self.call_model(effect.request, used[-1], index)
@@ -142,6 +149,17 @@ class Driver:
                                  latency_ms=1.0))
         return step.then_interrupt
 
+    def summarise(self, request: ModelRequest, index: int) -> ev.Event:
+        """The summary call fits its window; every other turn's summary fails."""
+        assert request.purpose == "compression" and request.tools == ()
+        window = session_window(self.settings, self.state.context.windows).tokens
+        sent = sum(len(m.content or "") for m in request.messages) // 4
+        assert sent + (request.max_tokens or 0) <= window or window < 1000, (sent, window)
+        if index % 2:
+            return ev.SummaryFailed(error_type="ProviderHTTPError", message="overloaded")
+        return ev.ContextSummarised(text=f"## Done\n- turn {index} summarised\n## Facts\n- f",
+                                    model="m")
+
     def run_tools(self, step: RunTools, tool_ok: tuple[bool, ...], runs: int) -> int:
         pending = {c.id: c for c in self.state.turn.pending}
         for invocation in step.calls:
@@ -173,7 +191,8 @@ def drive(script: SessionScript,
     turn as it ends."""
     # No retries: a failed call ends the turn here; the retry paths are tested end to end.
     config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
-                                context_length=script.context_length, max_retries=0)
+                                context_length=script.context_length, max_retries=0,
+                                compression_enabled=script.compression)
     driver = Driver(settings=config)
     driver.start()
     for index, turn_script in enumerate(script.turns):
