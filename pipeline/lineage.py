@@ -49,7 +49,7 @@ def inherited(state: State) -> ContextInherited:
                             messages=tuple(state.messages), summary=ctx.summary,
                             compressions=ctx.compressions, ineffective=ctx.ineffective,
                             disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
-                            windows=ctx.windows)
+                            windows=ctx.windows, window_cap=ctx.window_cap)
 
 
 def split(parent: SessionRunner, root: Path, *, durability: Durability,

@@ -14,8 +14,7 @@ from __future__ import annotations
 from stages import summary as sm
 from stages.context_engine import SUMMARY_FAILURE_COOLDOWN, engine_for
 from stages.context_plan import CHARS_PER_TOKEN
-from stages.context_tokens import context_tokens
-from stages.context_window import session_window
+from stages.context_tokens import context_tokens, window_of
 from stages.decision import NOTHING, Decision, Summarise
 from stages.events import ContextCompressed, ContextSummarised, SessionSettings
 from stages.state import State
@@ -39,7 +38,7 @@ def decide_compression(state: State, *, config: SessionSettings) -> Decision:
     if not wants_compression(state, config):
         return NOTHING
     assert state.turn is not None and state.context.pressure is not None
-    window = session_window(config, state.context.windows, state.turn.provider_index)
+    window = window_of(state, config)
     engine = engine_for(config)
     plan = engine.plan(state, config, reason=state.context.pressure, window=window.tokens,
                        estimate=context_tokens(state), now=state.now or 0.0)

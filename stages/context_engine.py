@@ -20,7 +20,8 @@ from stages.context_plan import (
     middle_tokens,
     pruned_indices,
 )
-from stages.context_window import resolve_window, session_window
+from stages.context_tokens import window_of
+from stages.context_window import resolve_window
 from stages.decision import ModelRequest
 from stages.events import CompressionPlanned, SessionSettings
 from stages.messages import Message
@@ -77,7 +78,7 @@ class Compressor:
         assert state.turn is not None
         entry = config.chain[state.turn.provider_index]
         model = config.summary_model or entry.model
-        window = (session_window(config, state.context.windows, state.turn.provider_index)
+        window = (window_of(state, config)
                   if model == entry.model else
                   resolve_window(model, entry.provider, configured=None,
                                  probed=state.context.windows))

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from stages import events as ev
-from stages.context_tokens import prompt_tokens, request_chars
+from stages.context_tokens import overflow_cap, prompt_tokens, request_chars
 from stages.state import State
 
 
@@ -40,7 +40,10 @@ def replied(state: State, e: ev.ModelReplied) -> State:
 def recovery(state: State, e: ev.RecoveryDecided) -> State:
     if e.action != "compress":
         return state
-    return _context(state, pressure="overflow", overflow_retried=True)
+    cap = overflow_cap(state)
+    if state.context.window_cap is not None:
+        cap = min(cap, state.context.window_cap)
+    return _context(state, pressure="overflow", overflow_retried=True, window_cap=cap)
 
 
 def planned(state: State, e: ev.CompressionPlanned) -> State:
@@ -69,4 +72,4 @@ def split(state: State, e: ev.SessionSplit) -> State:
 def inherited(state: State, e: ev.ContextInherited) -> State:
     return _context(state, summary=e.summary, compressions=e.compressions,
                     ineffective=e.ineffective, disabled=e.disabled,
-                    cooldown_until=e.cooldown_until, windows=e.windows)
+                    cooldown_until=e.cooldown_until, windows=e.windows, window_cap=e.window_cap)

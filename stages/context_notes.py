@@ -5,8 +5,7 @@ relieve, and the iteration budget's last call (its summary request)."""
 from __future__ import annotations
 
 from stages.budget import BUDGET_PROMPT
-from stages.context_tokens import context_tokens
-from stages.context_window import session_window
+from stages.context_tokens import context_tokens, window_of
 from stages.events import SessionSettings
 from stages.state import State
 
@@ -14,7 +13,7 @@ from stages.state import State
 def pressure_note(state: State, config: SessionSettings) -> str | None:
     if config.rules < 3 or state.context.pressure is None or state.turn is None:
         return None
-    window = session_window(config, state.context.windows, state.turn.provider_index)
+    window = window_of(state, config)
     share = min(999, 100 * context_tokens(state) // max(1, window.tokens))
     return (f"[Note: the conversation fills about {share}% of the context window and could "
             "not be compacted further; keep replies and tool outputs short.]")

@@ -27,6 +27,8 @@ class ContextState:
     ineffective: int = 0
     disabled: bool = False
     cooldown_until: float | None = None
+    # What an overflow taught: the real window is no larger than this.
+    window_cap: int | None = None
     # The current call already compressed once after an overflow.
     overflow_retried: bool = False
     # A compression happened: the session goes on in a child session after this turn.

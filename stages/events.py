@@ -539,6 +539,7 @@ class ContextInherited:
     disabled: bool = False
     cooldown_until: float | None = None
     windows: tuple[ContextWindowProbed, ...] = ()
+    window_cap: int | None = None
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted

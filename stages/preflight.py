@@ -9,8 +9,7 @@ at the start of a turn against the between-turns threshold (85% by default).
 
 from __future__ import annotations
 
-from stages.context_tokens import context_tokens
-from stages.context_window import session_window
+from stages.context_tokens import context_tokens, window_of
 from stages.decision import NOTHING, Decision
 from stages.events import ContextPressure, SessionSettings
 from stages.state import State
@@ -27,7 +26,7 @@ def estimate_tokens(state: State) -> int:
 def _pressure(state: State, config: SessionSettings, fraction: float, reason: str) -> Decision:
     if state.context.pressure is not None or state.turn is None:
         return NOTHING
-    window = session_window(config, state.context.windows, state.turn.provider_index)
+    window = window_of(state, config)
     threshold = int(window.tokens * fraction)
     estimate = context_tokens(state)
     if estimate <= threshold:

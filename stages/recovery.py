@@ -12,7 +12,7 @@ from __future__ import annotations
 from stages import credential_pool as cp
 from stages.classify import ClassifiedError, classify_api_error
 from stages.context_engine import engine_for
-from stages.context_window import session_window
+from stages.context_tokens import overflow_cap, window_of
 from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
 from stages.events import ModelFailed, RecoveryDecided, SessionSettings
 from stages.preflight import estimate_tokens
@@ -63,7 +63,7 @@ def _window(state: State, config: SessionSettings) -> int | None:
     if config.rules < 3:
         return config.context_length
     assert state.turn is not None
-    return session_window(config, state.context.windows, state.turn.provider_index).tokens
+    return window_of(state, config).tokens
 
 
 def _compress_first(state: State, c: ClassifiedError, config: SessionSettings) -> bool:
@@ -73,8 +73,8 @@ def _compress_first(state: State, c: ClassifiedError, config: SessionSettings) -
             and not state.turn.failure.partial and not state.context.overflow_retried):
         return False
     # Only when compression can shrink something: else the retry would fail the same way.
-    window = session_window(config, state.context.windows, state.turn.provider_index)
-    plan = engine_for(config).plan(state, config, reason="overflow", window=window.tokens,
+    window = min(window_of(state, config).tokens, overflow_cap(state))
+    plan = engine_for(config).plan(state, config, reason="overflow", window=window,
                                    estimate=0, now=state.now or 0.0)
     return plan is not None
 
