@@ -107,8 +107,8 @@ def test_a_long_session_compresses_again_and_again_and_goes_on(summarising, home
 def test_resuming_any_session_of_the_chain_opens_the_newest(summarising, home) -> None:
     ids = CountingIds()
     with _agent(summarising, home, ids) as agent:
-        first = agent.session_id
-        for n in range(8):
+        first = _turn(summarising, agent, 0)["session_id"]
+        for n in range(1, 8):
             _turn(summarising, agent, n)
         last = agent.session_id
     root = home / "sessions"
