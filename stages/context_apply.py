@@ -37,7 +37,7 @@ def _role(before: str | None, after: str | None) -> str | None:
 def _joined(message: Message, text: str, *, prefix: bool) -> Message:
     content = message.content or ""
     joined = f"{text}\n\n{content}" if prefix else f"{content}\n\n{text}"
-    return attrs.evolve(message, content=joined.strip())
+    return attrs.evolve(message, content=joined)
 
 
 def compacted(messages: Sequence[Message], plan: CompressionPlanned,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import attrs
+
 from stages import summary as sm
 from stages.context_apply import compacted
 from stages.context_plan import (
@@ -28,6 +30,7 @@ from stages.messages import Message
 from stages.state import State
 
 SUMMARY_FAILURE_COOLDOWN = 600.0
+MIN_MIDDLE_TOKENS = 64
 
 
 class ContextEngine(Protocol):
@@ -59,6 +62,9 @@ class Compressor:
              estimate: int, now: float) -> CompressionPlanned | None:
         messages = state.messages
         b = boundaries(messages, window=window, protect_last_n=config.protect_last_n)
+        if middle_tokens(messages, b) < MIN_MIDDLE_TOKENS:
+            # Too little to summarise: a summary would not be smaller than what it replaces.
+            b = attrs.evolve(b, tail_start=b.head)
         budgets = Budgets(window=window)
         pruned = pruned_indices(messages, b.tail_start, b.protected_from)
         cut = cut_indices(messages, b.protected_from, budgets.tool_result_chars)

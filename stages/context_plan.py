@@ -19,6 +19,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 TAIL_TOKENS = 20_000
 HEAD_TOKENS = 4_000
 PRUNE_MIN_CHARS = 200
+CUT_MARKER_ROOM = 120
 SUMMARY_MIN, SUMMARY_MAX, SUMMARY_RATIO = 2_000, 12_000, 0.20
 
 
@@ -133,13 +134,14 @@ def prune_line(message: Message) -> str:
 
 
 def cut_text(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` chars, keeping its start and end, with a marker."""
+    """``text`` cut to at most ``limit`` chars, keeping its start and end, with a marker."""
     if len(text) <= limit:
         return text
-    keep_head, keep_tail = limit * 2 // 3, limit // 4
-    marker = (f"\n...[{len(text) - keep_head - keep_tail} chars cut: this tool result was "
-              f"larger than the context window allows]...\n")
-    return text[:keep_head] + marker + text[len(text) - keep_tail:]
+    keep = max(0, limit - CUT_MARKER_ROOM)
+    head, tail = keep * 3 // 4, keep - keep * 3 // 4
+    marker = (f"\n...[{len(text) - keep} chars cut: this tool result was larger than the "
+              f"context window allows]...\n")
+    return text[:head] + marker + text[len(text) - tail:]
 
 
 def middle_tokens(messages: Sequence[Message], b: Boundaries) -> int:
