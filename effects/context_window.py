@@ -19,7 +19,7 @@ def _get(url: str, api_key: str | None, timeout: float) -> Any:
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http(s) URL)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read(1_000_000))
 
 

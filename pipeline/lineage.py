@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from pipeline.journal import LiveJournal
 from pipeline.runner import SessionRunner

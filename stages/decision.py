@@ -79,7 +79,15 @@ class Finish:
     """The turn is over; the result can be read from the state."""
 
 
-Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish
+@attrs.frozen(kw_only=True)
+class Summarise:
+    """The auxiliary call writing the compression summary (``ContextSummarised`` or
+    ``SummaryFailed``)."""
+
+    request: ModelRequest
+
+
+Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish | Summarise
 
 
 @attrs.frozen(kw_only=True)
@@ -108,14 +116,6 @@ class PollInterrupt:
     """Whether the user asked to stop (``Interrupted``, or nothing)."""
 
     during: str
-
-
-@attrs.frozen(kw_only=True)
-class Summarise:
-    """The auxiliary call writing the compression summary (``ContextSummarised`` or
-    ``SummaryFailed``)."""
-
-    request: ModelRequest
 
 
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
-from stages.decision import CallModel, Decision, ModelRequest
 from stages.context_notes import system_prompt
+from stages.decision import CallModel, Decision, ModelRequest
 from stages.events import ModelRequested, SessionSettings
 from stages.messages import canonical_json
 from stages.preflight import estimate_tokens

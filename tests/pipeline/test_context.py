@@ -230,3 +230,24 @@ def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tm
     assert probed.tokens == 4096 and probed.source == "provider:/props"
     assert replay(tmp_path / "sessions", sid).identical
 
+
+
+def test_mibyan_sessions_shows_the_lineage(summarising, home, capsys) -> None:
+    from pipeline.cli import main
+    ids = CountingIds()
+    with _agent(summarising, home, ids) as agent:
+        first = _turn(summarising, agent, 0)["session_id"]
+        for n in range(1, 6):
+            _turn(summarising, agent, n)
+        last = agent.session_id
+    assert main(["--home", str(home), "sessions"]) == 0
+    out = capsys.readouterr().out
+    header, *rows = out.splitlines()
+    assert "parent" in header and "continued_in" in header
+    by_id = {row.split()[0]: row for row in rows if row.startswith("session_")}
+    assert first in by_id and last in by_id and last != first
+    assert by_id[first].rstrip().endswith(newest_child(home, first))
+
+
+def newest_child(home, sid: str) -> str:
+    return next(e.child_session_id for e in _events(home, sid) if isinstance(e, ev.SessionSplit))
