@@ -35,6 +35,10 @@ def check_turn(driver: Driver, script: TurnScript, events: list[ev.Event]) -> No
     requested = [e for e in events if isinstance(e, ev.ModelRequested)]
     assert [e.call_index for e in requested] == list(range(len(requested)))
     assert len(requested) == turn.api_calls
+    # Compression never loops: at most once before a turn, before each call, and once more
+    # after an overflow of that call.
+    compressed = sum(isinstance(e, ev.ContextCompressed) for e in events)
+    assert compressed <= 1 + 2 * len(requested)
     summaries = [e for e in requested if e.purpose == "budget_summary"]
     assert len(summaries) <= 1
     if summaries:

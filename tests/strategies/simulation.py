@@ -65,7 +65,13 @@ class Driver:
     """The script steps each turn used, in order (``FALLBACK`` where the script ran out)."""
 
     def add(self, event: ev.Event) -> None:
+        latest = next((m.content for m in reversed(self.state.messages) if m.role == "user"),
+                      None)
         self.state = apply_event(self.state, event)
+        if isinstance(event, ev.ContextCompressed) and latest is not None:
+            # Compression never loses the latest user message.
+            assert any(m.role == "user" and latest in (m.content or "")
+                       for m in self.state.messages), (latest, self.state.messages)
         self.events.append(event)
         problems = violations(self.state.messages, open_tail_ok=True)
         assert problems == [], (event, problems)
