@@ -15,6 +15,7 @@ from stages.events import (
     ContextWindowProbed,
     Event,
     Interrupted,
+    ModelFailed,
     ModelReplied,
     SummaryFailed,
 )
@@ -94,9 +95,8 @@ def perform_summary(runner: SessionRunner, effect: Summarise) -> tuple[Event]:
         # The turn's next poll sees the interrupt; the summary is given up.
         runner.interrupt.set()
         return (SummaryFailed(error_type="Interrupted", message="interrupted by user"),)
-    assert not isinstance(event, ContextSummarised)
-    return (SummaryFailed(error_type=getattr(event, "error_type", "Error"),
-                          message=getattr(event, "message", "the summary call failed")),)
+    assert isinstance(event, ModelFailed), event
+    return (SummaryFailed(error_type=event.error_type, message=event.message),)
 
 
 def probe_window(probe: WindowProbe | None, provider: str, model: str,

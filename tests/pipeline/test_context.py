@@ -251,3 +251,28 @@ def test_mibyan_sessions_shows_the_lineage(summarising, home, capsys) -> None:
 
 def newest_child(home, sid: str) -> str:
     return next(e.child_session_id for e in _events(home, sid) if isinstance(e, ev.SessionSplit))
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    ({"preflight_threshold": 1.5}, "preflight_threshold"),
+    ({"between_turns_threshold": 0}, "between_turns_threshold"),
+    ({"compression": "yes"}, "compression"),
+    ({"protect_last_n": 0}, "protect_last_n"),
+    ({"summary_model": ""}, "summary_model"),
+])
+def test_a_bad_context_setting_is_a_usage_error_naming_it(given, named, tmp_path) -> None:
+    from pipeline.testing import ScriptedModel
+    from stages.errors import UsageError
+    with pytest.raises(UsageError, match=named):
+        Agent(client=ScriptedModel(), home=tmp_path, **given)
+
+
+def test_context_settings_come_from_config_toml(tmp_path) -> None:
+    from pipeline.testing import ScriptedModel
+    (tmp_path / "config.toml").write_text(
+        "[context]\ncontext_length = 4096\npreflight_threshold = 0.6\ncompression = false\n"
+        'summary_model = "small-model"\n')
+    agent = Agent(client=ScriptedModel(), home=tmp_path)
+    s = agent.settings
+    assert (s.context_length, s.preflight_threshold, s.compression_enabled, s.summary_model) \
+        == (4096, 0.6, False, "small-model")
