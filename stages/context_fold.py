@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from stages import events as ev
+from stages.compression import INEFFECTIVE_SAVING
 from stages.context_tokens import overflow_cap, prompt_tokens, request_chars
 from stages.state import State
 
@@ -57,10 +58,11 @@ def summarised(state: State, e: ev.ContextSummarised | ev.SummaryFailed) -> Stat
 def compressed(state: State, e: ev.ContextCompressed) -> State:
     """The context after the history was replaced (the fold replaces it first)."""
     ctx = state.context
-    saved = e.before_tokens - e.after_tokens < 0.10 * e.before_tokens
+    # The same rule the compression stage decided ``disabled`` by.
+    little = e.before_tokens - e.after_tokens < INEFFECTIVE_SAVING * e.before_tokens
     return _context(state, pressure=None, plan=None, result=None, summary=e.summary,
                     reported_tokens=None, compressions=ctx.compressions + 1,
-                    ineffective=ctx.ineffective + 1 if saved else 0, disabled=e.disabled,
+                    ineffective=ctx.ineffective + 1 if little else 0, disabled=e.disabled,
                     cooldown_until=e.cooldown_until, split_pending="compression")
 
 
