@@ -57,7 +57,8 @@ def resolve_window(model: str, provider: str, *, configured: int | None,
 
 def session_window(config: SessionSettings, probed: Iterable[ContextWindowProbed],
                    provider_index: int = 0) -> Window:
-    """The window of the chain entry in use. The configured number applies to the primary."""
+    """The window of the chain entry in use: the session's ``context_length`` is the
+    primary's; a fallback may name its own."""
     entry = config.chain[provider_index]
-    configured = config.context_length if provider_index == 0 else None
+    configured = config.context_length if provider_index == 0 else entry.context_length
     return resolve_window(entry.model, entry.provider, configured=configured, probed=probed)

@@ -109,6 +109,8 @@ class ProviderEntry:
     base_url: str | None = None
     api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
     credentials: tuple[str, ...] = ()
+    # This model's window, when known better than the table (rules 3).
+    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
 
 
 @attrs.frozen(kw_only=True)

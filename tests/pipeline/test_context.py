@@ -276,3 +276,14 @@ def test_context_settings_come_from_config_toml(tmp_path) -> None:
     s = agent.settings
     assert (s.context_length, s.preflight_threshold, s.compression_enabled, s.summary_model) \
         == (4096, 0.6, False, "small-model")
+
+
+def test_a_fallback_s_window_comes_from_config(tmp_path) -> None:
+    from pipeline.testing import ScriptedModel
+    from stages.errors import UsageError
+    agent = Agent(client=ScriptedModel(), home=tmp_path, fallback_providers=[
+        {"provider": "openai", "model": "tiny", "context_length": 4096}])
+    assert agent.settings.fallback_providers[0].context_length == 4096
+    with pytest.raises(UsageError, match="context_length"):
+        Agent(client=ScriptedModel(), home=tmp_path, fallback_providers=[
+            {"provider": "openai", "model": "tiny", "context_length": "big"}])

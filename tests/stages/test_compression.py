@@ -252,3 +252,13 @@ def test_a_tool_batch_past_the_threshold_compresses_before_the_next_call() -> No
                  ran(c, "x" * 12_000))
     (pressure,) = decide_preflight(state, config=settings).events
     assert pressure.reason == "tool_batch"
+
+
+def test_a_fallback_provider_may_name_its_own_window() -> None:
+    from stages.context_window import session_window
+    settings = attrs.evolve(SMALL, fallback_providers=(
+        ev.ProviderEntry(provider="q", model="tiny", context_length=1024),
+        ev.ProviderEntry(provider="q", model="gpt-4o")))
+    assert session_window(settings, (), 0).tokens == 2048
+    assert session_window(settings, (), 1).tokens == 1024
+    assert session_window(settings, (), 2).source == "table:gpt-4o"

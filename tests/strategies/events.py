@@ -138,7 +138,7 @@ usages = _full(
 
 provider_entries = _full(
     ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
-    api_mode=st.sampled_from(ev.API_MODES))
+    api_mode=st.sampled_from(ev.API_MODES), context_length=st.none() | st.integers(1, 10**7))
 
 session_settings = _full(
     ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple),
