@@ -29,6 +29,7 @@ from effects.eventlog import Durability, SessionLog, read_envelopes, session_pat
 from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline import context, lineage
 from pipeline.approval import AllowList, ApprovalCallback, Approver
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.journal import LiveJournal
@@ -153,6 +154,8 @@ class Agent:
             return self._runner
         root = self.home / "sessions"
         requested = self.agent_settings.session_id
+        if requested is not None and session_path(root, requested).exists():
+            requested = lineage.newest(root, requested)
         session_id = requested or self._effects.ids.session_id()
         exists = session_path(root, session_id).exists()
         if requested is not None and not exists:
@@ -181,9 +184,20 @@ class Agent:
         if self._effects.memory is not None:
             self._effects.memory.initialize(runner.state.session_id or session_id,
                                             home=self.home, platform=self.settings.platform)
+        context.record_window(runner, self._effects.window_probe)
         self._runner = runner
         self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
+
+    def _continue_in_child(self) -> None:
+        """After a turn that compressed the context, the session goes on in a child."""
+        runner, log = self._runner, self._log
+        if runner is None or log is None or not lineage.wants_split(runner.state):
+            return
+        child, child_log = lineage.split(runner, self.home / "sessions",
+                                         durability=self.durability, tools=self.registry.specs)
+        log.close()
+        self._runner, self._log = child, child_log
 
     def _folded(self) -> Any:
         assert self._log is not None
@@ -210,6 +224,7 @@ class Agent:
                 state = runner.run_turn(user_message, system_message=system_message,
                                         history=history, task_id=task_id,
                                         on_delta=stream_callback)
+                self._continue_in_child()
             finally:
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()

@@ -174,7 +174,8 @@ def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
     shape of ``[[fallback_providers]]`` in config.toml)."""
     if isinstance(raw, ProviderEntry):
         return raw
-    unknown = set(raw) - {"provider", "model", "base_url", "api_mode", "key_env", "api_key_env"}
+    unknown = set(raw) - {"provider", "model", "base_url", "api_mode", "key_env", "api_key_env",
+                          "context_length"}
     if unknown or "provider" not in raw or "model" not in raw:
         raise UsageError(f"a fallback provider needs provider and model (and may have base_url, "
                          f"api_mode, key_env); got {dict(raw)!r}")
@@ -183,4 +184,14 @@ def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
     key_env = raw.get("key_env") or raw.get("api_key_env")
     return ProviderEntry(provider=raw["provider"], model=raw["model"], api_mode=mode,
                          base_url=raw.get("base_url") or DEFAULT_BASE_URLS[mode],
-                         credentials=(key_env,) if key_env else ())
+                         credentials=(key_env,) if key_env else (),
+                         context_length=_window(raw.get("context_length")))
+
+
+def _window(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"a fallback provider's context_length must be a whole number of "
+                         f"tokens, got {value!r}")
+    return value

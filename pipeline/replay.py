@@ -13,8 +13,11 @@ from pipeline.journal import EndOfLog, ReplayJournal
 from pipeline.runner import Effects, SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.events import (
+    ContextInherited,
+    ContextWindowProbed,
     HistoryLoaded,
     SessionResumed,
+    SessionSplit,
     SessionStarted,
     ToolsDeclared,
     TurnAborted,
@@ -64,6 +67,8 @@ def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
             runner.emit("recovery", decide_abandon(runner.state))
         elif isinstance(event, ToolsDeclared):
             runner.declare_tools(event.tools)
+        elif isinstance(event, ContextWindowProbed | ContextInherited | SessionSplit):
+            runner.observe("session", (type(event),), lambda: ())
         elif isinstance(event, HistoryLoaded | TurnStarted):
             try:
                 runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)

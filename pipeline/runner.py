@@ -14,6 +14,7 @@ from effects.context_files import ContextSource
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, IdSource, ModelClient
 from effects.tool_runner import ToolRunner
+from pipeline import context
 from pipeline.approval import Approver
 from pipeline.journal import EndOfLog, Journal
 from stages import turn
@@ -33,6 +34,7 @@ from stages.decision import (
     ReadPromptInputs,
     RefreshCredential,
     RunTools,
+    Summarise,
     Wait,
 )
 from stages.errors import (
@@ -89,6 +91,8 @@ class Effects:
     context: ContextSource | None = None
     # The memory providers (``pipeline.memory.MemoryManager``) a turn's prefetch asks.
     memory: Any = None
+    # Asks the provider how large a model's window is (``pipeline.context.WindowProbe``).
+    window_probe: Callable[[str, str | None], tuple[int, str] | None] | None = None
 
 
 def _failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -126,6 +130,7 @@ class SessionRunner:
             ReadPromptInputs: lambda e: (self._read_inputs(),),
             ReadHints: lambda e: (self._read_hints(e),),
             PrefetchMemory: lambda e: (self._prefetch(e),),
+            Summarise: functools.partial(context.perform_summary, self),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -269,6 +274,10 @@ class SessionRunner:
         refresh = self.effects.refresh
         return CredentialRefreshed(credential_id=credential_id,
                                    refreshed=bool(refresh and refresh(credential_id)))
+
+    def call_model(self, request: ModelRequest) -> Event:
+        """A model call outside the turn's own (the compression summary), same path."""
+        return self._call_model(request, None)
 
     def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
         """The call runs on a worker thread; this thread waits for it or for an interrupt,

@@ -24,6 +24,7 @@ from effects.eventlog import Durability
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
+from pipeline.context import context_values, window_probe
 from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
@@ -178,7 +179,10 @@ def configure(
     max_tool_result_chars: int = MAX_RESULT_CHARS,
     ids: IdSource | None = None, platform: str = "cli", system_message_mode: str = "append",
     load_context: bool = True, cwd: str | Path | None = None,
-    memory_provider: MemoryProvider | None = None,
+    memory_provider: MemoryProvider | None = None, compression: bool | None = None,
+    preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
+    protect_last_n: int | None = None, summary_model: str | None = None,
+    context_engine: str | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -202,7 +206,14 @@ def configure(
         "memory_provider": None if memory_provider is None else memory_provider.name,
         **_pool_values(file, credentials, credential_strategy, credential_refresh,
                        fallback_providers),
-        "cheap_model": None if cheap_model is None else cfg.provider_entry(cheap_model)}
+        "cheap_model": None if cheap_model is None else cfg.provider_entry(cheap_model),
+        **context_values(file.get("context", {}), compression=compression,
+                         preflight_threshold=preflight_threshold,
+                         between_turns_threshold=between_turns_threshold,
+                         protect_last_n=protect_last_n, summary_model=summary_model,
+                         context_engine=context_engine)}
+    if values["context_length"] is None:
+        values["context_length"] = file.get("context", {}).get("context_length")
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:
@@ -224,7 +235,8 @@ def configure(
         timeout=agent_settings.timeout, deadline=agent_settings.deadline,
         refresh_hook=credential_refresh, endpoints=endpoints,
         userinfo={settings.base_url: userinfo} if settings.base_url and userinfo else None)
-    effects = attrs.evolve(effects, model=router, refresh=router.refresh)
+    effects = attrs.evolve(effects, model=router, refresh=router.refresh,
+                           window_probe=window_probe(resolved.provider, resolved.api_key))
     return Configured(settings, agent_settings, effects, router.secrets)
 
 

@@ -90,7 +90,16 @@ class AskApproval:
     description: str
 
 
-Next = PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish | AskApproval
+@attrs.frozen(kw_only=True)
+class Summarise:
+    """The auxiliary call writing the compression summary (``ContextSummarised`` or
+    ``SummaryFailed``)."""
+
+    request: ModelRequest
+
+
+Next = (PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish | AskApproval
+        | Summarise)
 
 
 @attrs.frozen(kw_only=True)
@@ -144,7 +153,8 @@ class PrefetchMemory:
 
 
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory)
+          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
+          | Summarise)
 
 
 @attrs.frozen(kw_only=True)

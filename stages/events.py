@@ -41,7 +41,12 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
   guidance, skills index, project context files, the memory snapshot; the caller's system
   message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
   files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
-  are appended to the tool results that reached them."""
+  are appended to the tool results that reached them.
+  Context management: the window is known for every model (table, probe, config), the
+  preflight compresses past its threshold (and at turn start past the between-turns one), a
+  context overflow compresses and retries once, a reply cut at the length limit is continued,
+  an empty reply is retried once, a content-filter stop ends the turn as not completed, and
+  the context-pressure note goes into the request only."""
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")
@@ -116,6 +121,8 @@ class ProviderEntry:
     base_url: str | None = None
     api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
     credentials: tuple[str, ...] = ()
+    # This model's window, when known better than the table (rules 3).
+    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
 
 
 @attrs.frozen(kw_only=True)
@@ -133,7 +140,7 @@ class SessionSettings:
     stream: bool = True
     identity: str | None = None
     preflight_threshold: float = attrs.field(default=0.5, validator=_fraction)
-    compression_enabled: bool = False
+    compression_enabled: bool = True
     protect_last_n: int = 20
     # "auto" (None), "none", "required", or a tool name the model must call.
     tool_choice: str | None = None
@@ -162,6 +169,11 @@ class SessionSettings:
     load_context: bool = False
     # The external memory provider asked to recall for every turn (None: none).
     memory_provider: str | None = None
+    # Context management (rules 3): the between-turns check, the engine, the summary's model
+    # (None: the session's own).
+    between_turns_threshold: float = attrs.field(default=0.85, validator=_fraction)
+    context_engine: str = "compressor"
+    summary_model: str | None = None
 
     @property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -334,6 +346,10 @@ class ContextPressure:
     observed: ClassVar[bool] = False
     estimated_tokens: int
     threshold_tokens: int
+    # Rules 3: why the check ran (preflight, tool_batch, between_turns), and the window used.
+    reason: str = "preflight"
+    window: int = 0
+    window_source: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -401,6 +417,8 @@ class ContinuationRequested:
     schema_version: ClassVar[int] = 1
     observed: ClassVar[bool] = False
     prompt: str
+    # incomplete, length (cut at the output limit), or empty (rules 3).
+    why: str = "incomplete"
 
 
 @attrs.frozen(kw_only=True)
@@ -561,6 +579,112 @@ class HintAttached:
     observed: ClassVar[bool] = False
     call_id: str
     text: str
+# --- context management (rules 3) -------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ContextWindowProbed:
+    """The provider's own answer to how large the model's window is, and where it came from."""
+
+    kind: ClassVar[str] = "context_window_probed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    provider: str
+    model: str
+    tokens: int
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class CompressionPlanned:
+    """What compression keeps: ``head`` messages, then (from ``tail_start``) the rest; the
+    middle in between is summarised (``summarise``) or dropped. ``pruned`` tool results after
+    the middle become one-line summaries, ``cut`` ones (larger than the window allows) are cut
+    with a marker."""
+
+    kind: ClassVar[str] = "compression_planned"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    reason: str
+    estimated_tokens: int
+    window: int
+    message_count: int
+    head: int
+    tail_start: int
+    pruned: tuple[int, ...] = ()
+    cut: tuple[int, ...] = ()
+    cut_chars: int = 0
+    summarise: bool = True
+    summary_budget: int = 0
+    at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ContextSummarised:
+    kind: ClassVar[str] = "context_summarised"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    text: str = attrs.field(metadata=REDACTED)
+    model: str
+    usage: Usage = Usage()
+    latency_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class SummaryFailed:
+    kind: ClassVar[str] = "summary_failed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    error_type: str
+    message: str = attrs.field(metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class ContextCompressed:
+    """The fold replaces the history by the plan's head, the summary (or a marker when the
+    summary failed) and the kept messages."""
+
+    kind: ClassVar[str] = "context_compressed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    # The summary kept for the next update, and the text that replaced the middle (the
+    # summary, or a marker when none could be written; None: nothing was in the middle).
+    summary: str | None
+    inserted: str | None
+    before_tokens: int
+    after_tokens: int
+    cooldown_until: float | None = None
+    disabled: bool = False
+    notice: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionSplit:
+    """The session goes on in a child session (compression starts one); this log ends here."""
+
+    kind: ClassVar[str] = "session_split"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    child_session_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ContextInherited:
+    """A child session's start: its parent's compressed history and context state."""
+
+    kind: ClassVar[str] = "context_inherited"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    parent_session_id: str
+    reason: str
+    messages: tuple[Message, ...] = attrs.field(metadata=REDACTED)
+    summary: str | None = attrs.field(default=None, metadata=REDACTED)
+    compressions: int = 0
+    ineffective: int = 0
+    disabled: bool = False
+    cooldown_until: float | None = None
+    windows: tuple[ContextWindowProbed, ...] = ()
+    window_cap: int | None = None
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
@@ -569,7 +693,9 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
          | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered
          | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
-         | MemoryPrefetched)
+         | MemoryPrefetched | ContextWindowProbed
+         | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
+         | SessionSplit | ContextInherited)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import attrs
 
+from stages import context_fold as cf
 from stages import events as ev
 from stages import pools
+from stages.context_engine import engine_for
 from stages.history import History
 from stages.messages import Message
 from stages.state import State, TurnState
@@ -95,13 +97,13 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:
     turn = _current(state)
-    state = attrs.evolve(state, api_calls=state.api_calls + 1)
+    state = cf.requested(attrs.evolve(state, api_calls=state.api_calls + 1))
     return _turn(state, api_calls=turn.api_calls + 1, pending=())
 
 
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
-    state = pools.on_reply(state, turn, e)
+    state = cf.replied(pools.on_reply(state, turn, e), e)
     state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
     # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
     retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
@@ -121,7 +123,7 @@ def _credential_refreshed(state: State, e: ev.CredentialRefreshed) -> State:
 
 def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
     turn = _current(state)
-    state = pools.on_recovery(state, turn, e)
+    state = cf.recovery(pools.on_recovery(state, turn, e), e)
     if e.action == "retry":
         return _turn(state, failure=None, retries=e.attempt, sticky_credential=True)
     if e.action == "fallback":
@@ -132,11 +134,34 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
 
 def _continuation(state: State, e: ev.ContinuationRequested) -> State:
     turn = _current(state)
+    if e.why == "empty":
+        return _turn(_append(state, Message(role="user", content=e.prompt)),
+                     empty_retries=turn.empty_retries + 1)
     return _turn(_append(state, Message(role="user", content=e.prompt)),
                  continuations=turn.continuations + 1)
 
 
+def _replace_history(state: State, messages: tuple[Message, ...]) -> State:
+    return attrs.evolve(state, messages=History(messages),
+                        history_chars=sum(m.chars for m in messages),
+                        history_digest=_digest("", messages))
+
+
+def _context_compressed(state: State, e: ev.ContextCompressed) -> State:
+    plan = state.context.plan
+    assert plan is not None and state.settings is not None, "compressed without a plan"
+    new = engine_for(state.settings).compacted(state.messages, plan, e.inserted)
+    return cf.compressed(_replace_history(state, new), e)
+
+
+def _context_inherited(state: State, e: ev.ContextInherited) -> State:
+    return cf.inherited(_replace_history(state, e.messages), e)
+
+
 def _budget_exhausted(state: State, e: ev.BudgetExhausted) -> State:
+    if state.settings is not None and state.settings.rules >= 3:
+        # Rules 3: the prompt is a note of the request (stages.context_notes), not history.
+        return _turn(state, budget_exhausted=True)
     return _turn(_append(state, Message(role="user", content=e.prompt)), budget_exhausted=True)
 
 
@@ -184,7 +209,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.HistoryLoaded: _history_loaded,
     ev.TurnStarted: _turn_started,
     ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text, prompt_fresh=False),
-    ev.ContextPressure: lambda s, e: s,
+    ev.ContextPressure: cf.pressure,
     ev.ModelRequested: _model_requested,
     ev.ModelReplied: _model_replied,
     # A failed call of the cheap model falls back to the primary (smart routing).
@@ -211,6 +236,13 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.HintAttached: _hint_attached,
     ev.ContextNotice: _notice,
     ev.MemoryPrefetched: lambda s, e: _turn(s, prefetched=tuple(t for _, t in e.results)),
+    ev.ContextWindowProbed: cf.probed,
+    ev.CompressionPlanned: cf.planned,
+    ev.ContextSummarised: cf.summarised,
+    ev.SummaryFailed: cf.summarised,
+    ev.ContextCompressed: _context_compressed,
+    ev.SessionSplit: cf.split,
+    ev.ContextInherited: _context_inherited,
 }
 
 

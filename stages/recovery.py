@@ -1,6 +1,7 @@
 """Recovery stage: what a failed model call leads to.
 
-The classifier names the failure; this stage applies the order of the seeds: the key's refresh
+The classifier names the failure; this stage applies the order of the seeds (under rules 3 a
+context overflow or an oversized payload first compresses and retries once): the key's refresh
 hook once on an auth failure, another key of the pool (never counted as a retry), a retry with
 backoff while retries remain, the next fallback provider, else the turn fails. Nothing is
 re-issued once part of a streamed answer reached the user.
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from stages import credential_pool as cp
 from stages.classify import ClassifiedError, classify_api_error
+from stages.context_engine import engine_for
+from stages.context_tokens import overflow_cap, window_of
 from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
 from stages.events import ModelFailed, RecoveryDecided, SessionSettings
 from stages.preflight import estimate_tokens
@@ -56,6 +59,26 @@ def _key_move(state: State, c: ClassifiedError, at: float, config: SessionSettin
     return "rotate" if ready else "exhausted"
 
 
+def _window(state: State, config: SessionSettings) -> int | None:
+    if config.rules < 3:
+        return config.context_length
+    assert state.turn is not None
+    return window_of(state, config).tokens
+
+
+def _compress_first(state: State, c: ClassifiedError, config: SessionSettings) -> bool:
+    """Rules 3: a request too large for the window is compressed and retried, once a call."""
+    assert state.turn is not None and state.turn.failure is not None
+    if not (config.rules >= 3 and c.compress and config.compression_enabled
+            and not state.turn.failure.partial and not state.context.overflow_retried):
+        return False
+    # Only when compression can shrink something: else the retry would fail the same way.
+    window = min(window_of(state, config).tokens, overflow_cap(state))
+    plan = engine_for(config).plan(state, config, reason="overflow", window=window,
+                                   estimate=0, now=state.now or 0.0)
+    return plan is not None
+
+
 def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
     """Events and next step for ``state.turn.failure``; no next step means the turn fails and
     the router closes it."""
@@ -65,9 +88,11 @@ def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
     failure = turn.failure
     entry = config.chain[turn.provider_index]
     c = classify_api_error(failure, provider=entry.provider, api_mode=entry.api_mode,
-                           context_length=config.context_length,
+                           context_length=_window(state, config),
                            estimated_tokens=estimate_tokens(state))
     at = (state.now or 0.0) + failure.latency_ms / 1000
+    if _compress_first(state, c, config):
+        return Decision(events=(_decided(turn, failure, c, "compress", at=at),), next=PrepareCall())
     move = None if failure.partial else _key_move(state, c, at, config)
     if move == "refresh":
         assert turn.credential_id is not None

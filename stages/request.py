@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from stages.context_notes import system_prompt
 from stages.decision import CallModel, Decision, ModelRequest
 from stages.events import ModelRequested, SessionSettings
 from stages.memory import recall_block, with_recall
@@ -45,7 +46,7 @@ def decide_request(state: State, *, config: SessionSettings,
         history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
         messages = with_recall(state, recall)
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
-                           purpose=purpose, system_prompt=state.system_prompt,
+                           purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=credential_id,

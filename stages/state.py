@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from stages.context_state import ContextState
 from stages.credential_pool import PoolState
 from stages.events import (
     Interrupted,
@@ -45,6 +46,8 @@ class TurnState:
     # Failed attempts of the current model call (rules 2; per turn under rules 1).
     retries: int = 0
     continuations: int = 0
+    # Empty replies retried this turn (rules 3).
+    empty_retries: int = 0
     # What the memory providers returned for this turn, fenced into the prompt.
     prefetched: tuple[str, ...] = ()
     interruption: Interrupted | None = None
@@ -101,6 +104,7 @@ class State:
     prompt_stale: bool = False
     prompt_fresh: bool = False
     hint_dirs: frozenset[str] = frozenset()
+    context: ContextState = ContextState()
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

@@ -17,6 +17,7 @@ from stages.decision import Decision, Finish, PrepareCall
 from stages.events import (
     ContinuationRequested,
     Event,
+    ModelReplied,
     RecoveryDecided,
     SessionSettings,
     ToolCallRejected,
@@ -29,6 +30,14 @@ from stages.tool_plan import decide_tool_plan
 
 MAX_CONTINUATIONS = 3
 CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
+# Rules 3: a reply cut at the output limit goes on where it stopped; an empty one is asked
+# again once, then reported.
+LENGTH_PROMPT = ("Your reply was cut off at the output limit. Continue exactly where it "
+                 "stopped, without repeating anything.")
+EMPTY_PROMPT = "Your reply was empty. Give your answer, or call a tool."
+MAX_EMPTY_RETRIES = 1
+EMPTY_REPLY_TEXT = "the model returned an empty reply, also when asked again"
+FILTERED_TEXT = "the provider's content filter stopped the reply"
 
 
 STARTED_UNKNOWN = ("the process stopped while this call was running: it started, and its "
@@ -80,10 +89,58 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
         finished = TurnFinished(
             exit_reason=f"max_iterations_reached({config.max_turns}/{config.max_turns})",
             final_response=reply.message.content or NO_SUMMARY_TEXT, completed=False)
+    elif config.rules >= 3 and reply.finish_reason == "content_filter":
+        finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
+                                completed=False, failed=True, error=FILTERED_TEXT)
     else:
+        text = _joined_answer(state) if config.rules >= 3 else reply.message.content or ""
         finished = TurnFinished(exit_reason=f"text_response(finish_reason={reply.finish_reason})",
-                                final_response=reply.message.content or "", completed=True)
+                                final_response=text, completed=True)
     return Decision(events=(*events, finished), next=Finish())
+
+
+def _joined_answer(state: State) -> str:
+    """The answer, with the parts of it that were cut at the output limit before it."""
+    messages = state.messages
+    parts = [messages[-1].content or ""]
+    index = len(messages) - 2
+    while (index >= 1 and messages[index].role == "user"
+           and messages[index].content == LENGTH_PROMPT
+           and messages[index - 1].role == "assistant"):
+        parts.append(messages[index - 1].content or "")
+        index -= 2
+    return "".join(reversed(parts))
+
+
+def _empty(reply: ModelReplied) -> bool:
+    return (not (reply.message.content or "").strip() and not reply.message.tool_calls
+            and reply.finish_reason not in ("content_filter", "incomplete"))
+
+
+def _early_end(state: State) -> str | None:
+    """Rules 3: why the last reply ended too early (``length``, ``empty``), if it did."""
+    turn = state.turn
+    assert turn is not None
+    reply = turn.last_reply
+    if state.settings is None or state.settings.rules < 3 or reply is None:
+        return None
+    if turn.api_calls >= state.settings.max_turns:
+        # The iteration budget is used up: the turn ends with what there is.
+        return "empty" if _empty(reply) else None
+    if reply.finish_reason == "length" and not reply.message.tool_calls:
+        return "length"
+    return "empty" if _empty(reply) else None
+
+
+def _decide_empty(state: State) -> Decision:
+    assert state.turn is not None and state.settings is not None
+    if (state.turn.empty_retries < MAX_EMPTY_RETRIES
+            and state.turn.api_calls < state.settings.max_turns):
+        return Decision(events=(ContinuationRequested(prompt=EMPTY_PROMPT, why="empty"),),
+                        next=PrepareCall())
+    return Decision(events=(TurnFinished(exit_reason="empty_response", final_response=None,
+                                         completed=False, failed=True,
+                                         error=EMPTY_REPLY_TEXT),), next=Finish())
 
 
 def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
@@ -92,16 +149,21 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
     with what there is."""
     assert state.turn is not None
     turn = state.turn
-    ask = ContinuationRequested(prompt=CONTINUE_PROMPT)
+    why = _early_end(state)
+    if why == "empty":
+        return _decide_empty(state)
+    ask = (ContinuationRequested(prompt=LENGTH_PROMPT, why="length") if why == "length"
+           else ContinuationRequested(prompt=CONTINUE_PROMPT))
     if turn.continuations < MAX_CONTINUATIONS:
         return Decision(events=(ask,), next=PrepareCall())
     fallback = next_provider(state, config)
     if fallback is None:
         reply = turn.last_reply
         assert reply is not None
+        text = _joined_answer(state) if why == "length" else reply.message.content or ""
         return Decision(events=(TurnFinished(
-            exit_reason="incomplete_response", final_response=reply.message.content or "",
-            completed=False),), next=Finish())
+            exit_reason="incomplete_response", final_response=text, completed=False),),
+            next=Finish())
     switch = RecoveryDecided(reason="incomplete_response", action="fallback",
                              detail=f"{MAX_CONTINUATIONS} continuations gave no complete answer",
                              at=state.now or 0.0, credential_id=turn.credential_id,
@@ -125,7 +187,7 @@ def next_stage(state: State) -> str:
     if turn.pending and not turn.budget_exhausted:
         return "tool_plan"
     if answered and turn.last_reply is not None and not turn.budget_exhausted \
-            and turn.last_reply.finish_reason == "incomplete":
+            and (turn.last_reply.finish_reason == "incomplete" or _early_end(state)):
         return "continuation"
     return "answer" if answered else "call"
 

@@ -21,7 +21,7 @@ import attrs
 
 from stages.budget import decide_budget
 from stages.cache_marks import decide_cache_marks
-from stages.compression import decide_compression
+from stages.compression import decide_compressed, decide_compression, wants_compression
 from stages.credentials import decide_credentials
 from stages.decision import (
     AskApproval,
@@ -40,11 +40,13 @@ from stages.decision import (
     ReadPromptInputs,
     RefreshCredential,
     RunTools,
+    Summarise,
     Wait,
 )
 from stages.events import (
     ApprovalAnswered,
     ClockRead,
+    ContextSummarised,
     CredentialRefreshed,
     Event,
     HintsRead,
@@ -55,6 +57,7 @@ from stages.events import (
     ModelReplied,
     PromptInputsRead,
     SessionSettings,
+    SummaryFailed,
     ToolRan,
     TurnStarted,
     Waited,
@@ -62,7 +65,7 @@ from stages.events import (
 from stages.hints import decide_hints, dirs_to_read
 from stages.memory import decide_memory, needs_prefetch
 from stages.messages import Message
-from stages.preflight import decide_preflight
+from stages.preflight import decide_between_turns, decide_preflight
 from stages.prompt import decide_prompt, needs_inputs
 from stages.request import decide_request
 from stages.routing import decide_routing
@@ -101,6 +104,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings
+    state = yield from _decide("preflight", decide_between_turns, state, config)
+    state = yield from compression(state, config)
     state = yield from _decide("hints", decide_hints, state, config)
     if needs_inputs(state, config):
         state = yield Perform("prompt", ReadPromptInputs(), (PromptInputsRead.kind,))
@@ -140,7 +145,7 @@ def model_call(state: State, config: SessionSettings) -> SubFlow:
         state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
     state = yield from _decide("budget", decide_budget, state, config)
     state = yield from _decide("preflight", decide_preflight, state, config)
-    state = yield from _decide("compression", decide_compression, state, config)
+    state = yield from compression(state, config)
     state = yield from _decide("routing", decide_routing, state, config)
     state = yield from _decide("credentials", decide_credentials, state, config)
     marks = decide_cache_marks(state, config=config)
@@ -159,6 +164,22 @@ def _hints(state: State, config: SessionSettings) -> SubFlow:
     state = yield Perform("hints", ReadHints(dirs=dirs, cwd=state.prompt_inputs.cwd),
                           (HintsRead.kind,))
     return (yield from _decide("hints", decide_hints, state, config))
+
+
+def compression(state: State, config: SessionSettings) -> SubFlow:
+    """Under context pressure (rules 3): the time (for the summary's cooldown), the plan, the
+    summary (an effect), the outcome."""
+    if not wants_compression(state, config):
+        return state
+    state = yield Perform("clock", ReadClock(), (ClockRead.kind,))
+    plan = decide_compression(state, config=config)
+    if not plan.events:
+        return state
+    state = yield Record("compression", plan.events)
+    if isinstance(plan.next, Summarise):
+        state = yield Perform("summary", plan.next,
+                              (ContextSummarised.kind, SummaryFailed.kind))
+    return (yield from _decide("compression", decide_compressed, state, config))
 
 
 def _decide(name: str, stage: Stage, state: State, config: SessionSettings) -> SubFlow:

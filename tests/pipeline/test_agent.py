@@ -119,7 +119,10 @@ def test_budget_exhaustion_asks_for_a_summary_without_tools(server, home):
     assert result["api_calls"] == 3 and not result["completed"]
     last = server.requests[-1]
     assert "tools" not in last
-    assert "maximum number of tool-calling iterations" in last["messages"][-1]["content"]
+    # Rules 3: the request's note, after its system prompt; the history keeps no such message.
+    assert last["messages"][0]["role"] == "system"
+    assert "maximum number of tool-calling iterations" in last["messages"][0]["content"]
+    assert last["messages"][-1]["role"] == "tool"
     assert replay(home / "sessions", result["session_id"]).identical
 
 

@@ -115,7 +115,9 @@ def test_a_server_that_dies_mid_session_is_restarted_and_the_session_goes_on(hom
         server._proc.kill()
         server._proc.wait()
         second = agent.run_conversation("Another word.")
-    assert first["completed"] and second["completed"]
+    # Eight tokens cut most replies short, and a cut reply is continued (rules 3): whether the
+    # answer completes is not the point here, that no call fails is.
+    assert not first["failed"] and not second["failed"]
     assert LocalServer.get(home) is not server  # a new child took over
     # The router asks for the server's address before each call, so the dead child is replaced
     # before the next request: no call fails.

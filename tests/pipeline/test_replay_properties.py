@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from effects.codec import from_payload
-from effects.eventlog import SessionLog, read_envelopes, session_path
 from effects.envelope import Envelope
+from effects.eventlog import SessionLog, read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.replay import ReplayReport, replay
 from pipeline.tools import Tool
@@ -33,14 +33,21 @@ from stages.errors import ProviderHTTPError, ProviderTimeoutError
 from stages.fold import fold
 from stages.messages import Message, ToolCall
 from tests.strategies.scripts import (
-    FailStep, ReplyStep, SessionScript, Step, TurnScript, session_scripts,
+    FailStep,
+    ReplyStep,
+    SessionScript,
+    Step,
+    TurnScript,
+    session_scripts,
 )
 from tests.strategies.simulation import SIM_CWD, check_pairs, drive
 
 PROPERTY = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-SCRIPTS = session_scripts(cut=False, max_turns=3, max_steps=5)
+# Compression (a summary call, a child session) is driven live in tests/pipeline/test_context.py.
+SCRIPTS = session_scripts(cut=False, max_turns=3, max_steps=5).map(
+    lambda s: attrs.evolve(s, compression=False))
 
 
 # --- the effects the live runs use -------------------------------------------------------------
@@ -163,6 +170,7 @@ def _agent(home: Path, script: SessionScript, model: ScriptedModel | None, clock
            ids: CountingIds, session_id: str | None = None) -> Agent:
     return Agent(client=model, tools=TOOLS, home=home, durability="flush",
                  max_turns=script.max_turns, context_length=script.context_length,
+                 compression=script.compression,
                  clock=clock, ids=ids, session_id=session_id, stream=False, max_retries=0,
                  cwd=_workdir(home))
 

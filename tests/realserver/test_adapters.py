@@ -61,19 +61,18 @@ def events(home: Path, sid: str) -> list:
 
 
 def assert_replays_and_resumes(server: LocalServer, home: Path, mode: str, stream: bool,
-                               sid: str, *, still_too_long: bool = False) -> None:
-    """The log replays; the resumed session answers (or, when its history alone overflows the
-    window, fails that turn as clearly as the first)."""
+                               sid: str) -> None:
+    """The log replays; the resumed session answers. Under rules 3 a history that alone
+    overflows the window is compressed first, and a reply cut at ``max_tokens`` is continued
+    (up to three times): the answer need not be complete, the turn must not fail."""
     report = replay(home / "sessions", sid)
     assert report.identical, report.divergence
     with agent(server, home, mode, stream, session_id=sid) as again:
         after = again.run_conversation("What is the capital of France?")
-    if still_too_long:
-        assert after["failed"] and "context" in after["error"].lower(), after["error"]
-    else:
-        assert after["completed"] and not after["failed"], after["error"]
-        assert after["final_response"]
+    assert not after["failed"], after["error"]
+    assert after["final_response"]
     assert replay(home / "sessions", sid).identical
+    assert replay(home / "sessions", after["session_id"]).identical
 
 
 @pytest.mark.parametrize(("mode", "stream"), CASES)
@@ -161,5 +160,4 @@ def test_a_context_overflow_ends_the_turn_clearly(server, tmp_path, mode, stream
     [failure, *_] = [e for e in events(tmp_path, result["session_id"])
                      if e.kind == "model_failed"]
     assert failure.status == 400
-    assert_replays_and_resumes(server, tmp_path, mode, stream, result["session_id"],
-                               still_too_long=True)
+    assert_replays_and_resumes(server, tmp_path, mode, stream, result["session_id"])

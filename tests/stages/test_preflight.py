@@ -11,26 +11,41 @@ from stages.request import decide_request, request_digest
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 
 
-def test_no_context_length_means_nothing() -> None:
-    state = turn(session(), "x" * 100_000)
-    assert SETTINGS.context_length is None
-    assert decide_preflight(state, config=SETTINGS) == NOTHING
+RULES_2 = attrs.evolve(SETTINGS, rules=2)
+
+
+def test_no_context_length_means_nothing_under_rules_2() -> None:
+    state = turn(session(settings=RULES_2), "x" * 100_000)
+    assert RULES_2.context_length is None
+    assert decide_preflight(state, config=RULES_2) == NOTHING
 
 
 def test_under_the_threshold_means_nothing() -> None:
-    settings = attrs.evolve(SETTINGS, context_length=100_000)
-    assert decide_preflight(turn(session(settings=settings)), config=settings) == NOTHING
+    for base in (SETTINGS, RULES_2):
+        settings = attrs.evolve(base, context_length=100_000)
+        assert decide_preflight(turn(session(settings=settings)), config=settings) == NOTHING
 
 
-def test_over_the_threshold_flags_context_pressure() -> None:
-    settings = attrs.evolve(SETTINGS, context_length=1000, preflight_threshold=0.5)
+def test_over_the_threshold_flags_context_pressure_under_rules_2() -> None:
+    settings = attrs.evolve(RULES_2, context_length=1000, preflight_threshold=0.5)
     state = turn(session(settings=settings), "x" * 4000)
     decision = decide_preflight(state, config=settings)
     estimate = estimate_tokens(state)
     assert estimate > 500
     assert decision.events == (ev.ContextPressure(estimated_tokens=estimate,
                                                   threshold_tokens=500),)
-    assert then(state, decision) == state  # the pressure event changes no state (yet)
+
+
+def test_rules_3_knows_a_window_for_every_model_and_says_where_it_came_from() -> None:
+    state = turn(session(), "x" * 300_000)
+    assert SETTINGS.context_length is None and SETTINGS.rules >= 3
+    (pressure,) = decide_preflight(state, config=SETTINGS).events
+    assert pressure == ev.ContextPressure(
+        estimated_tokens=estimate_tokens(state), threshold_tokens=64_000, reason="preflight",
+        window=128_000, window_source="default")
+    assert then(state, pressure).context.pressure == "preflight"
+    # Pressure already pending is not flagged twice.
+    assert decide_preflight(then(state, pressure), config=SETTINGS) == NOTHING
 
 
 def test_estimate_counts_history_system_prompt_and_tools() -> None:

@@ -35,6 +35,10 @@ def check_turn(driver: Driver, script: TurnScript, events: list[ev.Event]) -> No
     requested = [e for e in events if isinstance(e, ev.ModelRequested)]
     assert [e.call_index for e in requested] == list(range(len(requested)))
     assert len(requested) == turn.api_calls
+    # Compression never loops: at most once before a turn, before each call, and once more
+    # after an overflow of that call.
+    compressed = sum(isinstance(e, ev.ContextCompressed) for e in events)
+    assert compressed <= 1 + 2 * len(requested)
     summaries = [e for e in requested if e.purpose == "budget_summary"]
     assert len(summaries) <= 1
     if summaries:
@@ -42,13 +46,19 @@ def check_turn(driver: Driver, script: TurnScript, events: list[ev.Event]) -> No
     finished = turn.finished
     assert events[-1] is finished
     assert sum(isinstance(e, ev.TurnFinished) for e in events) == 1
-    if any(isinstance(e, ev.Interrupted) for e in events) and not _answered_first(events, turn):
+    if any(isinstance(e, ev.Interrupted) for e in events) and not _answered_first(
+            events, turn, driver.settings):
         assert finished.interrupted and not finished.completed
     elif any(isinstance(e, ev.ModelFailed) for e in events):
         assert finished.failed and not finished.completed
     elif finished.completed:
         assert state.messages[-1].role == "assistant"
         assert finished.final_response == (state.messages[-1].content or "")
+    elif finished.exit_reason == "empty_response":
+        # Rules 3: an empty reply is asked again once (budget allowing), then reported.
+        replies = [e for e in events if isinstance(e, ev.ModelReplied)]
+        assert finished.failed and not (replies[-1].message.content or "").strip()
+        assert turn.empty_retries <= 1 and len(replies) >= 1 + turn.empty_retries
     else:
         assert finished.exit_reason.startswith("max_iterations_reached")
     answered = [e.call.id for e in events if isinstance(e, ev.ToolCallRejected)]
@@ -58,13 +68,21 @@ def check_turn(driver: Driver, script: TurnScript, events: list[ev.Event]) -> No
     assert decide_next(state, config=driver.settings) == Decision(next=Finish())
 
 
-def _answered_first(events, turn) -> bool:
-    """The model's final answer had arrived when the interrupt came: the answer wins."""
+def _answered_first(events, turn, config) -> bool:
+    """The model's final answer had arrived when the interrupt came: the answer wins. An
+    empty reply is no answer (rules 3) while the budget allows asking again."""
     cut = max(i for i, e in enumerate(events) if isinstance(e, ev.Interrupted))
     before = [e for e in events[:cut]
               if isinstance(e, ev.ModelReplied | ev.ToolRan | ev.ToolCallRejected)]
-    return (bool(before) and isinstance(before[-1], ev.ModelReplied)
-            and (turn.budget_exhausted or not before[-1].message.tool_calls))
+    if not (bool(before) and isinstance(before[-1], ev.ModelReplied)
+            and (turn.budget_exhausted or not before[-1].message.tool_calls)):
+        return False
+    message = before[-1].message
+    at = events.index(before[-1])
+    asked_again = (not (message.content or "").strip() and not message.tool_calls
+                   and sum(isinstance(e, ev.ModelRequested) for e in events[:at])
+                   < config.max_turns)
+    return not asked_again
 
 
 @settings(max_examples=150, deadline=None)

@@ -58,9 +58,10 @@ def test_finish_with_text() -> None:
     assert violations(done.messages) == []
 
 
-def test_finish_with_an_empty_reply() -> None:
-    state = answered(turn(session()), reply(None, finish_reason="length"))
-    finished = _finished(decide_next(state, config=SETTINGS))
+def test_finish_with_an_empty_reply_under_rules_2() -> None:
+    rules_2 = attrs.evolve(SETTINGS, rules=2)
+    state = answered(turn(session(settings=rules_2)), reply(None, finish_reason="length"))
+    finished = _finished(decide_next(state, config=rules_2))
     assert finished.final_response == "" and finished.completed
     assert finished.exit_reason == "text_response(finish_reason=length)"
 
@@ -90,11 +91,14 @@ def test_budget_exhausted_then_summary_without_tools_then_max_iterations() -> No
 
     budget = decide_budget(state, config=settings)
     assert budget.events == (ev.BudgetExhausted(api_calls=2, max_turns=2, prompt=BUDGET_PROMPT),)
+    before = state.messages
     state = then(state, budget)
-    assert state.messages[-1].role == "user" and state.messages[-1].content == BUDGET_PROMPT
+    # Rules 3: the budget's prompt is a note of the summary request, not history.
+    assert state.messages == before and state.turn.budget_exhausted
     assert decide_budget(state, config=settings).events == ()  # only once per turn
 
     request = decide_request(state, config=settings)
+    assert request.next.request.system_prompt.endswith(BUDGET_PROMPT)
     (asked,) = request.events
     assert asked.purpose == "budget_summary" and asked.tool_count == 0
     assert request.next.request.tools == () and request.next.request.purpose == "budget_summary"

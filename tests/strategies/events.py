@@ -26,10 +26,10 @@ __all__ = [
     "messages",
     "session_settings",
     "texts",
-    "uncovered_fields",
     "tool_calls",
     "tool_outcomes",
     "tool_specs",
+    "uncovered_fields",
     "usages",
 ]
 
@@ -64,7 +64,7 @@ identifiers = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_si
 
 small_ints = st.integers(min_value=0, max_value=2**31)
 finite_floats = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
-timestamps = st.datetimes(timezones=st.just(dt.timezone.utc)).map(
+timestamps = st.datetimes(timezones=st.just(dt.UTC)).map(
     lambda d: d.isoformat(timespec="microseconds"))
 
 
@@ -138,7 +138,7 @@ usages = _full(
 
 provider_entries = _full(
     ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
-    api_mode=st.sampled_from(ev.API_MODES))
+    api_mode=st.sampled_from(ev.API_MODES), context_length=st.none() | st.integers(1, 10**7))
 
 session_settings = _full(
     ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple),
@@ -149,6 +149,7 @@ session_settings = _full(
     context_length=st.none() | st.integers(1, 10**7), stream=st.booleans(),
     identity=st.none() | texts,
     preflight_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
+    between_turns_threshold=st.floats(0, 1, exclude_min=True, allow_nan=False),
     compression_enabled=st.booleans(), protect_last_n=st.integers(0, 1000),
     credential_strategy=st.sampled_from(ev.CREDENTIAL_STRATEGIES),
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
@@ -163,6 +164,9 @@ skill_cards = _full(
     requires_tools=_names, fallback_for_tools=_names, path=texts)
 
 _opt_text = st.none() | texts
+_indices = st.lists(small_ints, max_size=4).map(tuple)
+_window_probes = _full(ev.ContextWindowProbed, provider=identifiers, model=identifiers,
+                       tokens=st.integers(1, 10**7))
 
 EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.SessionStarted.kind: _full(
@@ -194,8 +198,10 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
                                       credential_id=identifiers),
     ev.RecoveryDecided.kind: _full(
         ev.RecoveryDecided, reason=identifiers, detail=texts, at=finite_floats,
-        action=st.sampled_from(("retry", "refresh", "rotate", "fallback", "fail"))),
-    ev.ContinuationRequested.kind: _full(ev.ContinuationRequested, prompt=texts),
+        action=st.sampled_from(("retry", "refresh", "rotate", "fallback", "fail", "compress"))),
+    ev.ContinuationRequested.kind: _full(
+        ev.ContinuationRequested, prompt=texts,
+        why=st.sampled_from(("incomplete", "length", "empty"))),
     ev.Interrupted.kind: _full(
         ev.Interrupted, during=st.sampled_from(("between_steps", "model_call", "tools")),
         message=_opt_text),
@@ -241,6 +247,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.ContextNotice.kind: _full(ev.ContextNotice, source=identifiers, name=texts, detail=texts),
     ev.HintAttached.kind: _full(ev.HintAttached, call_id=identifiers, text=texts),
     ev.MemoryPrefetched.kind: _full(ev.MemoryPrefetched, results=_named_texts, failed=_names),
+    ev.ContextWindowProbed.kind: _window_probes,
+    ev.CompressionPlanned.kind: _full(
+        ev.CompressionPlanned, pruned=_indices, cut=_indices, at=finite_floats),
+    ev.ContextSummarised.kind: _full(ev.ContextSummarised, usage=usages, text=texts),
+    ev.SummaryFailed.kind: _full(ev.SummaryFailed),
+    ev.ContextCompressed.kind: _full(ev.ContextCompressed),
+    ev.SessionSplit.kind: _full(ev.SessionSplit, child_session_id=identifiers),
+    ev.ContextInherited.kind: _full(
+        ev.ContextInherited, messages=st.lists(messages(), max_size=4).map(tuple),
+        windows=st.lists(_window_probes, max_size=2).map(tuple)),
 }
 
 

@@ -83,6 +83,7 @@ class SessionScript:
     history: tuple[tuple[str, str], ...] | None = None
     """(user, assistant) pairs passed as the first turn's conversation history."""
     context_length: int | None = None
+    compression: bool = True
 
 
 _SHORT = st.text(max_size=12, alphabet=st.characters(exclude_categories=("Cs",)))

@@ -17,9 +17,18 @@ import attrs
 from stages import events as ev
 from stages import turn
 from stages.alternation import violations
+from stages.context_window import session_window
 from stages.decision import (
-    BeginTurn, CallModel, LoadHistory, ModelRequest, PollInterrupt, ReadHints, ReadPromptInputs,
+    BeginTurn,
+    CallModel,
+    LoadHistory,
+    ModelRequest,
+    PollInterrupt,
+    ReadClock,
+    ReadHints,
+    ReadPromptInputs,
     RunTools,
+    Summarise,
 )
 from stages.fold import apply_event
 from stages.messages import Message, ToolCall
@@ -27,7 +36,12 @@ from stages.state import State
 from stages.tool_checks import shares_a_path
 from stages.tools import ToolOutcome, ToolSpec
 from tests.strategies.scripts import (
-    CutStep, FailStep, ReplyStep, SessionScript, Step, TurnScript,
+    CutStep,
+    FailStep,
+    ReplyStep,
+    SessionScript,
+    Step,
+    TurnScript,
 )
 
 __all__ = ["FALLBACK", "SIM_CWD", "TOOLS", "Driver", "check_pairs", "drive", "history"]
@@ -69,7 +83,13 @@ class Driver:
     """The script steps each turn used, in order (``FALLBACK`` where the script ran out)."""
 
     def add(self, event: ev.Event) -> None:
+        latest = next((m.content for m in reversed(self.state.messages) if m.role == "user"),
+                      None)
         self.state = apply_event(self.state, event)
+        if isinstance(event, ev.ContextCompressed) and latest is not None:
+            # Compression never loses the latest user message.
+            assert any(m.role == "user" and latest in (m.content or "")
+                       for m in self.state.messages), (latest, self.state.messages)
         self.events.append(event)
         problems = violations(self.state.messages, open_tail_ok=True)
         assert problems == [], (event, problems)
@@ -116,6 +136,10 @@ class Driver:
                     self.add(ev.PromptInputsRead(cwd=SIM_CWD))
                 elif isinstance(effect, ReadHints):
                     self.add(ev.HintsRead(dirs=effect.dirs))
+                elif isinstance(effect, ReadClock):
+                    self.add(ev.ClockRead(epoch=1000.0 + 100 * len(self.events)))
+                elif isinstance(effect, Summarise):
+                    self.add(self.summarise(effect.request, index))
                 elif isinstance(effect, CallModel):
                     used.append(steps.pop(0) if steps else FALLBACK)
                     interrupt = self.call_model(effect.request, used[-1], index)
@@ -154,6 +178,17 @@ class Driver:
                                  latency_ms=1.0))
         return step.then_interrupt
 
+    def summarise(self, request: ModelRequest, index: int) -> ev.Event:
+        """The summary call fits its window; every other turn's summary fails."""
+        assert request.purpose == "compression" and request.tools == ()
+        window = session_window(self.settings, self.state.context.windows).tokens
+        sent = sum(len(m.content or "") for m in request.messages) // 4
+        assert sent + (request.max_tokens or 0) <= window or window < 1000, (sent, window)
+        if index % 2:
+            return ev.SummaryFailed(error_type="ProviderHTTPError", message="overloaded")
+        return ev.ContextSummarised(text=f"## Done\n- turn {index} summarised\n## Facts\n- f",
+                                    model="m")
+
     def run_tools(self, step: RunTools, tool_ok: tuple[bool, ...], runs: int) -> int:
         pending = {c.id: c for c in self.state.turn.pending}
         for invocation in step.calls:
@@ -187,7 +222,7 @@ def drive(script: SessionScript,
     # No retries: a failed call ends the turn here; the retry paths are tested end to end.
     config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
                                 context_length=script.context_length, max_retries=0,
-                                load_context=True)
+                                load_context=True, compression_enabled=script.compression)
     driver = Driver(settings=config)
     driver.start()
     for index, turn_script in enumerate(script.turns):

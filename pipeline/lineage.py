@@ -1,0 +1,84 @@
+"""Session lineage: a compression continues the session in a child session.
+
+After a turn that compressed the context, the child's log starts with the parent's id and the
+compressed history (``ContextInherited``); then the parent's log says where the session went
+(``SessionSplit``). The child is written first: a crash in between leaves an orphan child and a
+parent that still goes on, never a parent pointing nowhere. Resuming any session of a chain
+(``Agent(session_id=...)``, ``--resume``) opens its newest descendant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
+from pipeline.journal import LiveJournal
+from pipeline.runner import SessionRunner
+from stages.events import ContextInherited, SessionSplit
+from stages.state import State
+from stages.tools import ToolSpec
+
+REASON = "compression"
+
+
+def _child_of(path: Path) -> str | None:
+    child = None
+    for envelope in read_envelopes(path):
+        if envelope.kind == SessionSplit.kind:
+            child = envelope.payload["child_session_id"]
+    return child
+
+
+def newest(root: Path, session_id: str) -> str:
+    """The newest session of the chain ``session_id`` belongs to (itself when it has none)."""
+    seen: set[str] = set()
+    while session_id not in seen:
+        seen.add(session_id)
+        child = _child_of(session_path(root, session_id))
+        if child is None or not session_path(root, child).exists():
+            break
+        session_id = child
+    return session_id
+
+
+def inherited(state: State) -> ContextInherited:
+    assert state.session_id is not None
+    ctx = state.context
+    return ContextInherited(parent_session_id=state.session_id, reason=REASON,
+                            messages=tuple(state.messages), summary=ctx.summary,
+                            compressions=ctx.compressions, ineffective=ctx.ineffective,
+                            disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
+                            windows=ctx.windows, window_cap=ctx.window_cap)
+
+
+def split(parent: SessionRunner, root: Path, *, durability: Durability,
+          tools: tuple[ToolSpec, ...]) -> tuple[SessionRunner, SessionLog]:
+    """Start the child session of ``parent`` and record the split in the parent's log."""
+    assert isinstance(parent.journal, LiveJournal)
+    state = parent.state
+    parent_id = state.session_id
+    assert parent_id is not None
+    child_id = parent.effects.ids.session_id()
+    log = SessionLog.open(root, child_id, durability=durability)
+    journal = LiveJournal(log, parent.effects.clock, parent.journal.secrets)
+    child = SessionRunner(journal, parent.effects, interrupt=parent.interrupt,
+                          listener=parent.listener)
+    child.start(parent.settings, session_id=child_id, parent_session_id=parent_id)
+    carried = inherited(state)
+    child.observe("session", (ContextInherited,), lambda: (carried,))
+    child.declare_tools(tools)
+    child.journal.sync()
+    parent.observe("session", (SessionSplit,), lambda: (
+        SessionSplit(child_session_id=child_id, reason=REASON),))
+    parent.journal.sync()
+    return child, log
+
+
+def wants_split(state: State) -> bool:
+    settings = state.settings
+    return (settings is not None and settings.rules >= 3
+            and state.context.split_pending is not None
+            and (state.turn is None or state.turn.finished is not None))
+
+
+__all__ = ["REASON", "inherited", "newest", "split", "wants_split"]
