@@ -7,10 +7,9 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-
 from stages import events as ev
 from stages import pools
+from stages.evolve import evolve
 from stages.history import History
 from stages.messages import Message
 from stages.state import State, TurnState
@@ -23,7 +22,7 @@ def _digest(digest: str, messages: Iterable[Message]) -> str:
 
 
 def _append(state: State, *messages: Message) -> State:
-    return attrs.evolve(state, messages=state.messages.append(*messages),
+    return evolve(state, messages=state.messages.append(*messages),
                         history_chars=state.history_chars + sum(m.chars for m in messages),
                         history_digest=_digest(state.history_digest, messages))
 
@@ -35,7 +34,7 @@ def _current(state: State) -> TurnState:
 
 
 def _turn(state: State, **changes: Any) -> State:
-    return attrs.evolve(state, turn=attrs.evolve(_current(state), **changes))
+    return evolve(state, turn=evolve(_current(state), **changes))
 
 
 def _answer(state: State, call_id: str, name: str, content: str) -> State:
@@ -48,17 +47,17 @@ def _answer(state: State, call_id: str, name: str, content: str) -> State:
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
-    return attrs.evolve(state, session_id=e.session_id, started_at=e.started_at,
+    return evolve(state, session_id=e.session_id, started_at=e.started_at,
                         parent_session_id=e.parent_session_id, settings=e.settings,
                         pools=pools.pools_for(e.settings, ()))
 
 
 def _session_resumed(state: State, e: ev.SessionResumed) -> State:
-    return attrs.evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
+    return evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    return attrs.evolve(state, messages=History(e.messages),
+    return evolve(state, messages=History(e.messages),
                         history_chars=sum(m.chars for m in e.messages),
                         history_digest=_digest("", e.messages))
 
@@ -67,20 +66,20 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
     turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
                      system_message=e.system_message, first_message=len(state.messages),
                      provider_index=pools.start_provider(state, e))
-    state = attrs.evolve(state, turns=state.turns + 1, turn=turn)
+    state = evolve(state, turns=state.turns + 1, turn=turn)
     return _append(state, Message(role="user", content=e.user_message))
 
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:
     turn = _current(state)
-    state = attrs.evolve(state, api_calls=state.api_calls + 1)
+    state = evolve(state, api_calls=state.api_calls + 1)
     return _turn(state, api_calls=turn.api_calls + 1, pending=())
 
 
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
     state = pools.on_reply(state, turn, e)
-    state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
+    state = _append(evolve(state, usage=state.usage + e.usage), e.message)
     # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
     retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
     return _turn(state, last_reply=e, usage=turn.usage + e.usage,
@@ -127,10 +126,10 @@ def _turn_finished(state: State, e: ev.TurnFinished) -> State:
 _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
-    ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),
+    ev.ToolsDeclared: lambda s, e: evolve(s, tools=e.tools),
     ev.HistoryLoaded: _history_loaded,
     ev.TurnStarted: _turn_started,
-    ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text),
+    ev.SystemPromptSet: lambda s, e: evolve(s, system_prompt=e.text),
     ev.ContextPressure: lambda s, e: s,
     ev.ModelRequested: _model_requested,
     ev.ModelReplied: _model_replied,
@@ -141,7 +140,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ToolRan: lambda s, e: _answer(s, e.outcome.call_id, e.outcome.name, e.outcome.content),
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),
     ev.TurnAborted: lambda s, e: s,
-    ev.ClockRead: lambda s, e: attrs.evolve(s, now=e.epoch),
+    ev.ClockRead: lambda s, e: evolve(s, now=e.epoch),
     ev.Waited: lambda s, e: s,
     ev.CredentialRefreshed: _credential_refreshed,
     ev.CredentialSelected: _credential_selected,
