@@ -168,7 +168,8 @@ def decode_line(line: bytes) -> Envelope:
 
 
 def _parse(line: bytes) -> Any:
-    if line[:1] == b"{":  # UTF-8, as json.loads would find: skip its per-call decoder
+    if line[:1] == b"{" and line[1:2] != b"\x00":  # UTF-8, as json.loads would detect it
+        # One decoder for all lines: json.loads with parse_constant builds one per call.
         return _DECODER.decode(line.decode("utf-8", "surrogatepass"))
     return json.loads(line, parse_constant=_reject_constant)
 

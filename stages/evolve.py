@@ -48,5 +48,6 @@ def _evolver(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
 
 def evolve(inst: T, **changes: Any) -> T:
     """A copy of the frozen attrs instance ``inst`` with ``changes``, as ``attrs.evolve``."""
-    result: T = _evolver(type(inst))(inst, changes)
+    cls: type = type(inst)
+    result: T = _evolver(cls)(inst, changes)
     return result
