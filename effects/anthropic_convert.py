@@ -380,7 +380,10 @@ class _Prefixes:
         with self._lock:
             prefix = self._entries.get(id(messages[0]), _NO_PREFIX)
         size = len(prefix.messages)
+        # The prefix holds while the request starts with its very messages and (a new tail
+        # may differ from the one it was cut from) goes on with a user's own message.
         if size and not (len(messages) >= size
+                         and (len(messages) == size or messages[size].role == "user")
                          and all(map(operator.is_, messages[:size], prefix.messages))):
             prefix = _NO_PREFIX
         plan = _plan(request, prefix)
