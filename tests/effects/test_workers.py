@@ -48,11 +48,16 @@ def test_an_idle_worker_leaves_after_a_while(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_call_that_raises_ends_its_worker_which_is_not_reused() -> None:
+    ended: list[threading.Thread] = []
+
     def boom() -> None:
+        ended.append(threading.current_thread())
         raise RuntimeError("the worker's last call")
 
     failed = workers.submit(boom)
     assert failed.wait(10)
+    ended[0].join(10)  # its exception is reported here, inside this test
+    assert not ended[0].is_alive()
     seen: list[threading.Thread] = []
     assert workers.submit(_on_thread(seen)).wait(10)
     assert seen[0].is_alive()
