@@ -13,28 +13,33 @@ blocks only with the signature it issued, and the canonical history keeps none. 
 ``reasoning_effort`` enables thinking only when a turn starts (last message from the user):
 mid tool loop the previous assistant message would lack its signed thinking block.
 
-:func:`message_from`, :func:`usage_from` and :func:`finish_reason` read a reply back.
+:func:`message_from`, :func:`usage_from` and :func:`finish_reason` read a reply back (they live
+in :mod:`effects.anthropic_reply`).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import attrs
 
+from effects.anthropic_reply import STOP_REASONS, finish_reason, message_from, usage_from
 from effects.wire import WireCache, arguments_object
 from stages.decision import ModelRequest
 from stages.errors import UsageError
-from stages.events import Usage
-from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
+from stages.messages import Message, canonical_json
 from stages.tools import ToolSpec
 
+__all__ = ["DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET", "finish_reason",
+           "message_from", "request_body", "to_anthropic", "usage_from"]
+
 DEFAULT_MAX_TOKENS = 4096
-STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-                "model_context_window_exceeded": "length", "tool_use": "tool_calls",
-                "refusal": "content_filter", "pause_turn": "incomplete"}
 THINKING_BUDGET = {"minimal": 1024, "low": 4000, "medium": 8000, "high": 16000, "xhigh": 32000}
 _BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -119,7 +124,7 @@ def _stubs(ids: list[str]) -> list[dict]:
 
 
 def _place_marks(request: ModelRequest, system: list[dict], emitted: list[tuple[dict, ...]],
-                 alive: set[int]) -> dict[int, dict]:
+                 alive: AbstractSet[int] | _Alive) -> dict[int, dict]:
     """``cache_control`` for the last surviving block of each marked canonical message (or of
     the nearest one before it, when the marked message was dropped), by block identity: the
     blocks themselves are shared by every request and never changed."""
@@ -194,25 +199,60 @@ _tool_json: WireCache[ToolSpec, str] = WireCache(lambda t: canonical_json({
 
 
 @attrs.frozen
+class _Prefix:
+    """The settled start of a history, converted once: the first ``len(messages)`` messages,
+    cut where nothing after them can change how they are sent (see :func:`_boundary`)."""
+
+    messages: tuple[Message, ...]  # held, so that identity says "the same messages"
+    system: tuple[dict, ...]  # blocks of system messages among them
+    emitted: tuple[tuple[dict, ...], ...]  # per message, the blocks it became
+    texts: dict[int, tuple[str, str | None]]  # read-only once built
+    alive: frozenset[int]  # the blocks that are sent (in ``turns``)
+    turns: tuple[tuple[str, list[dict]], ...]  # paired and merged
+    json: str  # ``turns`` as message objects, comma-joined, without cache marks
+
+
+_NO_PREFIX = _Prefix(messages=(), system=(), emitted=(), texts={}, alive=frozenset(), turns=(),
+                     json="")
+
+
+@attrs.frozen
 class _Plan:
     """A request in Anthropic's terms, before it is written as a dict or as JSON text."""
 
     head: dict  # every field but "messages" and "tools", marks on system blocks applied
-    turns: list[tuple[str, list[dict]]]
+    prefix: _Prefix  # the first turns, sent as they are (no mark falls on them)
+    turns: list[tuple[str, list[dict]]]  # the turns after the prefix
     marks: dict[int, dict]
-    texts: dict[int, tuple[str, str | None]]
+    texts: dict[int, tuple[str, str | None]]  # of the blocks after the prefix
+    # What a longer prefix is made of: where the history could be cut (message, turn and
+    # system block counts), the turns after the prefix before pairing, the blocks.
+    cuts: list[tuple[int, int, int]]
+    merged: list[tuple[str, list[dict]]]
+    system: list[dict]
+    emitted: list[tuple[dict, ...]]
 
 
-def _plan(request: ModelRequest) -> _Plan:
+def _settled_end(turn: tuple[str, list[dict]]) -> bool:
+    """An assistant turn without ``tool_use``: what follows can neither pair with it nor add
+    stub results to it."""
+    return turn[0] == "assistant" and all(b["type"] != "tool_use" for b in turn[1])
+
+
+def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
+    """Convert the messages after ``prefix`` (whose messages start ``request.messages``)."""
     system = [_text(request.system_prompt)] if request.system_prompt else []
+    system.extend(prefix.system)
     turns: list[tuple[str, list[dict]]] = []
-    emitted: list[tuple[dict, ...]] = []
+    emitted = list(prefix.emitted)
     texts: dict[int, tuple[str, str | None]] = {}
-    for message in request.messages:
+    known, cuts = prefix.texts, []
+    start = len(prefix.messages)
+    for index, message in enumerate(request.messages[start:], start):
         converted = _converted(message)
         blocks = converted.blocks
-        if blocks and id(blocks[0]) in texts:  # the same message again: marks go by identity
-            blocks = tuple(dict(b) for b in blocks)
+        if blocks and (id(blocks[0]) in texts or id(blocks[0]) in known):
+            blocks = tuple(dict(b) for b in blocks)  # the same message again: marks go by id
             texts.update(zip(map(id, blocks), converted.texts, strict=True))
         else:
             texts.update(converted.by_id)
@@ -222,12 +262,28 @@ def _plan(request: ModelRequest) -> _Plan:
         elif turns and turns[-1][0] == converted.role:
             turns[-1] = (converted.role, [*turns[-1][1], *blocks])
         else:
+            # A user's own message after a settled assistant turn starts an independent part.
+            if message.role == "user" and turns and _settled_end(turns[-1]):
+                cuts.append((index, len(turns), len(system)))
             turns.append((converted.role, list(blocks)))
-    turns = _paired(turns)
-    alive = {id(b) for _, blocks in turns for b in blocks} | {id(b) for b in system}
-    marks = _place_marks(request, system, emitted, alive)
-    return _Plan(head=_head(request, [_marked(b, marks) for b in system]), turns=turns,
-                 marks=marks, texts=texts)
+    paired = _paired(turns)
+    alive = {id(b) for _, blocks in paired for b in blocks} | {id(b) for b in system}
+    marks = _place_marks(request, system, emitted, _Alive(alive, prefix.alive))
+    if prefix.alive and any(key in prefix.alive for key in marks):
+        return _plan(request)  # a mark inside the prefix: convert it all, marks and all
+    return _Plan(head=_head(request, [_marked(b, marks) for b in system]), prefix=prefix,
+                 turns=paired, marks=marks, texts=texts, cuts=cuts, merged=turns,
+                 system=system, emitted=emitted)
+
+
+class _Alive:
+    """Membership in either of two sets of block ids (the prefix's is not copied)."""
+
+    def __init__(self, *sets: AbstractSet[int]) -> None:
+        self._sets = sets
+
+    def __contains__(self, key: object) -> bool:
+        return any(key in s for s in self._sets)
 
 
 def _head(request: ModelRequest, system: list[dict]) -> dict:
@@ -252,12 +308,12 @@ def _marked(block: dict, marks: dict[int, dict]) -> dict:
 
 def to_anthropic(request: ModelRequest) -> dict:
     """The ``messages.create`` keyword arguments (the JSON body, as a dict) for ``request``."""
-    plan = _plan(request)
+    plan = _PREFIXES.plan(request)
     out = dict(plan.head)
     if request.tools:
         out["tools"] = [json.loads(_tool_json(t)) for t in request.tools]
     out["messages"] = [{"role": role, "content": _content(blocks, plan.marks)}
-                       for role, blocks in plan.turns]
+                       for role, blocks in (*plan.prefix.turns, *plan.turns)]
     return out
 
 
@@ -267,28 +323,105 @@ def _content(blocks: list[dict], marks: dict[int, dict]) -> str | list[dict]:
 
 
 def request_body(request: ModelRequest) -> bytes:
-    """:func:`to_anthropic` as JSON bytes, joined from the cached text of each block."""
-    plan = _plan(request)
-
-    def block_json(block: dict) -> str:
-        known = plan.texts.get(id(block))
-        if known is None or id(block) in plan.marks:
-            return canonical_json(_marked(block, plan.marks))
-        return known[0]
-
-    messages = []
-    for role, blocks in plan.turns:
-        content = _collapsed(blocks, plan.marks)
-        if isinstance(content, str):
-            known = plan.texts.get(id(blocks[0]))
-            text = known[1] if known and known[1] else json.dumps(content, ensure_ascii=False)
-        else:
-            text = "[" + ",".join(block_json(b) for b in blocks) + "]"
-        messages.append(f'{{"role":"{role}","content":{text}}}')
+    """:func:`to_anthropic` as JSON bytes, joined from the cached text of each block (and of
+    the history's settled prefix as a whole)."""
+    plan = _PREFIXES.plan(request)
+    messages = _turns_json(plan.turns, plan.marks, plan.texts)
+    if plan.prefix.json:
+        messages.insert(0, plan.prefix.json)
     tools = (',"tools":[' + ",".join(_tool_json(t) for t in request.tools) + "]"
              if request.tools else "")
     return (canonical_json(plan.head)[:-1] + tools + ',"messages":[' + ",".join(messages)
             + "]}").encode()
+
+
+def _turns_json(turns: Sequence[tuple[str, list[dict]]], marks: dict[int, dict],
+                texts: Mapping[int, tuple[str, str | None]]) -> list[str]:
+    def block_json(block: dict) -> str:
+        known = texts.get(id(block))
+        if known is None or id(block) in marks:
+            return canonical_json(_marked(block, marks))
+        return known[0]
+
+    messages = []
+    for role, blocks in turns:
+        content = _collapsed(blocks, marks)
+        if isinstance(content, str):
+            known = texts.get(id(blocks[0]))
+            text = known[1] if known and known[1] else json.dumps(content, ensure_ascii=False)
+        else:
+            text = "[" + ",".join(block_json(b) for b in blocks) + "]"
+        messages.append(f'{{"role":"{role}","content":{text}}}')
+    return messages
+
+
+# ---- the settled prefix of a history ------------------------------------------------------
+
+PREFIX_STEP = 16  # messages a prefix grows by at least, so that extending it is rare
+PREFIX_SESSIONS = 8  # histories (by their first message) whose prefix is kept
+
+
+class _Prefixes:
+    """The settled prefix of each of the last few histories, keyed by their first message.
+
+    History is append-only within a session, so a request usually starts with the messages
+    of the previous one: only what follows the prefix is converted again. Whether it does is
+    checked by identity (a compression or a new history simply misses), and a prefix ends
+    before the first cache mark, so marks never fall on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[int, _Prefix] = OrderedDict()
+
+    def plan(self, request: ModelRequest) -> _Plan:
+        messages = request.messages
+        if not messages:
+            return _plan(request)
+        with self._lock:
+            prefix = self._entries.get(id(messages[0]), _NO_PREFIX)
+        size = len(prefix.messages)
+        # The prefix holds while the request starts with its very messages and (a new tail
+        # may differ from the one it was cut from) goes on with a user's own message.
+        if size and not (len(messages) >= size
+                         and (len(messages) == size or messages[size].role == "user")
+                         and all(map(operator.is_, messages[:size], prefix.messages))):
+            prefix = _NO_PREFIX
+        plan = _plan(request, prefix)
+        longer = self._extended(request, plan)
+        if longer is not None:
+            with self._lock:
+                self._entries[id(messages[0])] = longer
+                self._entries.move_to_end(id(messages[0]))
+                while len(self._entries) > PREFIX_SESSIONS:
+                    self._entries.popitem(last=False)
+        return plan
+
+    @staticmethod
+    def _extended(request: ModelRequest, plan: _Plan) -> _Prefix | None:
+        """A longer prefix, cut at the last cut before this request's first cache mark."""
+        prefix, start = plan.prefix, len(plan.prefix.messages)
+        first_mark = min((i for i in request.cache_marks if i >= 0),
+                         default=len(request.messages))
+        cut = next((c for c in reversed(plan.cuts) if c[0] <= first_mark), None)
+        if cut is None or cut[0] - start < PREFIX_STEP:
+            return None
+        end, turn_count, system_end = cut
+        # The cut follows a settled turn, so pairing the turns before it alone is the same.
+        settled = _paired(plan.merged[:turn_count])
+        texts = dict(prefix.texts)
+        for blocks in plan.emitted[start:end]:
+            texts.update((id(b), plan.texts[id(b)]) for b in blocks)
+        added = ",".join(_turns_json(settled, {}, texts))
+        return _Prefix(
+            messages=tuple(request.messages[:end]),
+            system=tuple(plan.system[1 if request.system_prompt else 0:system_end]),
+            emitted=tuple(plan.emitted[:end]), texts=texts,
+            alive=prefix.alive | {id(b) for _, blocks in settled for b in blocks},
+            turns=(*prefix.turns, *settled),
+            json=f"{prefix.json},{added}" if prefix.json and added else prefix.json or added)
+
+
+_PREFIXES = _Prefixes()
 
 
 def _collapsed(blocks: list[dict], marks: dict[int, dict]) -> str | list[dict]:
@@ -296,44 +429,3 @@ def _collapsed(blocks: list[dict], marks: dict[int, dict]) -> str | list[dict]:
     if only is not None and only["type"] == "text" and id(only) not in marks:
         return only["text"]
     return blocks
-
-
-# ---- Anthropic reply -> canonical --------------------------------------------------------
-
-
-def usage_from(raw: Mapping | None) -> Usage:
-    """Anthropic's ``input_tokens`` already exclude cache reads and writes. Thinking tokens
-    are counted inside ``output_tokens`` and not reported apart."""
-    raw = raw or {}
-    return Usage(input_tokens=raw.get("input_tokens") or 0,
-                 output_tokens=raw.get("output_tokens") or 0,
-                 cache_read_tokens=raw.get("cache_read_input_tokens") or 0,
-                 cache_write_tokens=raw.get("cache_creation_input_tokens") or 0)
-
-
-def finish_reason(stop_reason: str | None) -> str:
-    return STOP_REASONS.get(stop_reason or "end_turn", "stop")
-
-
-def message_from(blocks: Sequence[Mapping]) -> Message:
-    """A canonical assistant message from Anthropic content blocks (``tool_use`` inputs as
-    dicts, or as JSON text under ``arguments`` when assembled from a stream)."""
-    text: list[str] = []
-    thoughts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            text.append(block.get("text") or "")
-        elif kind == "thinking":
-            thoughts.append(block.get("thinking") or "")
-        elif kind == "tool_use":
-            arguments = block.get("arguments")
-            arguments = (canonical_json(block.get("input") or {}) if arguments is None
-                         else canonical_arguments(arguments))
-            calls.append(ToolCall(id=block.get("id") or f"toolu_{len(calls)}",
-                                  name=block.get("name") or "", arguments=arguments))
-    content = "".join(text)
-    return Message(role="assistant", content=content or (None if calls else ""),
-                   tool_calls=tuple(calls),
-                   reasoning="\n\n".join(t for t in thoughts if t) or None)

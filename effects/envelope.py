@@ -155,6 +155,9 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"non-JSON constant {name}")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def decode_line(line: bytes) -> Envelope:
     """Parse one line (without newline) into an :class:`Envelope`, checking its own ``hash``
     if it has one.
@@ -164,9 +167,17 @@ def decode_line(line: bytes) -> Envelope:
     return _decode(line)[0]
 
 
-def _decode(line: bytes) -> tuple[Envelope, bool]:
-    """The envelope and whether the line is sealed by its own hash."""
-    obj = json.loads(line, parse_constant=_reject_constant)
+def _parse(line: bytes) -> Any:
+    if line[:1] == b"{" and line[1:2] != b"\x00":  # UTF-8, as json.loads would detect it
+        # One decoder for all lines: json.loads with parse_constant builds one per call.
+        return _DECODER.decode(line.decode("utf-8", "surrogatepass"))
+    return json.loads(line, parse_constant=_reject_constant)
+
+
+def _decode(line: bytes) -> tuple[Envelope, bool, str | None]:
+    """The envelope, whether the line is sealed by its own hash, and (when sealed) the
+    line's digest, taken on the way (one pass over its bytes for both hashes)."""
+    obj = _parse(line)
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
     keys = tuple(obj)
@@ -182,16 +193,25 @@ def _decode(line: bytes) -> tuple[Envelope, bool]:
         raise ValueError("payload is not an object")
     sealed = keys == _HASHED_KEYS
     obj.pop(HASH_KEY, None)
-    if sealed and not _seal_holds(line):
-        raise _SealBroken("fails its own hash (the line was changed after it was written)")
-    return Envelope(**obj), sealed
+    digest = None
+    if sealed:
+        holds, digest = _seal_holds(line)
+        if not holds:
+            raise _SealBroken("fails its own hash (the line was changed after it was written)")
+    return Envelope(**obj), sealed, digest
 
 
-def _seal_holds(line: bytes) -> bool:
-    # The seal is the canonical suffix written by encode_line, hashing everything before it.
-    unsealed = line[:-_HASH_SUFFIX_LEN]
-    own = hashlib.sha256(unsealed + b"}").hexdigest().encode("ascii")
-    return line[-_HASH_SUFFIX_LEN:] == b"".join((_HASH_OPEN, own, b'"}'))
+def _seal_holds(line: bytes) -> tuple[bool, str]:
+    """Whether the seal holds, and the line's digest. The seal is the canonical suffix
+    written by encode_line, hashing everything before it (plus ``}``): both hashes share
+    the pass over that part, the line's own goes on over the seal."""
+    view = memoryview(line)
+    running = hashlib.sha256(view[:-_HASH_SUFFIX_LEN])
+    seal = running.copy()
+    seal.update(b"}")
+    running.update(view[-_HASH_SUFFIX_LEN:])
+    own = seal.hexdigest().encode("ascii")
+    return line[-_HASH_SUFFIX_LEN:] == b"".join((_HASH_OPEN, own, b'"}')), running.hexdigest()
 
 
 # --- files and lines ----------------------------------------------------------------------------
@@ -248,10 +268,10 @@ def check_lines(fh: IO[bytes], session_id: str) -> Iterator[CheckedLine]:
     for number, chunk in enumerate(fh, 1):
         torn = not chunk.endswith(b"\n")
         raw = chunk if torn else chunk[:-1]
-        envelope, problem, sealed = None, _TORN if torn else None, False
+        envelope, problem, sealed, digest = None, _TORN if torn else None, False, None
         if not torn:
             try:
-                envelope, sealed = _decode(raw)
+                envelope, sealed, digest = _decode(raw)
             except _SealBroken as exc:
                 problem = str(exc)
             except ValueError as exc:
@@ -259,7 +279,7 @@ def check_lines(fh: IO[bytes], session_id: str) -> Iterator[CheckedLine]:
             else:
                 problem = _link_problem(envelope, session_id, expected, prev_hash) or (
                     _order_problem(envelope, number, sealed, sealed_before))
-        digest = line_hash(raw)
+        digest = digest or line_hash(raw)
         yield CheckedLine(number, start, expected, digest, None if problem else envelope, problem,
                           torn)
         expected = envelope.seq + 1 if envelope is not None else expected + 1

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import structlog
-
 from stages.redact import redact
 
 
@@ -19,7 +17,29 @@ def _redact_line(logger: Any, method: str, line: Any) -> Any:
     return redact(line)
 
 
+class _Logger:
+    """Builds its structlog logger on first use: importing structlog costs about a tenth of
+    mibyan's start, and most processes log nothing before their first answer."""
+
+    __slots__ = ("_logger", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._logger is None:
+            self._logger = _structlog_logger(self._name)
+        return getattr(self._logger, attr)
+
+
 def get_logger(name: str) -> Any:
+    return _Logger(name)
+
+
+def _structlog_logger(name: str) -> Any:
+    import structlog
+
     return structlog.wrap_logger(
         logging.getLogger(name),
         wrapper_class=structlog.stdlib.BoundLogger,

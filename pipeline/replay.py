@@ -56,25 +56,29 @@ class ReplayReport:
 
 def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
     while (envelope := journal.peek()) is not None:
-        event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+        kind = envelope.kind
+        if kind in (HistoryLoaded.kind, TurnStarted.kind):
+            # The runner serves (and so decodes) the turn's opening observation itself.
+            try:
+                runner.run_turn("", history=() if kind == HistoryLoaded.kind else None)
+            except EndOfLog as cut:
+                if not cut.cut:
+                    raise
+            continue
+        if kind == TurnAborted.kind:
+            runner.observe("recovery", (TurnAborted,), lambda: ())
+            runner.emit("recovery", decide_abandon(runner.state))
+            continue
+        event = from_payload(kind, envelope.schema_version, envelope.payload)
         if isinstance(event, SessionStarted):
             runner.start(event.settings, session_id=event.session_id,
                          parent_session_id=event.parent_session_id)
         elif isinstance(event, SessionResumed):
             runner.resume(event.settings)
-        elif isinstance(event, TurnAborted):
-            runner.observe("recovery", (TurnAborted,), lambda: ())
-            runner.emit("recovery", decide_abandon(runner.state))
         elif isinstance(event, ToolsDeclared):
             runner.declare_tools(event.tools)
         elif isinstance(event, ContextWindowProbed | ContextInherited | SessionSplit):
             runner.observe("session", (type(event),), lambda: ())
-        elif isinstance(event, HistoryLoaded | TurnStarted):
-            try:
-                runner.run_turn("", history=() if isinstance(event, HistoryLoaded) else None)
-            except EndOfLog as cut:
-                if not cut.cut:
-                    raise
         else:
             raise ReplayDivergenceError(
                 f"replay expected a session or turn start at seq {envelope.seq}",

@@ -31,15 +31,17 @@ import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
-import docstring_parser
-import pydantic
 
 from stages.errors import ModelBehaviourError, UsageError
 from stages.messages import canonical_json
 from stages.tools import ToolSpec
+
+if TYPE_CHECKING:  # both are imported where a tool is built: a session without tools skips them
+    import docstring_parser
+    import pydantic
 
 __all__ = ["TASK_ID_PARAM", "Tool", "ToolArgumentsError", "ToolRegistry", "tool"]
 
@@ -91,6 +93,8 @@ class _SignatureBinder:
     params: tuple[tuple[str, str], ...]  # (field name, parameter name)
 
     def __call__(self, arguments: Mapping[str, object]) -> dict[str, object]:
+        import pydantic
+
         try:
             validated = self.model.model_validate(arguments)
         except pydantic.ValidationError as exc:
@@ -185,6 +189,8 @@ class Tool:
         """A tool whose schema comes from ``fn``'s signature, type hints and docstring."""
         target = fn.func if isinstance(fn, functools.partial) else fn
         tool_name = _tool_name(name, target)
+        import docstring_parser
+
         doc = docstring_parser.parse(inspect.getdoc(target) or "")
         params = _parameters(tool_name, fn)
         binder, schema = _signature_model(tool_name, params, _type_hints(target), _param_docs(doc))
@@ -268,6 +274,8 @@ def _signature_model(
     hints: Mapping[str, Any],
     docs: Mapping[str, str],
 ) -> tuple[_SignatureBinder, dict[str, Any]]:
+    import pydantic
+
     fields: dict[str, Any] = {}
     names: list[tuple[str, str]] = []
     extra: Literal["ignore", "allow"] = "ignore"

@@ -7,12 +7,11 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-
 from stages import context_fold as cf
 from stages import events as ev
 from stages import pools
 from stages.context_engine import engine_for
+from stages.evolve import evolve
 from stages.history import History
 from stages.messages import Message
 from stages.state import State, TurnState
@@ -26,7 +25,7 @@ def _digest(digest: str, messages: Iterable[Message]) -> str:
 
 
 def _append(state: State, *messages: Message) -> State:
-    return attrs.evolve(state, messages=state.messages.append(*messages),
+    return evolve(state, messages=state.messages.append(*messages),
                         history_chars=state.history_chars + sum(m.chars for m in messages),
                         history_digest=_digest(state.history_digest, messages))
 
@@ -38,7 +37,7 @@ def _current(state: State) -> TurnState:
 
 
 def _turn(state: State, **changes: Any) -> State:
-    return attrs.evolve(state, turn=attrs.evolve(_current(state), **changes))
+    return evolve(state, turn=evolve(_current(state), **changes))
 
 
 def _called_name(state: State, call_id: str, name: str) -> str:
@@ -72,17 +71,17 @@ def _tool_ran(state: State, e: ev.ToolRan) -> State:
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
-    return attrs.evolve(state, session_id=e.session_id, started_at=e.started_at,
+    return evolve(state, session_id=e.session_id, started_at=e.started_at,
                         parent_session_id=e.parent_session_id, settings=e.settings,
                         pools=pools.pools_for(e.settings, ()))
 
 
 def _session_resumed(state: State, e: ev.SessionResumed) -> State:
-    return attrs.evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
+    return evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    return attrs.evolve(state, messages=History(e.messages),
+    return evolve(state, messages=History(e.messages),
                         history_chars=sum(m.chars for m in e.messages),
                         history_digest=_digest("", e.messages))
 
@@ -91,20 +90,20 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
     turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
                      system_message=e.system_message, first_message=len(state.messages),
                      provider_index=pools.start_provider(state, e))
-    state = attrs.evolve(state, turns=state.turns + 1, turn=turn)
+    state = evolve(state, turns=state.turns + 1, turn=turn)
     return _append(state, Message(role="user", content=e.user_message))
 
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:
     turn = _current(state)
-    state = cf.requested(attrs.evolve(state, api_calls=state.api_calls + 1))
+    state = cf.requested(evolve(state, api_calls=state.api_calls + 1))
     return _turn(state, api_calls=turn.api_calls + 1, pending=())
 
 
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
     state = cf.replied(pools.on_reply(state, turn, e), e)
-    state = _append(attrs.evolve(state, usage=state.usage + e.usage), e.message)
+    state = _append(evolve(state, usage=state.usage + e.usage), e.message)
     # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
     retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
     return _turn(state, last_reply=e, usage=turn.usage + e.usage,
@@ -142,7 +141,7 @@ def _continuation(state: State, e: ev.ContinuationRequested) -> State:
 
 
 def _replace_history(state: State, messages: tuple[Message, ...]) -> State:
-    return attrs.evolve(state, messages=History(messages),
+    return evolve(state, messages=History(messages),
                         history_chars=sum(m.chars for m in messages),
                         history_digest=_digest("", messages))
 
@@ -172,14 +171,14 @@ def _turn_finished(state: State, e: ev.TurnFinished) -> State:
 
 
 def _call_repaired(state: State, e: ev.ToolCallRepaired) -> State:
-    pending = tuple(attrs.evolve(c, name=e.name, arguments=e.arguments) if c.id == e.call_id
+    pending = tuple(evolve(c, name=e.name, arguments=e.arguments) if c.id == e.call_id
                     else c for c in _current(state).pending)
     return _turn(state, pending=pending)
 
 
 def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
     if e.choice in ("session", "always") and e.pattern not in state.approved_patterns:
-        state = attrs.evolve(state, approved_patterns=(*state.approved_patterns, e.pattern))
+        state = evolve(state, approved_patterns=(*state.approved_patterns, e.pattern))
     return _turn(state, approvals=(*_current(state).approvals,
                                     (e.call_id, e.choice, e.source)))
 
@@ -188,7 +187,7 @@ def _route_chosen(state: State, e: ev.RouteChosen) -> State:
     cheap = state.settings.cheap_model if state.settings is not None else None
     return _turn(state, route=cheap if e.route == "cheap" else None)
 def _hints_read(state: State, e: ev.HintsRead) -> State:
-    return _turn(attrs.evolve(state, hint_dirs=state.hint_dirs | frozenset(e.dirs)),
+    return _turn(evolve(state, hint_dirs=state.hint_dirs | frozenset(e.dirs)),
                  hints_read=e.files)
 
 
@@ -205,10 +204,10 @@ def _notice(state: State, e: ev.ContextNotice) -> State:
 _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
-    ev.ToolsDeclared: lambda s, e: attrs.evolve(s, tools=e.tools),
+    ev.ToolsDeclared: lambda s, e: evolve(s, tools=e.tools),
     ev.HistoryLoaded: _history_loaded,
     ev.TurnStarted: _turn_started,
-    ev.SystemPromptSet: lambda s, e: attrs.evolve(s, system_prompt=e.text, prompt_fresh=False),
+    ev.SystemPromptSet: lambda s, e: evolve(s, system_prompt=e.text, prompt_fresh=False),
     ev.ContextPressure: cf.pressure,
     ev.ModelRequested: _model_requested,
     ev.ModelReplied: _model_replied,
@@ -220,7 +219,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ToolRan: _tool_ran,
     ev.Interrupted: lambda s, e: _turn(s, interruption=e),
     ev.TurnAborted: lambda s, e: s,
-    ev.ClockRead: lambda s, e: attrs.evolve(s, now=e.epoch),
+    ev.ClockRead: lambda s, e: evolve(s, now=e.epoch),
     ev.Waited: lambda s, e: s,
     ev.CredentialRefreshed: _credential_refreshed,
     ev.CredentialSelected: _credential_selected,
@@ -230,7 +229,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ToolCallRepaired: _call_repaired,
     ev.ApprovalAnswered: _approval_answered,
     ev.RouteChosen: _route_chosen,
-    ev.PromptInputsRead: lambda s, e: attrs.evolve(s, prompt_inputs=e, prompt_stale=False,
+    ev.PromptInputsRead: lambda s, e: evolve(s, prompt_inputs=e, prompt_stale=False,
                                                    prompt_fresh=True),
     ev.HintsRead: _hints_read,
     ev.HintAttached: _hint_attached,

@@ -390,3 +390,52 @@ def test_cancel_aborts_the_response_in_flight(server, stream, gap):
     # The shared client still serves the next request; a token never cancelled changes nothing.
     reply = client(server).complete(req(user("hi"), stream=stream), cancel=CancelToken())
     assert reply.message.content == "next" and reply.streamed is stream
+
+
+def _uncached(request: ModelRequest) -> tuple[bytes, dict]:
+    """The request converted from scratch, as before histories had a settled prefix."""
+    from effects import anthropic_convert
+    shared = anthropic_convert._PREFIXES
+    anthropic_convert._PREFIXES = anthropic_convert._Prefixes()
+    try:
+        return request_body(request), to_anthropic(request)
+    finally:
+        anthropic_convert._PREFIXES = shared
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_message, st.builds(user, st.sampled_from(["u", "v"]))),
+                min_size=1, max_size=40),
+       st.data())
+def test_a_growing_history_converts_as_it_would_from_scratch(history, data):
+    """The settled prefix cached from earlier requests never changes what is sent: whatever
+    the history, the order of requests (growing, going back, a replaced tail) and the marks."""
+    from effects import anthropic_convert
+    cache = anthropic_convert._Prefixes()
+    shared, step = anthropic_convert._PREFIXES, anthropic_convert.PREFIX_STEP
+    anthropic_convert._PREFIXES, anthropic_convert.PREFIX_STEP = cache, 1
+    try:
+        for _ in range(data.draw(st.integers(1, 6))):
+            n = data.draw(st.integers(1, len(history)))
+            if data.draw(st.booleans()):  # a compression: same first message, new tail
+                history = history[:n] + data.draw(st.lists(_message, max_size=5))
+                n = len(history)
+            marks = data.draw(st.lists(st.integers(-1, n - 1), max_size=4, unique=True))
+            request = req(*history[:n], cache_marks=tuple(marks))
+            expected_body, expected = _uncached(request)
+            assert to_anthropic(request) == expected
+            assert request_body(request) == expected_body
+    finally:
+        anthropic_convert._PREFIXES, anthropic_convert.PREFIX_STEP = shared, step
+
+
+def test_a_long_session_reuses_its_prefix():
+    from effects import anthropic_convert
+    history: list[Message] = []
+    for i in range(40):
+        history += [user(f"q{i}"), calls(f"c{i}"), result(f"c{i}"),
+                    Message(role="assistant", content=f"a{i}")]
+        request = req(*history, user("next"), cache_marks=(-1, len(history)))
+        assert request_body(request) == _uncached(request)[0]
+    prefix = anthropic_convert._PREFIXES.plan(request).prefix
+    assert len(prefix.messages) >= len(history) - anthropic_convert.PREFIX_STEP - 4

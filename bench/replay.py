@@ -1,0 +1,122 @@
+"""Replay throughput and where its time goes. Not part of the test suite; it asserts nothing
+about speed and prints one report.
+
+    python bench/replay.py                 # 200 tool turns (about 1,600 events), 5 replays
+    python bench/replay.py --turns 40      # a smaller session
+    python bench/replay.py --profile       # cProfile of one replay, top functions
+
+A live session is recorded once against the in-tree fake OpenAI server (each turn a tool call,
+its result and a text answer), then replayed ``--repeats`` times; the figure is the median.
+The parts: reading and checking the envelopes (JSON, seq, hash chain, seals), decoding the
+payloads into events, folding them (what opening a session costs), and the whole replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from effects.codec import from_payload  # noqa: E402
+from effects.eventlog import read_envelopes, session_path  # noqa: E402
+from pipeline.agent import Agent  # noqa: E402
+from pipeline.replay import replay  # noqa: E402
+from pipeline.tools import tool  # noqa: E402
+from stages.fold import fold  # noqa: E402
+from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
+
+_LOREM = ("The quick brown fox jumps over the lazy dog while the agent loop reads its event log "
+          "and replays every stage of the session from the first record to the last. ")
+
+
+def text(i: int, chars: int = 200) -> str:
+    return (f"[{i}] " + _LOREM * (chars // len(_LOREM) + 1))[:chars]
+
+
+@tool(read_only=True)
+def lookup(query: str) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look up.
+    """
+    return text(len(query))
+
+
+def record_session(home: Path, turns: int) -> str:
+    with FakeOpenAIServer(default=Reply.text("ok")) as srv:
+        for i in range(turns):
+            srv.script(Reply.tool_calls([("lookup", json.dumps({"query": f"q{i}"}))]),
+                       Reply.text(text(i)))
+        with Agent(model="m", base_url=srv.base_url, api_key="sk-bench", home=home,
+                   durability="flush", stream=False, tools=[lookup]) as agent:
+            for i in range(turns):
+                result = agent.run_conversation(text(i))
+                assert result["completed"], result
+            return agent.session_id
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="mibyan-bench-replay-"))
+    try:
+        session_id = record_session(home, args.turns)
+        root = home / "sessions"
+        path = session_path(root, session_id)
+        envelopes = list(read_envelopes(path))
+        events = [from_payload(e.kind, e.schema_version, e.payload) for e in envelopes]
+        n = len(envelopes)
+        report = replay(root, session_id)
+        assert report.identical, report.describe()
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(replay, root, session_id)
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+            return 0
+        parts = {
+            "read_envelopes": lambda: list(read_envelopes(path)),
+            "from_payload": lambda: [from_payload(e.kind, e.schema_version, e.payload)
+                                     for e in envelopes],
+            "fold": lambda: fold(events),
+            "replay": lambda: replay(root, session_id),
+        }
+        print(f"session: {args.turns} turns, {n} events, {path.stat().st_size:,} bytes; "
+              f"load average {os.getloadavg()[0]:.2f}; median of {args.repeats}")
+        for name, fn in parts.items():
+            seconds = median_time(fn, args.repeats)
+            print(f"  {name:16} {n / seconds:10,.0f} events/s   {seconds * 1000:8.1f} ms")
+        print(f"  ({report.describe()}; load average {os.getloadavg()[0]:.2f})")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""Reusable worker threads for calls the caller must be able to walk away from.
+
+A model call runs on a worker so that the session's thread can wait for it *or* for an
+interrupt. Starting a thread per call costs about 0.17 ms; a worker that finished its call waits
+for the next one instead. A worker stays busy until its call returns, even when its caller left
+it (an interrupt): the next call then gets another worker, so a slow abandoned call never holds
+up the session. Idle workers exit after :data:`IDLE_SECONDS`, and a forked child starts with
+none (threads do not survive ``fork``).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+
+__all__ = ["IDLE_SECONDS", "Job", "submit"]
+
+IDLE_SECONDS = 60.0
+
+
+class Job:
+    """One submitted call; ``done`` is set when it has returned (or raised, which it must not:
+    the caller's function catches what it wants to report)."""
+
+    __slots__ = ("done", "fn")
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+
+    def wait(self, timeout: float) -> bool:
+        return self.done.wait(timeout)
+
+
+class _Worker:
+    __slots__ = ("inbox",)
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[Job] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        while True:
+            try:
+                job = self.inbox.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with _lock:
+                    if self in _idle:  # nobody took this worker meanwhile: leave
+                        _idle.remove(self)
+                        return
+                continue  # taken just now: its job is on the way
+            try:
+                job.fn()
+            except BaseException:
+                job.done.set()  # this thread ends here, so it is not offered again
+                raise
+            with _lock:  # idle before done: the caller's next call can take this worker
+                _idle.append(self)
+            job.done.set()
+
+
+_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+def _forget_workers() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+os.register_at_fork(after_in_child=_forget_workers)
+
+
+def submit(fn: Callable[[], None], *, name: str = "mibyan-worker") -> Job:
+    """Run ``fn`` on an idle worker, or on a new one if none is idle."""
+    job = Job(fn)
+    with _lock:
+        worker = _idle.pop() if _idle else None
+    if worker is None:
+        worker = _Worker()
+        worker.inbox.put(job)
+        threading.Thread(target=worker.run, name=name, daemon=True).start()
+    else:
+        worker.inbox.put(job)
+    return job
