@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
 
@@ -23,6 +25,15 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
+
+
+def _toolsets(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in TOOLSETS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown toolset(s) {', '.join(unknown) or text!r}; choose from {', '.join(TOOLSETS)}")
+    return names
 
 
 def _seconds(text: str) -> float:
@@ -97,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--durability", choices=("durable", "flush"), default="durable",
                      help="fsync the log at turn ends and before tools (durable) or only flush")
     run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                     help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
+                          f"default {','.join(DEFAULT_TOOLSETS)})")
+    run.add_argument("--workdir", help="the working tree the tools work in (the current "
+                     "directory); paths outside it are refused")
 
     commands.add_parser("sessions", help="list sessions")
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")

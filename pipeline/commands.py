@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 from pipeline import config as cfg
 
@@ -48,25 +51,35 @@ def _usage_line(result: dict) -> str:
             + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
 
 
+def _ask_approval(request: Any) -> str:
+    """The approval prompt on the terminal (stdin is one): once / session / always / deny."""
+    print(f"mibyan: the model wants to run {request.command!r}: {request.description}.",
+          file=sys.stderr)
+    answer = input("Allow? [o]nce, [s]ession, [a]lways, [D]eny: ").strip().lower()[:1]
+    return {"o": "once", "s": "session", "a": "always"}.get(answer, "deny")
+
+
 def run(args: argparse.Namespace) -> int:
-    from effects import builtin_tools
     from pipeline.agent import Agent
     from pipeline.cli import EXIT_SIGNALLED, read_message, signals_interrupt
-    from pipeline.providers import LOCAL, LOCAL_NOTICE
-    from pipeline.tools import Tool
-    message = read_message(args.message)
     from pipeline.memory_tool import memory_tool
+    from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
-    tools = () if args.no_tools else (
-        Tool.from_function(builtin_tools.read_file, read_only=True),
-        Tool.from_function(builtin_tools.list_directory, read_only=True),
-        memory_tool(args.home or cfg.home()), *skill_tools(args.home or cfg.home()))
+    from pipeline.toolsets import builtin_tools
+    message = read_message(args.message)
+    home, workdir = args.home or cfg.home(), Path(args.workdir or Path.cwd())
+    tools = None if args.no_tools else builtin_tools(workdir, toolsets=args.toolsets)
+    if tools is not None:  # still the toolset: the agent restores its todo list, closes it
+        tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir)))
+    # Without a terminal nobody can answer: dangerous commands are denied.
+    approve = _ask_approval if sys.stdin.isatty() and args.message != "-" else None
     stream = not args.no_stream
     with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
-               api_mode=args.api_mode, tools=tools, home=args.home,
+               api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
-               durability=args.durability, event_listener=_tool_line) as agent:
+               durability=args.durability, event_listener=_tool_line,
+               approval_callback=approve) as agent:
         if agent.settings.provider == LOCAL:
             print(LOCAL_NOTICE, file=sys.stderr)
         def show(delta: str) -> None:

@@ -43,7 +43,8 @@ def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
     server.script(Reply.tool_calls([("read_file", f'{{"path": "{tmp_path / "notes.txt"}"}}')]),
                   Reply.text("It says 42."), Reply.text("Still 42."))
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-test-key-0123456789"}
-    first = mibyan(home, "run", "--model", "fake", "what does notes.txt say?", env=env)
+    first = mibyan(home, "run", "--model", "fake", "--workdir", str(tmp_path),
+                   "what does notes.txt say?", env=env)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "It says 42."
     assert "[tool] read_file -> ok" in first.stderr
@@ -72,6 +73,27 @@ def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
 
     bad = mibyan(home, "sql", "SELECT * FROM nowhere")
     assert bad.returncode == 2 and "query failed" in bad.stderr
+
+
+def test_run_offers_the_built_in_toolsets_and_denies_dangerous_commands_unattended(
+        server, home, tmp_path):
+    server.script(Reply.tool_calls([("write_file", '{"path": "a.txt", "content": "hello"}'),
+                                    ("terminal", '{"command": "rm -rf sub"}')]),
+                  Reply.text("Wrote it."))
+    (tmp_path / "sub").mkdir()
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-test-key-0123456789"}
+    done = mibyan(home, "run", "--model", "fake", "--workdir", str(tmp_path), "--no-stream",
+                  "write a.txt", env=env)
+    assert done.returncode == 0, done.stderr
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert {"read_file", "write_file", "patch", "search_files", "terminal", "todo",
+            "memory", "skill_view"} <= offered
+    assert (tmp_path / "a.txt").read_text() == "hello"
+    assert (tmp_path / "sub").is_dir()  # nobody at a terminal approved the recursive delete
+    results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "approval" in results[1]["content"].lower() or "denied" in results[1]["content"]
+    only_files = mibyan(home, "run", "--model", "fake", "--toolsets", "nope", "hi", env=env)
+    assert only_files.returncode == 2 and "unknown toolset" in only_files.stderr
 
 
 def test_replay_and_verify_report_a_tampered_log(server, home):
