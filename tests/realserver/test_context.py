@@ -33,8 +33,8 @@ def test_a_long_session_in_a_small_window_answers_every_turn(server, tmp_path) -
     with Agent(model=MODEL_NAME, base_url=server.base_url, api_key=KEY, provider="local",
                home=tmp_path, max_tokens=32, max_retries=1, retry_base_delay=0.01,
                stream=False) as agent:
-        for n in range(8):
-            result = agent.run_conversation(f"Note {n}: {FACT * 2}Reply with one short "
+        for n in range(5):
+            result = agent.run_conversation(f"Note {n}: {FACT * 4}Reply with one short "
                                             f"sentence about note {n}.")
             assert not result["failed"], (n, result["error"])
             assert result["final_response"], n
