@@ -82,11 +82,17 @@ def window_probe(provider: str, api_key: str | None) -> WindowProbe | None:
 
 
 def perform_summary(runner: SessionRunner, effect: Summarise) -> tuple[Event]:
-    """The auxiliary call through the session's own call path; its failure is an outcome."""
+    """The auxiliary call through the session's own call path; its failure is an outcome.
+    The memory providers see the conversation first (``on_pre_compress``): what they want kept
+    is added to the summary, and so recorded with it."""
+    memory = runner.effects.memory
+    kept = memory.on_pre_compress(runner.state.messages) if memory is not None else ""
     event = runner.call_model(effect.request)
     if isinstance(event, ModelReplied):
         text = (event.message.content or "").strip()
         if text:
+            if kept:
+                text = f"{text}\n\n{kept}"
             return (ContextSummarised(text=text, model=event.model, usage=event.usage,
                                       latency_ms=event.latency_ms),)
         return (SummaryFailed(error_type="EmptySummary",

@@ -48,7 +48,9 @@ def inherited(state: State) -> ContextInherited:
                             messages=tuple(state.messages), summary=ctx.summary,
                             compressions=ctx.compressions, ineffective=ctx.ineffective,
                             disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
-                            windows=ctx.windows, window_cap=ctx.window_cap)
+                            windows=ctx.windows, window_cap=ctx.window_cap,
+                            approved_patterns=state.approved_patterns,
+                            hint_dirs=tuple(sorted(state.hint_dirs)))
 
 
 def split(parent: SessionRunner, root: Path, *, durability: Durability,

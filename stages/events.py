@@ -685,6 +685,10 @@ class ContextInherited:
     cooldown_until: float | None = None
     windows: tuple[ContextWindowProbed, ...] = ()
     window_cap: int | None = None
+    # What the session already settled: kinds of command approved for the session, and the
+    # directories checked for subdirectory hints.
+    approved_patterns: tuple[str, ...] = ()
+    hint_dirs: tuple[str, ...] = ()
 
 
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted

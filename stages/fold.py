@@ -154,6 +154,8 @@ def _context_compressed(state: State, e: ev.ContextCompressed) -> State:
 
 
 def _context_inherited(state: State, e: ev.ContextInherited) -> State:
+    state = evolve(state, approved_patterns=e.approved_patterns,
+                   hint_dirs=state.hint_dirs | frozenset(e.hint_dirs))
     return cf.inherited(_replace_history(state, e.messages), e)
 
 

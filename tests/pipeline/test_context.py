@@ -18,6 +18,7 @@ from effects.context_window import probe_context_window
 from effects.eventlog import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.lineage import newest
+from pipeline.memory import MemoryProvider
 from pipeline.replay import replay
 from pipeline.testing import CountingIds, FakeClock
 from stages import events as ev
@@ -287,3 +288,32 @@ def test_a_fallback_s_window_comes_from_config(tmp_path) -> None:
     with pytest.raises(UsageError, match="context_length"):
         Agent(client=ScriptedModel(), home=tmp_path, fallback_providers=[
             {"provider": "openai", "model": "tiny", "context_length": "big"}])
+
+
+class Keeper(MemoryProvider):
+    """A provider that asks compression to keep what the conversation must not lose."""
+
+    name = "keeper"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def on_pre_compress(self, messages) -> str:
+        self.seen.append(len(messages))
+        return "Kept by memory: the code is 4711."
+
+
+def test_memory_providers_see_the_conversation_before_it_is_compressed(summarising, home) -> None:
+    keeper = Keeper()
+    ids = CountingIds()
+    with _agent(summarising, home, ids, memory_provider=keeper) as agent:
+        for n in range(4):
+            assert _turn(summarising, agent, n)["completed"]
+    assert keeper.seen and all(count > 2 for count in keeper.seen)
+    chain = sorted(p.stem for p in (home / "sessions").glob("*.jsonl"))
+    summaries = [e for sid in chain for e in _events(home, sid)
+                 if isinstance(e, ev.ContextSummarised)]
+    assert summaries and all(s.text.endswith("Kept by memory: the code is 4711.")
+                             for s in summaries)
+    for sid in chain:
+        assert replay(home / "sessions", sid).identical, sid

@@ -12,6 +12,7 @@ from stages.context_apply import compacted
 from stages.context_plan import Budgets, boundaries, cut_text
 from stages.context_window import DEFAULT_CONTEXT_WINDOW, resolve_window, table_window
 from stages.decision import NOTHING, Finish, PrepareCall, Summarise
+from stages.fold import fold
 from stages.messages import Message
 from stages.step import EMPTY_PROMPT, LENGTH_PROMPT, decide_answer, decide_continuation
 from stages.summary import merge_done, serialise
@@ -262,3 +263,17 @@ def test_a_fallback_provider_may_name_its_own_window() -> None:
     assert session_window(settings, (), 0).tokens == 2048
     assert session_window(settings, (), 1).tokens == 1024
     assert session_window(settings, (), 2).source == "table:gpt-4o"
+
+
+def test_a_child_session_keeps_what_its_parent_settled() -> None:
+    """Session approvals and the directories checked for hints survive the split into a child:
+    the person is not asked again, and no hint file is read twice."""
+    settings = ev.SessionSettings(model="m", provider="p")
+    state = fold([
+        ev.SessionStarted(session_id="child", started_at="t", parent_session_id="parent",
+                          settings=settings),
+        ev.ContextInherited(parent_session_id="parent", reason="compression", messages=(),
+                            approved_patterns=("recursive delete",), hint_dirs=("src",)),
+    ])
+    assert state.approved_patterns == ("recursive delete",)
+    assert state.hint_dirs == frozenset({"src"})
