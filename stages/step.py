@@ -132,6 +132,15 @@ def _early_end(state: State) -> str | None:
     return "empty" if _empty(reply) else None
 
 
+def _asks_again(state: State) -> bool:
+    """Rules 3: the last reply ended too early and the model would be asked again (an
+    interrupt stops that: the person's stop wins over an automatic continuation)."""
+    turn = state.turn
+    assert turn is not None and state.settings is not None
+    return (not turn.budget_exhausted and _early_end(state) is not None
+            and turn.api_calls < state.settings.max_turns)
+
+
 def _decide_empty(state: State) -> Decision:
     assert state.turn is not None and state.settings is not None
     if (state.turn.empty_retries < MAX_EMPTY_RETRIES
@@ -180,7 +189,7 @@ def next_stage(state: State) -> str:
     last = state.last_message
     answered = (last is not None and last.role == "assistant"
                 and (turn.budget_exhausted or not last.tool_calls))
-    if turn.interruption is not None and not answered:
+    if turn.interruption is not None and (not answered or _asks_again(state)):
         return "interrupt"
     if turn.failure is not None:
         return "recovery"
