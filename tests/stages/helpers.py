@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from stages import events as ev
+from stages import turn as machine
 from stages.decision import Decision, Finish, PrepareCall
 from stages.fold import apply_event, fold
 from stages.messages import Message, ToolCall
@@ -85,3 +86,31 @@ def decide_next(state: State, *, config: ev.SessionSettings = SETTINGS) -> Decis
     if stage == "call":
         return Decision(next=PrepareCall())
     return ROUTES[stage](state, config=config)
+
+
+Serve = Callable[[machine.Perform, State], tuple[ev.Event, ...]]
+
+
+def drive_turn(state: State, serve: Serve, text: str = "hello"
+               ) -> tuple[list[tuple[str, str]], State]:
+    """Run one turn of the machine; ``serve(ask, state)`` returns the observations for each
+    effect (checked against what the ask expects). Returns the asks as (stage, what) pairs and
+    the state at the end."""
+    seen: list[tuple[str, str]] = []
+    flow = machine.run_turn(text)
+    ask = next(flow)
+    while True:
+        if isinstance(ask, machine.Record):
+            events = ask.events
+            seen.extend((ask.stage, e.kind) for e in events)
+        else:
+            seen.append((ask.stage, type(ask.effect).__name__))
+            events = serve(ask, state)
+            assert len(events) == (0 if ask.optional and not events else ask.count)
+            assert all(e.kind in ask.kinds for e in events)
+        for event in events:
+            state = apply_event(state, event)
+        try:
+            ask = flow.send(state)
+        except StopIteration:
+            return seen, state

@@ -12,7 +12,7 @@ from stages.decision import BeginTurn, CallModel, PollInterrupt, RunTools, Wait
 from stages.fold import apply_event
 from stages.state import State
 from stages.tools import ToolOutcome
-from tests.stages.helpers import SETTINGS, call, reply, spec
+from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 
 def _session(settings: ev.SessionSettings = SETTINGS) -> State:
@@ -22,26 +22,7 @@ def _session(settings: ev.SessionSettings = SETTINGS) -> State:
 
 
 def _drive(state: State, serve, text: str = "hello") -> list[tuple[str, str]]:
-    """Run one turn; ``serve(ask, state)`` returns the observations for each effect. Returns
-    the asks as (stage, what) pairs."""
-    seen: list[tuple[str, str]] = []
-    flow = turn.run_turn(text)
-    ask = next(flow)
-    while True:
-        if isinstance(ask, turn.Record):
-            events = ask.events
-            seen.extend((ask.stage, e.kind) for e in events)
-        else:
-            seen.append((ask.stage, type(ask.effect).__name__))
-            events = serve(ask, state)
-            assert len(events) == (0 if ask.optional and not events else ask.count)
-            assert all(e.kind in ask.kinds for e in events)
-        for event in events:
-            state = apply_event(state, event)
-        try:
-            ask = flow.send(state)
-        except StopIteration:
-            return seen
+    return drive_turn(state, serve, text)[0]
 
 
 def _server(*replies: ev.Event):

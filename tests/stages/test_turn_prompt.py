@@ -21,7 +21,7 @@ from stages.decision import (
 from stages.fold import apply_event
 from stages.state import State
 from stages.tools import ToolOutcome
-from tests.stages.helpers import SETTINGS, call, reply, spec
+from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 CONFIG = attrs.evolve(SETTINGS, load_context=True, memory_provider="recall")
 
@@ -59,23 +59,7 @@ def _serve(replies: list[ev.Event], requests: list):
     return serve
 
 
-def _drive(state: State, serve, text: str) -> tuple[list[tuple[str, str]], State]:
-    seen: list[tuple[str, str]] = []
-    flow = turn.run_turn(text)
-    ask = next(flow)
-    while True:
-        if isinstance(ask, turn.Record):
-            events = ask.events
-            seen.extend((ask.stage, e.kind) for e in events)
-        else:
-            seen.append((ask.stage, type(ask.effect).__name__))
-            events = serve(ask, state)
-        for event in events:
-            state = apply_event(state, event)
-        try:
-            ask = flow.send(state)
-        except StopIteration:
-            return seen, state
+_drive = drive_turn
 
 
 def test_inputs_prefetch_and_hints_are_asked_in_order() -> None:
