@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
+from stages.evolve import evolve
 
 from stages import events as ev
 from stages.compression import INEFFECTIVE_SAVING
@@ -13,7 +13,7 @@ from stages.state import State
 
 
 def _context(state: State, **changes: Any) -> State:
-    return attrs.evolve(state, context=attrs.evolve(state.context, **changes))
+    return evolve(state, context=evolve(state.context, **changes))
 
 
 def probed(state: State, e: ev.ContextWindowProbed) -> State:
