@@ -691,6 +691,24 @@ class ContextInherited:
     hint_dirs: tuple[str, ...] = ()
 
 
+# --- forks (issue 12) ---------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SessionForked:
+    """This session is a fork: the records before it repeat ``origin_session_id``'s first
+    ``origin_seq`` records (under this session's id), and from here it goes on with
+    ``settings`` (maybe another model or policy). Recorded where the fork's own decisions
+    begin, between turns or inside the turn the fork continues."""
+
+    kind: ClassVar[str] = "session_forked"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    origin_session_id: str
+    origin_seq: int
+    forked_at: str
+    settings: SessionSettings
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
@@ -699,7 +717,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
-         | SessionSplit | ContextInherited)
+         | SessionSplit | ContextInherited | SessionForked)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 
