@@ -86,13 +86,14 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 def fork(args: argparse.Namespace) -> int:
     from effects.eventlog import read_envelopes, session_path
     from pipeline.agent import Agent
-    from pipeline.fork import fork_session
+    from pipeline.fork import check_changes, fork_session
     from pipeline.toolsets import builtin_tools
     from stages.errors import UsageError
     changes = parse_sets(args.set)
     for name in ("model", "provider", "api_mode"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
+    check_changes(changes)
     root = _root(args)
     path = session_path(root, args.session)
     if not path.exists():

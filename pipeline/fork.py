@@ -75,13 +75,18 @@ def _check_prefix(prefix: Sequence[Envelope]) -> None:
                          f"{seq} or {seq + 2}")
 
 
-def forked_settings(base: SessionSettings, changes: dict[str, Any]) -> SessionSettings:
-    """``base`` with ``changes`` (fields of ``SessionSettings``), checked; a new model,
-    provider or endpoint without an explicit API mode is detected again."""
+def check_changes(changes: dict[str, Any]) -> None:
+    """A ``UsageError`` for a change that names no session setting or has a bad value."""
     unknown = set(changes) - _SESSION_FIELDS
     if unknown:
         raise UsageError(f"fork() got unknown settings: {', '.join(sorted(unknown))}")
     check_session_values(changes)
+
+
+def forked_settings(base: SessionSettings, changes: dict[str, Any]) -> SessionSettings:
+    """``base`` with ``changes`` (fields of ``SessionSettings``), checked; a new model,
+    provider or endpoint without an explicit API mode is detected again."""
+    check_changes(changes)
     changes = dict(changes)
     try:
         if {"model", "provider", "base_url", "api_mode"} & set(changes):
@@ -125,8 +130,6 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
         hooks=agent.hooks)
     log = SessionLog.open(root, new_id, durability=agent.durability)
     journal = ForkJournal(prefix, log, effects.clock, new_id, forked._secrets)
-    runner = ForkAwareRunner(journal, forked._effects, interrupt=forked._interrupt,
-                             listener=forked._listener)
     opened: list[bool] = []
 
     def switch(r: SessionRunner) -> SessionForked:
@@ -134,7 +137,8 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
         return SessionForked(origin_session_id=session_id, origin_seq=at,
                              forked_at=effects.clock.now(), settings=settings)
 
-    runner.switch = live_switch(switch)
+    runner = ForkAwareRunner(journal, forked._effects, switch=live_switch(switch),
+                             interrupt=forked._interrupt, listener=forked._listener)
     if forked._effects.memory is not None:
         forked._effects.memory.initialize(new_id, home=agent.home, platform=settings.platform)
     _run(runner, journal, lambda: bool(opened))

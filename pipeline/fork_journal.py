@@ -60,7 +60,9 @@ class ForkAwareRunner(SessionRunner):
     """A ``SessionRunner`` whose turns let ``switch`` record a ``SessionForked`` between two
     steps (it returns True when it did)."""
 
-    switch: Switch = staticmethod(lambda runner, ask: False)  # type: ignore[assignment]
+    def __init__(self, journal: Any, effects: Any, *, switch: Switch, **options: Any) -> None:
+        super().__init__(journal, effects, **options)
+        self.switch = switch
 
     def _interpret(self, flow: turn.Flow) -> None:
         guarded = _Guarded(flow, self, self.switch)

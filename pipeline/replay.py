@@ -98,8 +98,7 @@ def replay(root: Path, session_id: str) -> ReplayReport:
     envelopes = list(read_envelopes(path))
     journal = ReplayJournal(envelopes)
     effects = Effects(clock=_NoEffects(), ids=_NoEffects())  # type: ignore[arg-type]
-    runner = ForkAwareRunner(journal, effects)
-    runner.switch = replay_switch
+    runner = ForkAwareRunner(journal, effects, switch=replay_switch)
     try:
         drive(runner, journal)
     except ReplayDivergenceError as exc:

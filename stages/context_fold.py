@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.evolve import evolve
-
 from stages import events as ev
 from stages.compression import INEFFECTIVE_SAVING
 from stages.context_tokens import overflow_cap, prompt_tokens, request_chars
+from stages.evolve import evolve
 from stages.state import State
 
 
