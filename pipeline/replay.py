@@ -98,7 +98,10 @@ def replay(root: Path, session_id: str) -> ReplayReport:
     envelopes = list(read_envelopes(path))
     journal = ReplayJournal(envelopes)
     effects = Effects(clock=_NoEffects(), ids=_NoEffects())  # type: ignore[arg-type]
-    runner = ForkAwareRunner(journal, effects, switch=replay_switch)
+    # Only a fork's log needs its turns watched for the switch to the fork's settings.
+    forked = any(e.kind == SessionForked.kind for e in envelopes)
+    runner = (ForkAwareRunner(journal, effects, switch=replay_switch) if forked
+              else SessionRunner(journal, effects))
     try:
         drive(runner, journal)
     except ReplayDivergenceError as exc:

@@ -11,6 +11,7 @@ which fields hold outside text to redact (``metadata=REDACTED``). Two families:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -175,9 +176,10 @@ class SessionSettings:
     context_engine: str = "compressor"
     summary_model: str | None = None
 
-    @property
+    @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
-        """The primary provider, then the fallbacks in order."""
+        """The primary provider, then the fallbacks in order (made once per settings value:
+        the stages ask for it several times per model call)."""
         primary = ProviderEntry(provider=self.provider, model=self.model, base_url=self.base_url,
                                 api_mode=self.api_mode, credentials=self.credentials)
         return (primary, *self.fallback_providers)
