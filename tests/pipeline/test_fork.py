@@ -66,6 +66,15 @@ def _log(home, session_id):
     return list(read_envelopes(session_path(home / "sessions", session_id)))
 
 
+def _lines(home, session_id) -> list[bytes]:
+    return session_path(home / "sessions", session_id).read_bytes().splitlines()
+
+
+def _unchained(line: bytes, session_id: str) -> bytes:
+    line = line.replace(f'"session_id":"{session_id}"'.encode(), b'"session_id":"-"', 1)
+    return re.sub(rb'"(prev_hash|hash)":"[0-9a-f]{64}"', rb'"\1":"-"', line)
+
+
 def _measured(payload: dict) -> str:
     """The payload without what is measured, not decided (latencies and durations)."""
     return re.sub(r'"(latency_ms|duration_ms)": [0-9.e-]+', r'"\1": 0', json.dumps(payload))
@@ -91,6 +100,9 @@ def test_a_fork_at_every_seq_repeats_the_prefix_and_goes_on_as_the_original(srv,
         assert [(e.kind, e.schema_version, e.payload, e.recorded_at) for e in fork[1:at]] == [
             (e.kind, e.schema_version, e.payload, e.recorded_at) for e in origin[1:at]]
         assert fork[0].recorded_at == origin[0].recorded_at
+        # Byte for byte: the lines differ only in the session id and the hashes chaining them.
+        assert [_unchained(line, made.session_id) for line in _lines(home, made.session_id)[1:at]
+                ] == [_unchained(line, origin_id) for line in _lines(home, origin_id)[1:at]]
         # Same settings, same server replies: the fork goes on as the original did.
         switch = next(i for i, e in enumerate(fork) if e.kind == SessionForked.kind)
         assert fork[switch].payload["origin_seq"] == at
