@@ -112,8 +112,6 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
     None), going on with ``changes`` to its settings, through ``agent``'s model client, tools
     and approvals. Raises ``UsageError`` for an unknown session, a bad ``at`` or setting, and
     ``ReplayDivergenceError`` when the prefix no longer replays (nothing is left behind)."""
-    from pipeline.agent import Agent
-
     root = agent.home / "sessions"
     envelopes = _origin(root, session_id)
     at = check_at(at, len(envelopes))
@@ -124,10 +122,9 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
     settings = forked_settings(base, changes)
     effects = agent._effects
     new_id = effects.ids.session_id()
-    forked = Agent(settings=settings, agent_settings=attrs.evolve(
-        agent.agent_settings, session_id=new_id), effects=attrs.evolve(effects, tools=None),
-        secrets=agent._secrets, tools=agent.registry, event_listener=agent._listener,
-        hooks=agent.hooks)
+    if session_path(root, new_id).exists():
+        raise UsageError(f"the fork's new id {new_id!r} names a session that exists already")
+    forked = _forked_agent(agent, settings, new_id)
     log = SessionLog.open(root, new_id, durability=agent.durability)
     journal = ForkJournal(prefix, log, effects.clock, new_id, forked._secrets)
     opened: list[bool] = []
@@ -139,14 +136,24 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
 
     runner = ForkAwareRunner(journal, forked._effects, switch=live_switch(switch),
                              interrupt=forked._interrupt, listener=forked._listener)
-    if forked._effects.memory is not None:
-        forked._effects.memory.initialize(new_id, home=agent.home, platform=settings.platform)
     _run(runner, journal, lambda: bool(opened))
     runner.declare_tools(forked.registry.specs)
     forked._runner, forked._log = runner, log
     continued = TurnResult.from_state(runner.state) if opened and opened[0] else None
     return Fork(agent=forked, session_id=new_id, origin_session_id=session_id, origin_seq=at,
                 continued=continued)
+
+
+def _forked_agent(agent: Agent, settings: SessionSettings, new_id: str) -> Agent:
+    """The agent the fork goes on with: ``agent``'s model client, clock, ids, tools,
+    approvals, hooks and secrets; its own tool runner. The memory providers stay with
+    ``agent`` (closing the fork would shut them down), so a fork recalls nothing."""
+    from pipeline.agent import Agent
+    return Agent(settings=settings,
+                 agent_settings=attrs.evolve(agent.agent_settings, session_id=new_id),
+                 effects=attrs.evolve(agent._effects, tools=None, memory=None),
+                 secrets=agent._secrets, tools=agent.registry, event_listener=agent._listener,
+                 hooks=agent.hooks)
 
 
 def _run(runner: ForkAwareRunner, journal: ForkJournal, switched: Callable[[], bool]) -> None:
