@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pipeline import config as cfg
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -40,30 +42,56 @@ def replay(args: argparse.Namespace) -> int:
     return EXIT_OK if report.identical else EXIT_FAILED
 
 
-def replay_all(root: Path) -> int:
+@attrs.frozen(kw_only=True)
+class ReplayAll:
+    """Every session under a root replayed: how many, their events, the time taken, and
+    for each one that did not hold its id and what went wrong (as printed)."""
+
+    sessions: int
+    events: int
+    seconds: float
+    failures: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @property
+    def held(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        rate = f"{self.events / self.seconds:,.0f}" if self.seconds > 0 else "-"
+        n, d = self.sessions, len(self.failures)
+        return (f"{n} session{'s' if n != 1 else ''}, {self.events} events, "
+                f"{d} divergence{'s' if d != 1 else ''}, {rate} events/s")
+
+
+def replay_every(root: Path) -> ReplayAll:
     """Replay every session under ``root``; a log that cannot be read counts as a failure."""
     from effects.eventlog import list_session_ids
     from pipeline.replay import replay as replay_session
     from stages.errors import MibyanError
-    sessions = events = failures = 0
+    sessions = events = 0
+    failures: list[tuple[str, tuple[str, ...]]] = []
     started = time.perf_counter()
     for session_id in list_session_ids(root):
         sessions += 1
         try:
             report = replay_session(root, session_id)
         except MibyanError as exc:
-            failures += 1
-            print(f"{session_id}: cannot replay: {type(exc).__name__}: {exc}")
+            failures.append((session_id, (f"{session_id}: cannot replay: "
+                                          f"{type(exc).__name__}: {exc}",)))
             continue
         events += report.events
         if not report.identical:
-            failures += 1
-            print("\n".join(describe(report, named=True)))
-    seconds = time.perf_counter() - started
-    rate = f"{events / seconds:,.0f}" if seconds > 0 else "-"
-    print(f"{sessions} session{'s' if sessions != 1 else ''}, {events} events, "
-          f"{failures} divergence{'s' if failures != 1 else ''}, {rate} events/s")
-    return EXIT_OK if failures == 0 else EXIT_FAILED
+            failures.append((session_id, tuple(describe(report, named=True))))
+    return ReplayAll(sessions=sessions, events=events, seconds=time.perf_counter() - started,
+                     failures=tuple(failures))
+
+
+def replay_all(root: Path) -> int:
+    result = replay_every(root)
+    for _, lines in result.failures:
+        print("\n".join(lines))
+    print(result.summary())
+    return EXIT_OK if result.held else EXIT_FAILED
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
