@@ -6,7 +6,8 @@ about speed and prints one report.
     python bench/replay.py --profile       # cProfile of one replay, top functions
 
 A live session is recorded once against the in-tree fake OpenAI server (each turn a tool call,
-its result and a text answer), then replayed ``--repeats`` times; the figure is the median.
+its result and a text answer), then replayed ``--repeats`` times; the figures are the medians of the wall time and of the
+process's CPU time (the steadier one when the machine is shared).
 The parts: reading and checking the envelopes (JSON, seq, hash chain, seals), decoding the
 payloads into events, folding them (what opening a session costs), and the whole replay.
 """
@@ -69,13 +70,15 @@ def record_session(home: Path, turns: int) -> str:
             return agent.session_id
 
 
-def median_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
+def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median wall time and median CPU time of the process (steadier on a shared machine)."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> int:
@@ -109,9 +112,11 @@ def main() -> int:
         }
         print(f"session: {args.turns} turns, {n} events, {path.stat().st_size:,} bytes; "
               f"load average {os.getloadavg()[0]:.2f}; median of {args.repeats}")
+        print(f"  {'':16} {'wall':>10}            {'':8}      {'CPU':>10}")
         for name, fn in parts.items():
-            seconds = median_time(fn, args.repeats)
-            print(f"  {name:16} {n / seconds:10,.0f} events/s   {seconds * 1000:8.1f} ms")
+            seconds, cpu = median_time(fn, args.repeats)
+            print(f"  {name:16} {n / seconds:10,.0f} events/s   {seconds * 1000:8.1f} ms   "
+                  f"{n / cpu:10,.0f} events/s   {cpu * 1000:8.1f} ms")
         print(f"  ({report.describe()}; load average {os.getloadavg()[0]:.2f})")
     finally:
         shutil.rmtree(home, ignore_errors=True)

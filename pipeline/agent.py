@@ -288,6 +288,15 @@ class Agent:
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
                      event_listener=event_listener, hooks=self.hooks)
 
+    def fork(self, session_id: str, *, at: int | None = None, **changes: Any) -> Agent:
+        """A new session that repeats ``session_id``'s first ``at`` records exactly (all when
+        None), then goes on live with ``changes`` to its settings (``SessionSettings`` fields:
+        ``model``, ``provider``, ``api_mode``, ``max_tokens``, ...) through this agent's model
+        client and tools; a fork inside a turn finishes that turn first. Returns an agent bound
+        to the fork (``.session_id``); see ``pipeline.fork.fork_session`` for the details."""
+        from pipeline.fork import fork_session
+        return fork_session(self, session_id, at=at, **changes).agent
+
     def close(self) -> None:
         with self._lock:
             if self._runner is not None and not self._ended:

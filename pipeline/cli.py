@@ -116,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("sessions", help="list sessions")
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")
-    replay.add_argument("session")
+    replay.add_argument("session", nargs="?")
+    replay.add_argument("--all", action="store_true", help="replay every session and summarise")
     log = commands.add_parser("log", help="event-log maintenance")
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
     verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
@@ -124,6 +125,22 @@ def _parser() -> argparse.ArgumentParser:
     sql = commands.add_parser("sql", help="query all event logs with DuckDB "
                               "(views: events, sessions)")
     sql.add_argument("query")
+
+    fork = commands.add_parser(
+        "fork", help="replay a session's first records, then go on live with other settings")
+    fork.add_argument("session")
+    fork.add_argument("--at", type=int, required=True, metavar="SEQ",
+                      help="keep the records before SEQ (seq 0 to SEQ-1), then go on from there")
+    fork.add_argument("--model", help="the model the fork goes on with")
+    fork.add_argument("--provider", help="the provider the fork goes on with")
+    fork.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                             "anthropic_messages"))
+    fork.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="another session setting (max_tokens=512, base_url=URL, ...)")
+    fork.add_argument("--workdir", help="the working tree the fork's tools work in")
+    diff = commands.add_parser("diff", help="compare two sessions turn by turn")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
     return parser
 
 

@@ -16,11 +16,13 @@ EXIT_OK, EXIT_FAILED = 0, 1
 # A compressed session continues in a child: each row names its parent and where it went.
 SESSIONS_WITH_LINEAGE = """
 SELECT s.session_id, s.started_at, s.model, s.turns, s.tokens, s.status,
-       l.parent_session_id AS parent, l.continued_in
+       l.parent_session_id AS parent, l.continued_in, l.forked_from
 FROM sessions s LEFT JOIN (
     SELECT session_id,
            any_value(payload->>'parent_session_id')
                FILTER (WHERE kind = 'session_started') AS parent_session_id,
+           arg_max((payload->>'origin_session_id') || '@' || (payload->>'origin_seq'), seq)
+               FILTER (WHERE kind = 'session_forked') AS forked_from,
            arg_max(payload->>'child_session_id', seq)
                FILTER (WHERE kind = 'session_split') AS continued_in
     FROM events GROUP BY session_id) l USING (session_id)
@@ -108,13 +110,6 @@ def sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def replay(args: argparse.Namespace) -> int:
-    from pipeline.replay import replay as replay_session
-    report = replay_session(_root(args), args.session)
-    print(report.describe())
-    return EXIT_OK if report.identical else EXIT_FAILED
-
-
 def verify(args: argparse.Namespace) -> int:
     from effects.eventlog import session_path
     from effects.eventlog import verify as verify_log
@@ -168,4 +163,8 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
-    return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)
+    if args.command in ("replay", "fork", "diff"):
+        from pipeline import cmd_replay
+        return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
+                "diff": cmd_replay.diff}[args.command](args)
+    return {"run": run, "sessions": sessions, "sql": sql}[args.command](args)

@@ -9,6 +9,7 @@ import attrs
 
 from effects.codec import from_payload
 from effects.eventlog import read_envelopes, session_path
+from pipeline.fork_journal import ForkAwareRunner, ForkJournal, replay_switch
 from pipeline.journal import EndOfLog, ReplayJournal
 from pipeline.runner import Effects, SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
@@ -16,6 +17,7 @@ from stages.events import (
     ContextInherited,
     ContextWindowProbed,
     HistoryLoaded,
+    SessionForked,
     SessionResumed,
     SessionSplit,
     SessionStarted,
@@ -54,7 +56,8 @@ class ReplayReport:
                 f"  expected: {d.expected}\n  produced: {d.produced}")
 
 
-def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
+def drive(runner: SessionRunner, journal: ReplayJournal | ForkJournal) -> None:
+    """Re-run the logged session ``journal`` serves, record by record, until its log ends."""
     while (envelope := journal.peek()) is not None:
         kind = envelope.kind
         if kind in (HistoryLoaded.kind, TurnStarted.kind):
@@ -77,7 +80,8 @@ def _drive(runner: SessionRunner, journal: ReplayJournal) -> None:
             runner.resume(event.settings)
         elif isinstance(event, ToolsDeclared):
             runner.declare_tools(event.tools)
-        elif isinstance(event, ContextWindowProbed | ContextInherited | SessionSplit):
+        elif isinstance(event, ContextWindowProbed | ContextInherited | SessionSplit
+                        | SessionForked):
             runner.observe("session", (type(event),), lambda: ())
         else:
             raise ReplayDivergenceError(
@@ -94,9 +98,12 @@ def replay(root: Path, session_id: str) -> ReplayReport:
     envelopes = list(read_envelopes(path))
     journal = ReplayJournal(envelopes)
     effects = Effects(clock=_NoEffects(), ids=_NoEffects())  # type: ignore[arg-type]
-    runner = SessionRunner(journal, effects)
+    # Only a fork's log needs its turns watched for the switch to the fork's settings.
+    forked = any(e.kind == SessionForked.kind for e in envelopes)
+    runner = (ForkAwareRunner(journal, effects, switch=replay_switch) if forked
+              else SessionRunner(journal, effects))
     try:
-        _drive(runner, journal)
+        drive(runner, journal)
     except ReplayDivergenceError as exc:
         return ReplayReport(session_id=session_id, events=journal.cursor, divergence=exc)
     except EndOfLog as end:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from stages import events as ev
 from stages.compression import INEFFECTIVE_SAVING
 from stages.context_tokens import overflow_cap, prompt_tokens, request_chars
+from stages.evolve import evolve
 from stages.state import State
 
 
 def _context(state: State, **changes: Any) -> State:
-    return attrs.evolve(state, context=attrs.evolve(state.context, **changes))
+    return evolve(state, context=evolve(state.context, **changes))
 
 
 def probed(state: State, e: ev.ContextWindowProbed) -> State:

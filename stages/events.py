@@ -11,6 +11,7 @@ which fields hold outside text to redact (``metadata=REDACTED``). Two families:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -175,9 +176,10 @@ class SessionSettings:
     context_engine: str = "compressor"
     summary_model: str | None = None
 
-    @property
+    @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
-        """The primary provider, then the fallbacks in order."""
+        """The primary provider, then the fallbacks in order (made once per settings value:
+        the stages ask for it several times per model call)."""
         primary = ProviderEntry(provider=self.provider, model=self.model, base_url=self.base_url,
                                 api_mode=self.api_mode, credentials=self.credentials)
         return (primary, *self.fallback_providers)
@@ -691,6 +693,24 @@ class ContextInherited:
     hint_dirs: tuple[str, ...] = ()
 
 
+# --- forks (issue 12) ---------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SessionForked:
+    """This session is a fork: the records before it repeat ``origin_session_id``'s first
+    ``origin_seq`` records (under this session's id), and from here it goes on with
+    ``settings`` (maybe another model or policy). Recorded where the fork's own decisions
+    begin, between turns or inside the turn the fork continues."""
+
+    kind: ClassVar[str] = "session_forked"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    origin_session_id: str
+    origin_seq: int
+    forked_at: str
+    settings: SessionSettings
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
@@ -699,7 +719,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
-         | SessionSplit | ContextInherited)
+         | SessionSplit | ContextInherited | SessionForked)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -2,14 +2,15 @@
 
 ``attrs.evolve`` looks up the class's fields and calls ``__init__`` with every one of them on
 each call; the fold evolves the session state two or three times per event, which made it the
-largest single cost of a replay. This version is generated once per class: it copies the
-slots and passes only the changed fields through their converters. Classes with validators
-or a post-init hook (whose checks could depend on other fields) keep ``attrs.evolve``.
+largest single cost of a replay. This version generates one function per class and set of
+changed fields: it copies the other slots through their slot descriptors (no per-field test of
+what changed, no ``__setattr__`` lookup) and passes only the changed fields through their
+converters. Classes with validators or a post-init hook (whose checks could depend on other
+fields) keep ``attrs.evolve``.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,37 +18,54 @@ import attrs
 
 T = TypeVar("T")
 
+_EVOLVERS: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
-@functools.cache
-def _evolver(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+
+def _plain(cls: type) -> bool:
     fields = attrs.fields(cls)
     names = {f.name for f in fields}
-    plain = (set(getattr(cls, "__slots__", ("__dict__",))) <= names | {"__weakref__"}
-             and not hasattr(cls, "__attrs_post_init__")
-             and all(f.validator is None and f.init and f.alias == f.name
-                     and not isinstance(f.converter, attrs.Converter) for f in fields))
-    if not plain:
-        return lambda inst, changes: attrs.evolve(inst, **changes)
-    namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__,
-                                 "cls": cls}
-    lines = ["def evolve(inst, changes):", "    new = _new(cls)"]
-    for f in fields:
-        new = f"changes.pop({f.name!r})"
-        if f.converter is not None:
-            namespace[f"_convert_{f.name}"] = f.converter
-            new = f"_convert_{f.name}({new})"
-        lines.append(f"    _set(new, {f.name!r}, {new} if {f.name!r} in changes "
-                     f"else inst.{f.name})")
-    lines += ["    if changes:",
-              "        raise TypeError(f'{cls.__name__} has no field(s) {sorted(changes)}')",
-              "    return new"]
+    return (set(getattr(cls, "__slots__", ("__dict__",))) <= names | {"__weakref__"}
+            and not hasattr(cls, "__attrs_post_init__")
+            and all(f.validator is None and f.init and f.alias == f.name
+                    and not isinstance(f.converter, attrs.Converter) for f in fields))
+
+
+def _slot(cls: type, name: str) -> Any:
+    return next(c.__dict__[name] for c in cls.__mro__ if name in c.__dict__)
+
+
+def _evolver(cls: type, changed: tuple[str, ...]) -> Callable[..., Any]:
+    if not _plain(cls):
+        return lambda inst, **changes: attrs.evolve(inst, **changes)
+    fields = attrs.fields(cls)
+    unknown = set(changed) - {f.name for f in fields}
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
+    # The generated names end in "__", which no plain field's name can (its alias would differ).
+    lines = [f"def evolve(inst__, /, *, {', '.join(changed)}):", "    new__ = _new(cls)"]
+    for i, f in enumerate(fields):
+        # The slot's own descriptor: a frozen class's __setattr__ refuses, this does not.
+        namespace[f"_set{i}"] = _slot(cls, f.name).__set__
+        value = f"inst__.{f.name}"
+        if f.name in changed:
+            value = f.name
+            if f.converter is not None:
+                namespace[f"_convert{i}"] = f.converter
+                value = f"_convert{i}({value})"
+        lines.append(f"    _set{i}(new__, {value})")
+    lines.append("    return new__")
     exec("\n".join(lines), namespace)
-    evolve: Callable[[Any, dict[str, Any]], Any] = namespace["evolve"]
+    evolve: Callable[..., Any] = namespace["evolve"]
     return evolve
 
 
 def evolve(inst: T, **changes: Any) -> T:
     """A copy of the frozen attrs instance ``inst`` with ``changes``, as ``attrs.evolve``."""
-    cls: type = type(inst)
-    result: T = _evolver(cls)(inst, changes)
+    key = (type(inst), *changes)
+    try:
+        make = _EVOLVERS[key]
+    except KeyError:
+        make = _EVOLVERS[key] = _evolver(type(inst), tuple(changes))
+    result: T = make(inst, **changes)
     return result

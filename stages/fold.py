@@ -244,6 +244,8 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ContextCompressed: _context_compressed,
     ev.SessionSplit: cf.split,
     ev.ContextInherited: _context_inherited,
+    ev.SessionForked: lambda s, e: evolve(s, settings=e.settings,
+                                          pools=pools.pools_for(e.settings, s.pools)),
 }
 
 

@@ -116,6 +116,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
     while True:
         state = yield Perform("interrupt", PollInterrupt(during="between_steps"),
                               (Interrupted.kind,), optional=True)
+        # Settings change inside a turn only where a fork goes on (``SessionForked``).
+        config = state.settings or config
         stage = next_stage(state)
         if stage == "finish":
             return

@@ -174,6 +174,9 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         settings=session_settings, parent_session_id=st.none() | identifiers),
     ev.SessionResumed.kind: _full(
         ev.SessionResumed, resumed_at=timestamps, settings=session_settings),
+    ev.SessionForked.kind: _full(
+        ev.SessionForked, origin_session_id=identifiers, origin_seq=small_ints,
+        forked_at=timestamps, settings=session_settings),
     ev.ToolsDeclared.kind: _full(
         ev.ToolsDeclared, tools=st.lists(tool_specs, max_size=3).map(tuple)),
     ev.HistoryLoaded.kind: _full(

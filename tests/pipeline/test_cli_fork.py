@@ -1,0 +1,101 @@
+"""``mibyan replay [--all]``, ``mibyan fork`` and ``mibyan diff``, run as a user would."""
+
+from __future__ import annotations
+
+from effects.eventlog import SessionLog, read_envelopes, session_path
+from tests.fake_openai import Reply
+from tests.pipeline.test_cli import mibyan
+
+
+def _run(home, server, message: str, answer: str) -> str:
+    server.script(Reply.text(answer))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0123456789"}
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", message, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.split("[session ")[1].split(" ")[0]
+
+
+def _rewrite(home, session_id: str, seq: int, **changes) -> None:
+    """Change one record's payload and chain the log again (a log an older mibyan wrote)."""
+    path = session_path(home / "sessions", session_id)
+    records = list(read_envelopes(path))
+    path.unlink()
+    with SessionLog.open(home / "sessions", session_id, durability="flush") as log:
+        for e in records:
+            payload = {**e.payload, **changes} if e.seq == seq else e.payload
+            log.append(e.kind, e.schema_version, payload, e.recorded_at)
+
+
+def test_fork_diff_sessions_and_replay_all(server, home):
+    sid = _run(home, server, "hello", "first answer")
+    at = next(e.seq for e in read_envelopes(session_path(home / "sessions", sid))
+              if e.kind == "model_requested")
+    server.script(Reply.text("forked answer"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0123456789"}
+    forked = mibyan(home, "fork", sid, "--at", str(at), "--model", "other",
+                    "--set", "max_tokens=64", env=env)
+    assert forked.returncode == 0, forked.stderr
+    first, answer = forked.stdout.splitlines()
+    assert first.startswith(f"forked {sid} at seq {at}: ") and answer == "forked answer"
+    fid = first.rsplit(" ", 1)[1]
+    assert server.requests[-1]["model"] == "other"
+
+    listed = mibyan(home, "sessions")
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(fid))
+    assert row.endswith(f"{sid}@{at}")
+
+    compared = mibyan(home, "diff", sid, fid)
+    assert compared.returncode == 0, compared.stderr
+    lines = compared.stdout.splitlines()
+    assert f"{fid} is a fork of {sid} at seq {at}" in lines
+    assert f"common prefix: {at} records" in lines
+    answer_row = next(line for line in lines if line.strip().startswith("answer"))
+    assert "first answer" in answer_row and "| forked answer" in answer_row
+    models = next(line for line in lines if line.strip().startswith("models"))
+    assert "fake" in models and "| other" in models
+
+    everything = mibyan(home, "replay", "--all")
+    assert everything.returncode == 0, everything.stderr
+    assert everything.stdout.startswith("2 sessions, ") and "0 divergences" in everything.stdout
+
+
+def test_replay_names_the_first_divergence_field_by_field(server, home):
+    good = _run(home, server, "hi", "fine")
+    bad = _run(home, server, "hi again", "also fine")
+    seq = next(e.seq for e in read_envelopes(session_path(home / "sessions", bad))
+               if e.kind == "model_requested")
+    _rewrite(home, bad, seq, message_count=9)
+
+    one = mibyan(home, "replay", bad)
+    assert one.returncode == 1
+    assert one.stdout.splitlines()[:2] == [
+        f"diverged at seq {seq} in stage request",
+        "  model_requested.message_count: expected 9, produced 1"]
+    assert mibyan(home, "replay", good).stdout.startswith("identical (")
+
+    everything = mibyan(home, "replay", "--all")
+    assert everything.returncode == 1
+    assert f"{bad}: diverged at seq {seq} in stage request" in everything.stdout
+    assert good not in everything.stdout
+    assert "2 sessions, " in everything.stdout and "1 divergence," in everything.stdout
+
+
+def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
+    sid = _run(home, server, "hello", "an answer")
+    count = sum(1 for _ in read_envelopes(session_path(home / "sessions", sid)))
+    cases = [
+        (("replay",), "name one SESSION to replay, or --all"),
+        (("replay", sid, "--all"), "name one SESSION to replay, or --all"),
+        (("fork", sid, "--at", str(count + 1)), f"the session has {count} records"),
+        (("fork", sid, "--at", "0"), "out of range"),
+        (("fork", sid, "--at", "two"), "argument --at: invalid int value: 'two'"),
+        (("fork", "no_such_session", "--at", "1"), "no session 'no_such_session'"),
+        (("fork", sid, "--at", "2", "--set", "colour=red"), "unknown settings: colour"),
+        (("fork", sid, "--at", "2", "--set", "nonsense"), "--set takes key=value"),
+        (("diff", sid, "no_such_session"), "no session 'no_such_session'"),
+    ]
+    for args, message in cases:
+        done = mibyan(home, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+    assert sorted(p.stem for p in (home / "sessions").glob("*.jsonl")) == [sid]
