@@ -165,7 +165,14 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
+def chat(args: argparse.Namespace) -> int:
+    from pipeline.chat import chat as run_chat
+    return run_chat(args)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
+    if args.command == "chat":
+        return chat(args)
     return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)
