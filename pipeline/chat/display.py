@@ -112,7 +112,9 @@ class PlainDisplay:
     def notice(self, text: str, level: str = "info", *, depth: int = 0,
                label: str = "") -> None:
         tag = "" if level in ("info", "dim") else f"{level}: "
-        self._line(self.err, f"{_prefix(depth, label)}{tag}{text}")
+        # Nested lines line up with the tool lines they sit among.
+        indent = f"  {_prefix(depth, label)}" if depth else ""
+        self._line(self.err, f"{indent}{tag}{text}")
 
     def end_turn(self, line: str | None) -> None:
         self.reply_done()

@@ -99,6 +99,12 @@ class ChatSession:
     def close(self) -> None:
         self.agent.close()
 
+    def __enter__(self) -> ChatSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     # --- input ------------------------------------------------------------------------------
     def handle(self, line: str) -> bool:
         """A slash command or a message (``//`` sends a message starting with ``/``); False
