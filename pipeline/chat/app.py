@@ -119,6 +119,9 @@ def interactive(session: ChatSession, terminal: Terminal) -> int:
         except EOFError:
             return 0
         armed = False
-        if not session.handle(line):
-            return 0
+        try:
+            if not session.handle(line):
+                return 0
+        except KeyboardInterrupt:  # a slash command cut short (a turn handles its own)
+            session.display.notice("cancelled", "warn")
         armed = session.interrupted

@@ -106,7 +106,7 @@ class RichDisplay:
         line = Text(_indent(depth, label)) + Text("⚙ ", style="cyan") + Text(name, style="bold")
         if summary:
             line += Text(f"  {summary}", style="dim")
-        self._print(line)
+        self._print(line, soft_wrap=True)
 
     def tool_finished(self, name: str, *, ok: bool, error: str | None, duration_ms: float,
                       output: str, depth: int, label: str) -> None:
@@ -120,13 +120,13 @@ class RichDisplay:
         if not depth and output.strip():
             lines += [Text(f"{_indent(depth, label)}  {shown}", style="dim")
                       for shown in preview(output)]
-        self._print(*lines)
+        self._print(*lines, soft_wrap=True)
 
     def notice(self, text: str, level: str = "info", *, depth: int = 0,
                label: str = "") -> None:
         from rich.text import Text
         self._print(Text(_indent(depth, label) + text if depth or label else text,
-                         style=STYLES.get(level, "")))
+                         style=STYLES.get(level, "")), soft_wrap=True)
 
     def end_turn(self, line: str | None) -> None:
         from rich.text import Text
@@ -135,18 +135,19 @@ class RichDisplay:
             self._in_turn = self._waiting = False
             self._stop_live()
             if line:
-                self.console.print(Text(line, style="dim"))
+                self.console.print(Text(line, style="dim"), soft_wrap=True)
 
     def text(self, text: str) -> None:
         from rich.text import Text
-        self._print(Text(text))
+        self._print(Text(text), soft_wrap=True)
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
         from rich import box
         from rich.table import Table
+        from rich.text import Text
         table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
+        for row in rows:  # Text: "[id]" is no markup
+            table.add_row(*(Text("" if v is None else str(v)) for v in row))
         self._print(table)
 
     def pause(self) -> None:
@@ -158,12 +159,13 @@ class RichDisplay:
             if self._in_turn:
                 self._start_live()
 
-    def _print(self, *renderables: Any) -> None:
+    def _print(self, *renderables: Any, soft_wrap: bool = False) -> None:
+        """``soft_wrap``: the terminal wraps the line (a copy of it is one line)."""
         with self._lock:
             # Text before a tool line is done: it belongs above it.
             rest = self._splitter.flush()
             if rest.strip():
                 self._markdown(rest)
             for renderable in renderables:
-                self.console.print(renderable)
+                self.console.print(renderable, soft_wrap=soft_wrap)
             self._refresh()

@@ -128,7 +128,7 @@ def test_notices_tables_and_the_spinner_on_a_terminal() -> None:
     display.resume()
     display.notice("interrupted (model call)", "warn")
     display.end_turn(None)
-    display.table(("command", "what it does"), [("/help", "list the commands")])
+    display.table(("command", "what it does"), [("/resume [id]", "continue a session")])
     text = console.export_text()
     assert "interrupted (model call)" in text
-    assert "command" in text and "/help" in text and "list the commands" in text
+    assert "command" in text and "/resume [id]" in text and "continue a session" in text

@@ -48,7 +48,9 @@ def test_a_turn_a_tool_call_with_approval_history_and_completion(server, home, t
     (work / "sub").mkdir(parents=True)
     server.script(Reply.text("# Greeting\nHello **world**.\n\n```python\nprint('hi')\n```\n"),
                   Reply.tool_calls([("terminal", '{"command": "rm -rf sub"}')]),
-                  Reply.text("Removed it."))
+                  Reply.tool_calls([("clarify", '{"question": "Which colour next?", '
+                                                '"choices": ["red", "blue"]}')]),
+                  Reply.text("Removed it; blue next."))
     _start(terminal, home, server.base_url, "--workdir", str(work))
     terminal.line("say hello")
     screen = terminal.wait_for(" · 1 call · ")
@@ -59,9 +61,13 @@ def test_a_turn_a_tool_call_with_approval_history_and_completion(server, home, t
     assert "the model wants to run rm -rf sub" in screen
     assert (work / "sub").is_dir()  # nothing runs before the answer
     terminal.line("o", prompt="allow? [o]nce / [s]ession / [a]lways / [d]eny:")
-    screen = terminal.wait_for("Removed it.")
+    screen = terminal.wait_for("Which colour next?")  # the clarify tool asks inline
     assert "⚙ terminal  rm -rf sub" in screen and "✓ terminal" in screen
     assert not (work / "sub").exists()
+    assert "1. red" in screen and "2. blue" in screen
+    terminal.line("2", prompt="answer:")
+    terminal.wait_for("Removed it; blue next.")
+    assert '"answer":"blue"' in server.requests[-1]["messages"][-1]["content"]
     terminal.wait_prompt()
     terminal.keys("C-d")
     terminal.wait_for("[exited 0]")
@@ -115,3 +121,21 @@ def test_ctrl_c_interrupts_the_call_and_resume_continues_the_session(home, termi
     assert len(_sessions(home)) == 2
     for session_id in _sessions(home):
         assert replay(home / "sessions", session_id).identical
+
+
+@pytest.mark.local_model
+def test_a_turn_on_the_embedded_local_model(tmp_path, terminal):
+    """No provider configured: the chat runs the embedded model (slow: one short turn)."""
+    home = tmp_path / "local-home"
+    terminal.start(["chat", "--no-tools", "--max-tokens", "16"], base_environment(home),
+                   unset=PROVIDER_VARIABLES)
+    screen = terminal.wait_for(BANNER, timeout=300)
+    assert "embedded local model" in screen and "(local)" in screen
+    terminal.line("What is the capital of France?")
+    screen = terminal.wait_for(" · 1 call · ", timeout=300)
+    assert "$0.0000" in screen  # the local model costs nothing
+    terminal.wait_prompt()
+    terminal.keys("C-d")
+    terminal.wait_for("[exited 0]")
+    [sid] = _sessions(home)
+    assert replay(home / "sessions", sid).identical
