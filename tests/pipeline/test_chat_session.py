@@ -17,7 +17,7 @@ from pipeline.chat.session import ChatOptions, ChatSession
 from pipeline.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from tests.fake_openai import Reply
-from tests.pipeline.test_cli import PROVIDER_VARIABLES
+from tests.pipeline.test_cli import PROVIDER_VARIABLES, mibyan
 from tests.pipeline.test_context import summarising
 
 __all__ = ["summarising"]  # the fixture
@@ -183,3 +183,15 @@ def test_a_failed_turn_is_shown_and_the_exit_status_says_so(server, tmp_path):
     with chat.session:
         assert chat.lines("hi") == 1
     assert "error: the turn failed:" in chat.err.getvalue()
+
+
+def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
+    server.script(Reply.text("Four."), Reply.text("Six."))
+    env = {"OPENAI_BASE_URL": server.base_url, "MIBYAN_MODEL": "gpt-4o-mini"}
+    done = mibyan(home, "chat", stdin="2+2?\n3+3?\n/usage\n", env=env)
+    assert done.returncode == 0, done.stderr
+    answers, usage = done.stdout.splitlines()[:2], done.stdout.splitlines()[2]
+    assert answers == ["Four.", "Six."] and usage.startswith("session ")
+    assert done.stderr.count(" in · ") == 2 and "Traceback" not in done.stderr
+    missing = mibyan(home, "chat", "--resume", "no_such_session", stdin="hi\n", env=env)
+    assert missing.returncode == 2 and "no session 'no_such_session'" in missing.stderr
