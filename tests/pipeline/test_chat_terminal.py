@@ -102,8 +102,14 @@ def test_ctrl_c_interrupts_the_call_and_resume_continues_the_session(home, termi
         [sid] = _sessions(home)
         terminal.line("/new")
         terminal.wait_for("new session: it starts with your next message")
-        terminal.line("hello")
+        terminal.wait_prompt()
+        terminal.type("hello")
+        terminal.keys("C-j")  # a second line, not sent yet
+        terminal.type("there")
+        terminal.wait_for("… there")
+        terminal.keys("Enter")
         terminal.wait_for("Hello again.")
+        assert slow.requests[-1]["messages"][-1]["content"] == "hello\nthere"
         terminal.line(f"/resume {sid}")
         terminal.wait_for(f"resumed session {sid}")
         terminal.line("and now?")
