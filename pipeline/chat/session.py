@@ -72,12 +72,12 @@ class ChatSession:
         self.last: TurnResult | None = None
         self.failed_turns = 0
         self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
-        self.agent = self._build(options.session_id)
+        self.agent = self._build(options.session_id, self.model)
 
     # --- the current session's agent --------------------------------------------------------
-    def _build(self, session_id: str | None) -> Agent:
+    def _build(self, session_id: str | None, model: str | None) -> Agent:
         from pipeline.chat.build import build_agent
-        return build_agent(self.options, model=self.model, session_id=session_id,
+        return build_agent(self.options, model=model, session_id=session_id,
                            router=self.router, inbox=self.inbox if self.asker else None)
 
     @property
@@ -89,12 +89,12 @@ class ChatSession:
         return self.agent.home
 
     def switch(self, session_id: str | None, model: str | None = None) -> None:
-        """Go on in another session (None: a new one), or with another model."""
-        if model is not None:
-            self.model = model
-        agent = self._build(session_id)
+        """Go on in another session (None: a new one), or with another model; when the new
+        agent cannot be built, the current one stays."""
+        model = self.model if model is None else model
+        agent = self._build(session_id, model)
         self.agent.close()
-        self.agent, self.last = agent, None
+        self.agent, self.model, self.last = agent, model, None
 
     def close(self) -> None:
         self.agent.close()
