@@ -696,7 +696,8 @@ class ContextInherited:
 @attrs.frozen(kw_only=True)
 class CompressionRequested:
     """The user asked to compress the context now, between turns: the compression stages run
-    as under pressure (``reason="manual"``), the session then continues in a child."""
+    as under pressure (``reason="manual"``), the session then continues in a child. A summary
+    cooldown (after a failed summary) no longer holds."""
 
     kind: ClassVar[str] = "compression_requested"
     schema_version: ClassVar[int] = 1

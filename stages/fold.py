@@ -244,7 +244,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ContextCompressed: _context_compressed,
     ev.SessionSplit: cf.split,
     ev.ContextInherited: _context_inherited,
-    ev.CompressionRequested: lambda s, e: s,
+    ev.CompressionRequested: cf.compression_requested,
 }
 
 

@@ -57,6 +57,16 @@ def test_nothing_to_compact_or_no_compression_asks_for_nothing() -> None:
     assert decide_requested(running, config=PROTECT) is NOTHING
 
 
+def test_asking_lifts_a_summary_cooldown_so_the_middle_is_summarised() -> None:
+    state = _between_turns(4)
+    # As after a failed summary (built directly: the path there is tested with compression).
+    cooling = attrs.evolve(state, context=attrs.evolve(state.context, cooldown_until=5000.0))
+    kinds, after = _drive(cooling)
+    assert "context_summarised" in kinds
+    assert after.context.cooldown_until is None
+    assert any("compacted" in (m.content or "") for m in after.messages)
+
+
 def _serve(ask: machine.Perform) -> tuple[ev.Event, ...]:
     if isinstance(ask.effect, RequestCompression):
         return (ev.CompressionRequested(requested_at="t2"),)
