@@ -51,6 +51,7 @@ class Tmux:
         done = self.tmux("new-session", "-d", "-s", "chat", "-x", str(self.width), "-y",
                          str(self.height), "sh", str(script))
         assert done.returncode == 0, done.stderr
+        self.socket_path = self.tmux("display", "-p", "#{socket_path}").stdout.strip()
 
     def screen(self) -> str:
         """The pane with its scrollback, wrapped lines joined."""
@@ -100,7 +101,10 @@ class Tmux:
         self.keys("Enter")
 
     def close(self) -> None:
+        """End the server and its programs, and remove its socket (tmux leaves it behind)."""
         self.tmux("kill-server")
+        if getattr(self, "socket_path", ""):
+            Path(self.socket_path).unlink(missing_ok=True)
 
 
 def base_environment(home: Path) -> dict[str, str]:
