@@ -235,6 +235,21 @@ class Agent:
                                           session_id=result.session_id or "")
         return result
 
+    def compress(self) -> bool:
+        """Compress the session's context now, between turns (the chat's ``/compress``);
+        the session then goes on in a child session, as after any compression. False when
+        there was nothing to compact (no finished turn yet, too little history, compression
+        off for the session)."""
+        with self._lock:
+            runner = self._open()
+            before = runner.state.context.compressions
+            try:
+                compressed = runner.compress().context.compressions > before
+                self._continue_in_child()
+            finally:
+                self._interrupt.clear()
+        return compressed
+
     def run_conversation(self, user_message: str, system_message: str | None = None,
                          conversation_history: Sequence[Mapping[str, Any]] | None = None,
                          task_id: str | None = None,

@@ -141,6 +141,25 @@ def _parser() -> argparse.ArgumentParser:
     diff = commands.add_parser("diff", help="compare two sessions turn by turn")
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
+    chat = commands.add_parser("chat", help="an interactive session (plain, line by line, when "
+                               "stdin is not a terminal)")
+    chat.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+    chat.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    chat.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    chat.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                             "anthropic_messages"), help="the provider API")
+    chat.add_argument("--resume", metavar="SESSION", help="continue this session")
+    chat.add_argument("--system", help="system prompt added to every turn")
+    chat.add_argument("--max-turns", type=_positive_int, default=500,
+                      help="model calls per turn (500)")
+    chat.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
+    chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    chat.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
+    chat.add_argument("--workdir", help="the working tree the tools work in (the current "
+                      "directory)")
+    chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
+                      "a terminal")
     return parser
 
 

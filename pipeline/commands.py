@@ -160,6 +160,11 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
+def chat(args: argparse.Namespace) -> int:
+    from pipeline.chat import chat as run_chat
+    return run_chat(args)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
@@ -167,4 +172,4 @@ def dispatch(args: argparse.Namespace) -> int:
         from pipeline import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
                 "diff": cmd_replay.diff}[args.command](args)
-    return {"run": run, "sessions": sessions, "sql": sql}[args.command](args)
+    return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

@@ -12,12 +12,14 @@ and approvals denied. Several tasks run in parallel,
 at most ``max_concurrent`` (3) at a time. The parent reads each child's summary (its final
 answer) as the tool's result, which the parent's log keeps, so the parent replays without its
 children; each child's own session replays on its own. Interrupting the parent interrupts the
-children it is waiting for.
+children it is waiting for. ``progress`` (optional) hears every event of every child, with the
+child's goal, as it happens (the chat shows a subagent's progress under its parent's call).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,10 @@ from pipeline.tools import Tool
 if TYPE_CHECKING:
     from pipeline.agent import Agent
     from pipeline.result import TurnResult
+    from stages.events import Event
+
+# Hears each child's events, with the child's goal (a chat shows them under the parent's call).
+Progress = Callable[[str, "Event"], None]
 
 __all__ = ["CHILD_EXCLUDED_TOOLS", "MAX_CONCURRENT_CHILDREN", "MAX_TASKS", "Delegation"]
 
@@ -43,9 +49,10 @@ CHILD_SYSTEM = ("You are a subagent working on one task for another agent. Work 
 
 class Delegation:
     def __init__(self, *, max_concurrent: int = MAX_CONCURRENT_CHILDREN,
-                 child_max_turns: int | None = None) -> None:
+                 child_max_turns: int | None = None, progress: Progress | None = None) -> None:
         self.max_concurrent = max_concurrent
         self.child_max_turns = child_max_turns
+        self.progress = progress
         self._parent: Agent | None = None
         self._lock = threading.Lock()
         self.children: list[Agent] = []
@@ -93,7 +100,10 @@ class Delegation:
 
     def _run_one(self, parent: Agent, job: dict[str, str]) -> dict[str, object]:
         tools = [t for t in parent.registry if t.name not in CHILD_EXCLUDED_TOOLS]
-        child = parent.child(max_turns=self.child_max_turns, tools=tools)
+        progress = self.progress
+        listener = None if progress is None else lambda event: progress(job["goal"], event)
+        child = parent.child(max_turns=self.child_max_turns, tools=tools,
+                             event_listener=listener)
         with self._lock:
             self.children.append(child)
         message = job["goal"] if not job.get("context") else \

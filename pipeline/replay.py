@@ -14,6 +14,7 @@ from pipeline.journal import EndOfLog, ReplayJournal
 from pipeline.runner import Effects, SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.events import (
+    CompressionRequested,
     ContextInherited,
     ContextWindowProbed,
     HistoryLoaded,
@@ -67,6 +68,9 @@ def drive(runner: SessionRunner, journal: ReplayJournal | ForkJournal) -> None:
             except EndOfLog as cut:
                 if not cut.cut:
                     raise
+            continue
+        if kind == CompressionRequested.kind:
+            runner.compress()
             continue
         if kind == TurnAborted.kind:
             runner.observe("recovery", (TurnAborted,), lambda: ())

@@ -18,7 +18,7 @@ from effects.workers import submit
 from pipeline import context
 from pipeline.approval import Approver
 from pipeline.journal import EndOfLog, Journal
-from stages import turn
+from stages import compress_now, turn
 from stages.backoff import backoff_delay
 from stages.decision import (
     AskApproval,
@@ -34,6 +34,7 @@ from stages.decision import (
     ReadHints,
     ReadPromptInputs,
     RefreshCredential,
+    RequestCompression,
     RunTools,
     Summarise,
     Wait,
@@ -48,6 +49,7 @@ from stages.errors import (
 from stages.events import (
     ApprovalAnswered,
     ClockRead,
+    CompressionRequested,
     CredentialRefreshed,
     Event,
     HintsRead,
@@ -132,6 +134,8 @@ class SessionRunner:
             ReadHints: lambda e: (self._read_hints(e),),
             PrefetchMemory: lambda e: (self._prefetch(e),),
             Summarise: functools.partial(context.perform_summary, self),
+            RequestCompression: lambda e: (
+                CompressionRequested(requested_at=self.effects.clock.now()),),
         }
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -191,6 +195,12 @@ class SessionRunner:
             raise
         finally:
             self._on_delta = None
+        self.journal.sync()
+        return self.state
+
+    def compress(self) -> State:
+        """Compress the context now, between turns (the user asked: ``/compress``)."""
+        self._interpret(compress_now.run_compression())
         self.journal.sync()
         return self.state
 

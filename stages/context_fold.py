@@ -74,3 +74,10 @@ def inherited(state: State, e: ev.ContextInherited) -> State:
     return _context(state, summary=e.summary, compressions=e.compressions,
                     ineffective=e.ineffective, disabled=e.disabled,
                     cooldown_until=e.cooldown_until, windows=e.windows, window_cap=e.window_cap)
+
+
+def compression_requested(state: State, e: ev.CompressionRequested) -> State:
+    """The user asks to compress now: a summary cooldown (after a failed summary) no longer
+    holds, so the compression may summarise instead of dropping the middle."""
+    del e
+    return _context(state, cooldown_until=None)

@@ -152,9 +152,14 @@ class PrefetchMemory:
     query: str
 
 
+@attrs.frozen(kw_only=True)
+class RequestCompression:
+    """Take the user's request to compress now (``CompressionRequested``)."""
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
           | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise)
+          | Summarise | RequestCompression)
 
 
 @attrs.frozen(kw_only=True)

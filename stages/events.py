@@ -711,6 +711,20 @@ class SessionForked:
     settings: SessionSettings
 
 
+# --- a compression the user asks for between turns (``/compress`` in the chat) ---------------
+
+@attrs.frozen(kw_only=True)
+class CompressionRequested:
+    """The user asked to compress the context now, between turns: the compression stages run
+    as under pressure (``reason="manual"``), the session then continues in a child. A summary
+    cooldown (after a failed summary) no longer holds."""
+
+    kind: ClassVar[str] = "compression_requested"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    requested_at: str
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
@@ -719,7 +733,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
-         | SessionSplit | ContextInherited | SessionForked)
+         | SessionSplit | ContextInherited | SessionForked | CompressionRequested)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

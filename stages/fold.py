@@ -246,6 +246,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.ContextInherited: _context_inherited,
     ev.SessionForked: lambda s, e: evolve(s, settings=e.settings,
                                           pools=pools.pools_for(e.settings, s.pools)),
+    ev.CompressionRequested: cf.compression_requested,
 }
 
 

@@ -131,3 +131,23 @@ def test_bad_requests_are_clear_errors(tmp_path) -> None:
         delegation.delegate_task(tasks=[{"context": "no goal"}])
     with pytest.raises(ToolError, match="at most 10 tasks"):
         delegation.delegate_task(tasks=[{"goal": str(i)} for i in range(11)])
+
+
+def test_progress_hears_each_child_s_events_with_its_goal(tmp_path) -> None:
+    heard: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def progress(goal: str, event: ev.Event) -> None:
+        with lock:
+            heard.append((goal, event.kind))
+
+    delegation = Delegation(progress=progress)
+    agent = Agent(client=ByConversation(), tools=[note, delegation.tool],
+                  home=tmp_path / "home", clock=FakeClock(), ids=CountingIds())
+    delegation.attach(agent)
+    with agent:
+        assert agent.chat("split the work") == "both done"
+    for goal in ("task A", "task B"):
+        kinds = [kind for g, kind in heard if g == goal]
+        assert kinds[0] == "session_started" and kinds[-1] == "turn_finished"
+        assert "tool_ran" in kinds

@@ -260,6 +260,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.ContextInherited.kind: _full(
         ev.ContextInherited, messages=st.lists(messages(), max_size=4).map(tuple),
         windows=st.lists(_window_probes, max_size=2).map(tuple)),
+    ev.CompressionRequested.kind: _full(ev.CompressionRequested),
 }
 
 

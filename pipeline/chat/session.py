@@ -1,0 +1,180 @@
+"""One chat: the agent of the current session, its turns, and what the user types.
+
+A turn runs on a worker thread while the main thread, which owns the terminal, waits for it:
+it asks the inline questions (approvals, ``clarify``) and turns Ctrl-C into an interrupt of
+the turn (which then ends cleanly, with an event, and the session stays resumable).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from pipeline import config as cfg
+from pipeline.agent import Agent
+from pipeline.chat.display import Display
+from pipeline.chat.inline import Inbox, Question
+from pipeline.chat.listen import EventRouter
+from pipeline.chat.text import turn_line
+from pipeline.result import TurnResult
+from pipeline.toolsets import DEFAULT_TOOLSETS
+from stages.errors import MibyanError
+
+__all__ = ["Asker", "ChatOptions", "ChatSession"]
+
+# Asks one inline question on the terminal; None: no answer (deny, or a clarify error).
+Asker = Callable[[Question], str | None]
+WAIT_SLICE = 0.05
+T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class ChatOptions:
+    """How the chat's agents are built (``mibyan chat``'s arguments). ``overrides`` are more
+    ``Agent`` keywords (tests bring a fake clock or a scripted client)."""
+
+    home: Path | None = None
+    workdir: Path = attrs.field(factory=Path.cwd)
+    model: str | None = None
+    base_url: str | None = None
+    provider: str | None = None
+    api_mode: str | None = None
+    session_id: str | None = None
+    system: str | None = None
+    max_turns: int = 500
+    max_tokens: int | None = None
+    toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
+    no_tools: bool = False
+    overrides: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def state_home(self) -> Path:
+        return self.home or cfg.home()
+
+
+class ChatSession:
+    """``asker`` asks inline questions; without one (no terminal) dangerous commands are
+    denied and ``clarify`` is not offered."""
+
+    def __init__(self, options: ChatOptions, display: Display,
+                 asker: Asker | None = None) -> None:
+        self.options = options
+        self.display = display
+        self.asker = asker
+        self.router = EventRouter(display)
+        self.inbox = Inbox()
+        self.model = options.model
+        self.last: TurnResult | None = None
+        self.failed_turns = 0
+        self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
+        self.agent = self._build(options.session_id, self.model)
+
+    # --- the current session's agent --------------------------------------------------------
+    def _build(self, session_id: str | None, model: str | None) -> Agent:
+        from pipeline.chat.build import build_agent
+        return build_agent(self.options, model=model, session_id=session_id,
+                           router=self.router, inbox=self.inbox if self.asker else None)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.agent.session_id
+
+    @property
+    def home(self) -> Path:
+        return self.agent.home
+
+    def switch(self, session_id: str | None, model: str | None = None) -> None:
+        """Go on in another session (None: a new one), or with another model; when the new
+        agent cannot be built, the current one stays."""
+        model = self.model if model is None else model
+        agent = self._build(session_id, model)
+        self.agent.close()
+        self.agent, self.model, self.last = agent, model, None
+
+    def close(self) -> None:
+        self.agent.close()
+
+    def __enter__(self) -> ChatSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- input ------------------------------------------------------------------------------
+    def handle(self, line: str) -> bool:
+        """A slash command or a message (``//`` sends a message starting with ``/``); False
+        when the chat should end."""
+        from pipeline.chat import slash
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("/") and not text.startswith("//"):
+            return slash.run(self, text)
+        self.send(text[1:] if text.startswith("//") else line.strip("\n"))
+        return True
+
+    # --- a turn -----------------------------------------------------------------------------
+    def send(self, message: str) -> TurnResult | None:
+        """Run a turn and show it; None when it could not run (the error is shown)."""
+        self.interrupted = False
+        started = time.monotonic()
+        result = self.in_worker(lambda agent: agent.run(
+            message, system_message=self.options.system, stream_callback=self.router.delta))
+        if result is None:
+            self.failed_turns += 1
+            return None
+        self.display.end_turn(turn_line(result, time.monotonic() - started))
+        self.last, self.interrupted = result, result.interrupted
+        self.failed_turns += result.failed
+        return result
+
+    def in_worker(self, job: Callable[[Agent], T]) -> T | None:
+        """``job(agent)`` on a worker thread, with the spinner, inline questions and Ctrl-C
+        as an interrupt; a ``MibyanError`` is shown and gives None."""
+        agent, outcome = self.agent, list[T | BaseException]()
+
+        def work() -> None:
+            try:
+                outcome.append(job(agent))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        self.display.begin_turn()
+        worker = threading.Thread(target=work, name="mibyan-chat-turn", daemon=True)
+        worker.start()
+        self._wait(worker, agent)
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            self.display.end_turn(None)
+            if not isinstance(result, MibyanError):
+                raise result
+            self.display.notice(f"{type(result).__name__}: {result}", "error")
+            return None
+        return result
+
+    def _wait(self, worker: threading.Thread, agent: Agent) -> None:
+        """Until the turn ends: ask its questions; Ctrl-C interrupts it."""
+        while worker.is_alive():
+            try:
+                question = self.inbox.next(WAIT_SLICE)
+                if question is not None:
+                    self._answer(question)
+            except KeyboardInterrupt:
+                self.display.notice("interrupting…", "warn")
+                agent.interrupt()
+                self.inbox.cancel_all()
+        worker.join()
+
+    def _answer(self, question: Question) -> None:
+        answer = None
+        self.display.pause()
+        try:
+            answer = self.asker(question) if self.asker is not None else None
+        finally:
+            question.reply(answer)  # a Ctrl-C while asking: no answer, and the turn stops
+            self.display.resume()

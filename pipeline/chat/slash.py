@@ -1,0 +1,220 @@
+"""The chat's slash commands: one table, one entry per command (name, arguments, one-line help,
+handler). ``register`` adds an entry (``/fork`` and ``/export`` plug in this way).
+
+A handler gets the chat session and the text after the command's name; it returns False to end
+the chat. A ``MibyanError`` it raises is shown, and the chat goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from stages.errors import MibyanError
+
+if TYPE_CHECKING:
+    from pipeline.chat.session import ChatSession
+
+__all__ = ["COMMANDS", "KEYS_HELP", "SlashCommand", "command", "names", "register", "run"]
+
+SESSIONS_SHOWN = 20
+
+Handler = Callable[["ChatSession", str], "bool | None"]
+KEYS_HELP = ("Enter sends; Esc Enter or Ctrl-J adds a line; Ctrl-C interrupts the turn (at an "
+             "empty prompt, twice, exits); Ctrl-D exits; // starts a message with /")
+
+
+@attrs.frozen
+class SlashCommand:
+    name: str
+    help: str
+    run: Handler = attrs.field(eq=False)
+    args: str = ""
+
+    @property
+    def usage(self) -> str:
+        return f"/{self.name} {self.args}".rstrip()
+
+
+COMMANDS: dict[str, SlashCommand] = {}
+
+
+def register(entry: SlashCommand) -> SlashCommand:
+    """Add (or replace) a command of the table."""
+    COMMANDS[entry.name] = entry
+    return entry
+
+
+def command(name: str, help: str, args: str = "") -> Callable[[Handler], Handler]:
+    def add(handler: Handler) -> Handler:
+        register(SlashCommand(name, help, handler, args))
+        return handler
+    return add
+
+
+def names() -> list[str]:
+    return [f"/{entry.name}" for entry in _listed()]
+
+
+def _listed() -> list[SlashCommand]:
+    """The table's order, /exit last (commands registered later come before it)."""
+    return sorted(COMMANDS.values(), key=lambda entry: entry.name == "exit")
+
+
+def run(session: ChatSession, line: str) -> bool:
+    """Run the slash command ``line``; False when the chat should end."""
+    name, _, arg = line.strip()[1:].partition(" ")
+    entry = COMMANDS.get(name.lower())
+    if entry is None:
+        session.display.notice(f"unknown command /{name}; /help lists the commands", "warn")
+        return True
+    try:
+        return entry.run(session, arg.strip()) is not False
+    except MibyanError as exc:
+        session.display.notice(f"/{entry.name}: {exc}", "error")
+        return True
+
+
+
+# --- the commands (in the order /help lists them) --------------------------------------------
+
+@command("help", "list the commands and keys")
+def _help(session: ChatSession, arg: str) -> None:
+    session.display.table(("command", "what it does"),
+                          [(entry.usage, entry.help) for entry in _listed()])
+    session.display.text(KEYS_HELP)
+
+
+@command("new", "start a new session (from your next message)")
+def _new(session: ChatSession, arg: str) -> None:
+    session.switch(None)
+    session.display.notice("new session: it starts with your next message")
+
+
+@command("resume", "continue a session (without an id: list the recent ones)", "[id]")
+def _resume(session: ChatSession, arg: str) -> None:
+    if not arg:
+        _sessions(session, "")
+        session.display.text("/resume ID continues one of them")
+        return
+    from effects.eventlog import session_path
+    from pipeline.lineage import newest
+    from stages.errors import UsageError
+    root = session.home / "sessions"
+    if not session_path(root, arg).exists():
+        raise UsageError(f"no session {arg!r} under {root}")
+    target = newest(root, arg)
+    session.switch(target)
+    recap = _recap(root, target)
+    note = f" (continued from {arg})" if target != arg else ""
+    session.display.notice(f"resumed session {target}{note}: {recap}")
+
+
+def _recap(root: Path, session_id: str) -> str:
+    """How many messages the session holds, and the last answer's first words."""
+    from effects.codec import from_payload
+    from effects.eventlog import read_envelopes, session_path
+    from pipeline.chat.text import shorten
+    from stages.fold import fold
+    state = fold(from_payload(e.kind, e.schema_version, e.payload)
+                 for e in read_envelopes(session_path(root, session_id)))
+    answers = [m.content for m in state.messages if m.role == "assistant" and m.content]
+    last = f"; last answer: {shorten(answers[-1], 80)}" if answers else ""
+    return f"{len(state.messages)} messages{last}"
+
+
+@command("sessions", "list the recent sessions")
+def _sessions(session: ChatSession, arg: str) -> None:
+    from pipeline.commands import SESSIONS_WITH_LINEAGE
+    from pipeline.query import query
+    root = session.home / "sessions"
+    if not root.is_dir():
+        session.display.text("no sessions yet")
+        return
+    columns, rows = query(root, f"SELECT session_id, started_at, model, turns, status, "
+                                f"continued_in FROM ({SESSIONS_WITH_LINEAGE}) "
+                                f"ORDER BY started_at DESC LIMIT {SESSIONS_SHOWN}")
+    session.display.table(columns, rows)
+
+
+@command("model", "show the model, or go on with another", "[name]")
+def _model(session: ChatSession, arg: str) -> None:
+    settings = session.agent.settings
+    if not arg:
+        session.display.text(f"{settings.model} ({settings.provider}, {settings.api_mode})")
+        return
+    session.switch(session.session_id, model=arg)
+    session.display.notice(f"model: {session.agent.settings.model}")
+
+
+@command("tools", "list the tools the model may call")
+def _tools(session: ChatSession, arg: str) -> None:
+    rows = [(t.name, (t.spec.description or "").strip().split("\n")[0])
+            for t in session.agent.registry]
+    session.display.table(("tool", "what it does"), rows)
+
+
+@command("compress", "compress the context now (the session goes on in a child)")
+def _compress(session: ChatSession, arg: str) -> None:
+    before = session.session_id
+    done = session.in_worker(lambda agent: agent.compress())
+    session.display.end_turn(None)
+    if done:
+        session.display.notice(f"compressed: {before} continues in {session.session_id}")
+    elif done is False:
+        session.display.notice("nothing to compress yet")
+
+
+@command("usage", "tokens, cache hits and estimated cost of this session")
+def _usage(session: ChatSession, arg: str) -> None:
+    from pipeline.chat.text import cost_text, usage_text
+    last = session.last
+    if last is None:
+        session.display.text("no turn yet in this chat")
+        return
+    usage = last.session_usage
+    session.display.text(f"session {last.session_id}: {usage_text(usage)} · "
+                         f"{cost_text(usage, last.model, last.provider)} · "
+                         f"{usage.total_tokens:,} tokens in all")
+
+
+@command("replay", "replay a session from its log and compare (default: this one)", "[id]")
+def _replay(session: ChatSession, arg: str) -> None:
+    from pipeline.replay import replay
+    target = arg or session.session_id
+    if target is None:
+        session.display.text("nothing to replay yet")
+        return
+    report = replay(session.home / "sessions", target)
+    level = "info" if report.identical else "error"
+    session.display.notice(f"replay of {target}: {report.describe()}", level)
+
+
+@command("memory", "show the built-in memory (MEMORY.md and USER.md)")
+def _memory(session: ChatSession, arg: str) -> None:
+    from effects.memory_store import MemoryStore
+    store = MemoryStore(session.home)
+    for target, title in (("memory", "memory"), ("user", "user profile")):
+        entries = store.entries(target)
+        session.display.text(f"{title}: " + ("(empty)" if not entries else ""))
+        for entry in entries:
+            session.display.text(f"  - {entry}")
+
+
+@command("skills", "list the skills the agent may load")
+def _skills(session: ChatSession, arg: str) -> None:
+    from effects.skills import scan_skills, skill_roots
+    cards = scan_skills(skill_roots(session.home, session.options.workdir))
+    if not cards:
+        session.display.text("no skills installed (put them under <home>/skills)")
+        return
+    session.display.table(("skill", "category", "what it is for"),
+                          [(c.name, c.category, c.description) for c in cards])
+
+
+@command("exit", "end the chat (Ctrl-D too)")
+def _exit(session: ChatSession, arg: str) -> bool:
+    return False

@@ -1,0 +1,134 @@
+"""The terminal display, recorded by a rich Console: markdown blocks, highlighted code, tool
+lines with collapsed output, a subagent's lines nested under its parent's, the usage line."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from pipeline.chat.listen import EventRouter
+from pipeline.chat.render import RichDisplay
+from stages import events as ev
+from stages.messages import Message, ToolCall
+from stages.tools import ToolOutcome
+
+
+def _display(terminal: bool = False) -> tuple[RichDisplay, Console]:
+    console = Console(file=io.StringIO(), record=True, width=80, force_terminal=terminal,
+                      color_system="truecolor" if terminal else None)
+    return RichDisplay(console), console
+
+
+def _reply(content=None, *calls) -> ev.ModelReplied:
+    return ev.ModelReplied(message=Message(role="assistant", content=content, tool_calls=calls),
+                           finish_reason="tool_calls" if calls else "stop",
+                           usage=ev.Usage(input_tokens=1), model="m", latency_ms=1.0)
+
+
+def test_a_streamed_answer_is_rendered_as_markdown_block_by_block() -> None:
+    display, console = _display()
+    router = EventRouter(display)
+    display.begin_turn()
+    for piece in ("# Plan\nSome **bold** te", "xt.\n\n```python\ndef f():\n", "    return 1\n",
+                  "```\nThe end."):
+        router.delta(piece)
+    # Three blocks are complete and shown; the last one is still arriving.
+    shown = console.export_text(clear=False)
+    assert "Plan" in shown and "Some bold text." in shown and "def f():" in shown
+    assert "**" not in shown and "```" not in shown and "The end." not in shown
+    router.parent(_reply("ignored: it streamed"))
+    display.end_turn("10 in · 2 out · $0.0000 · 1 call · 0.1 s")
+    text = console.export_text()
+    assert "The end." in text and "ignored" not in text
+    assert text.rstrip().endswith("10 in · 2 out · $0.0000 · 1 call · 0.1 s")
+
+
+def test_code_is_highlighted_once_its_block_is_complete() -> None:
+    display, console = _display(terminal=True)
+    display.begin_turn()
+    display.delta("```python\ndef f():\n    return 1\n```\n")
+    display.end_turn(None)
+    styled = console.export_text(styles=True, clear=False)
+    plain = console.export_text()
+    assert "def" in plain and "\x1b[" in styled
+    # The keyword has a colour of its own (the syntax theme's).
+    assert any("def" in line and "\x1b[38;2;" in line for line in styled.splitlines())
+
+
+def test_a_reply_that_did_not_stream_is_shown_whole() -> None:
+    display, console = _display()
+    router = EventRouter(display)
+    display.begin_turn()
+    router.parent(ev.ModelRequested(call_index=0, purpose="turn", provider="p", model="m",
+                                    message_count=1, tool_count=0, estimated_tokens=1))
+    router.parent(_reply("A *plain* reply."))
+    display.end_turn(None)
+    assert "A plain reply." in console.export_text()
+
+
+def test_tool_calls_show_as_they_start_and_finish_with_long_output_collapsed() -> None:
+    display, console = _display()
+    router = EventRouter(display)
+    display.begin_turn()
+    router.parent(_reply("Let me look.", ToolCall(id="c1", name="terminal",
+                                                  arguments='{"command": "seq 10"}'),
+                         ToolCall(id="c2", name="read_file", arguments='{"path": "x"}')))
+    router.parent(ev.ToolsPlanned(call_ids=("c1", "c2"), concurrent=False))
+    router.parent(ev.ToolRan(outcome=ToolOutcome(call_id="c1", name="terminal", ok=True,
+                                                 content="\n".join(map(str, range(1, 11))),
+                                                 duration_ms=12.4)))
+    router.parent(ev.ToolRan(outcome=ToolOutcome(call_id="c2", name="read_file", ok=False,
+                                                 content="", error="ToolError: no file x",
+                                                 duration_ms=1.0)))
+    display.end_turn(None)
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    assert lines[0] == "Let me look."
+    assert "⚙ terminal  seq 10" in lines[1] and "⚙ read_file  x" in lines[2]
+    assert "✓ terminal  12 ms" in lines[3]
+    assert [line.strip() for line in lines[4:8]] == ["1", "2", "3", "… 7 more lines"]
+    assert "✗ read_file  ToolError: no file x  1 ms" in lines[8]
+
+
+def test_a_subagent_s_progress_is_nested_under_its_parent() -> None:
+    display, console = _display()
+    router = EventRouter(display)
+    display.begin_turn()
+    router.parent(_reply(None, ToolCall(id="p1", name="delegate_task",
+                                        arguments='{"goal": "count the files"}')))
+    router.parent(ev.ToolsPlanned(call_ids=("p1",), concurrent=False))
+    goal = "count the files"
+    router.child(goal, ev.TurnStarted(turn_id="t", task_id="k", started_at="now",
+                                      user_message=goal))
+    router.child(goal, _reply(None, ToolCall(id="p1", name="terminal",
+                                             arguments='{"command": "ls | wc -l"}')))
+    router.child(goal, ev.ToolsPlanned(call_ids=("p1",), concurrent=False))
+    router.child(goal, ev.ToolRan(outcome=ToolOutcome(call_id="p1", name="terminal", ok=True,
+                                                      content="3", duration_ms=5.0)))
+    router.child(goal, ev.TurnFinished(exit_reason="text_response", final_response="3 files",
+                                       completed=True))
+    router.parent(ev.ToolRan(outcome=ToolOutcome(call_id="p1", name="delegate_task", ok=True,
+                                                 content="{}", duration_ms=900.0)))
+    display.end_turn(None)
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    assert "⚙ delegate_task  count the files" in lines[0]
+    nested = [line for line in lines if "│ [count the files]" in line]
+    assert len(nested) == 4
+    assert "subagent started" in nested[0] and "⚙ terminal  ls | wc -l" in nested[1]
+    assert "✓ terminal" in nested[2] and "subagent finished: text_response" in nested[3]
+    # The child's tool output is not expanded; the parent's call finishes after it.
+    assert "✓ delegate_task" in lines[-2] and lines.index(nested[3]) < lines.index(lines[-2])
+
+
+def test_notices_tables_and_the_spinner_on_a_terminal() -> None:
+    display, console = _display(terminal=True)
+    display.begin_turn()
+    display.waiting()
+    display.pause()
+    display.resume()
+    display.notice("interrupted (model call)", "warn")
+    display.end_turn(None)
+    display.table(("command", "what it does"), [("/resume [id]", "continue a session")])
+    text = console.export_text()
+    assert "interrupted (model call)" in text
+    assert "command" in text and "/resume [id]" in text and "continue a session" in text

@@ -1,0 +1,197 @@
+"""A chat session in-process with plain output (as when stdin is piped): turns against the fake
+server, slash commands, inline approvals and clarify through an asker, a subagent's progress
+nested under its parent's call, /compress, /resume, /replay."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from effects.eventlog import read_envelopes, session_path
+from pipeline.chat.display import PlainDisplay
+from pipeline.chat.inline import Question
+from pipeline.chat.piped import piped
+from pipeline.chat.session import ChatOptions, ChatSession
+from pipeline.replay import replay
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
+from tests.fake_openai import Reply
+from tests.pipeline.test_cli import PROVIDER_VARIABLES, mibyan
+from tests.pipeline.test_context import summarising
+
+__all__ = ["summarising"]  # the fixture
+
+KEY = "sk-chat-test-key-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def no_provider_environment(monkeypatch):
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+class Chat:
+    def __init__(self, options: ChatOptions, asker=None) -> None:
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self.session = ChatSession(options, PlainDisplay(self.out, self.err), asker=asker)
+
+    def lines(self, *lines: str) -> int:
+        return piped(self.session, [line + "\n" for line in lines])
+
+
+def _options(server, tmp_path: Path, **overrides) -> ChatOptions:
+    return ChatOptions(home=tmp_path / "home", workdir=tmp_path, model="gpt-4o-mini",
+                       base_url=server.base_url, overrides={"api_key": KEY, **overrides})
+
+
+def test_piped_lines_answer_on_stdout_with_tool_lines_and_usage_on_stderr(server, tmp_path):
+    server.script(Reply.text("Four."),
+                  Reply.tool_calls([("terminal", '{"command": "echo hi"}')]), Reply.text("Ran."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        assert chat.lines("2+2?", "", "run echo", "/usage", "/bogus", "/exit", "not sent") == 0
+        sid = chat.session.session_id
+    assert chat.out.getvalue().splitlines()[:2] == ["Four.", "Ran."]
+    assert chat.out.getvalue().splitlines()[2].startswith(f"session {sid}: ")
+    err = chat.err.getvalue().splitlines()
+    assert err[0].startswith("[") and " in · " in err[0] and "1 call" in err[0]
+    assert err[1:3] == ["  [tool] terminal echo hi", err[2]] and "-> ok" in err[2]
+    assert "2 calls" in err[3]
+    assert err[4] == "warn: unknown command /bogus; /help lists the commands"
+    assert len(server.requests) == 3  # "not sent" came after /exit
+    assert replay(tmp_path / "home" / "sessions", sid).identical
+
+
+def test_without_a_terminal_dangerous_commands_are_denied_and_nothing_is_asked(server, tmp_path):
+    (tmp_path / "sub").mkdir()
+    server.script(Reply.tool_calls([("terminal", '{"command": "rm -rf sub"}')]),
+                  Reply.text("Could not."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("remove sub")
+    assert (tmp_path / "sub").is_dir()
+    assert "warn: approval: deny (default)" in chat.err.getvalue()
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert "clarify" not in offered and "delegate_task" in offered
+
+
+def test_approvals_and_clarify_are_asked_inline(server, tmp_path):
+    (tmp_path / "sub").mkdir()
+    asked: list[Question] = []
+
+    def asker(question: Question) -> str:
+        asked.append(question)
+        return "session" if question.request is not None else "blue"
+
+    server.script(Reply.tool_calls([("terminal", '{"command": "rm -rf sub"}')]),
+                  Reply.tool_calls([("clarify", '{"question": "Which colour?", '
+                                                '"choices": ["red", "blue"]}')]),
+                  Reply.text("Removed, and blue it is."))
+    chat = Chat(_options(server, tmp_path), asker=asker)
+    with chat.session:
+        assert chat.lines("remove sub, then ask me") == 0
+    assert not (tmp_path / "sub").exists()
+    assert asked[0].request is not None and asked[0].request.command == "rm -rf sub"
+    assert (asked[1].text, asked[1].choices) == ("Which colour?", ("red", "blue"))
+    assert '"answer":"blue"' in server.requests[2]["messages"][-1]["content"]
+    assert "approval: session" in chat.err.getvalue()
+
+
+def test_a_subagent_s_progress_is_shown_under_its_parent(tmp_path):
+    model = ScriptedModel(tool_calls(("delegate_task", {"goal": "count the files"})),
+                          tool_calls(("terminal", {"command": "echo 3"})), "3 files.",
+                          "There are 3.")
+    options = ChatOptions(home=tmp_path / "home", workdir=tmp_path, overrides={
+        "client": model, "clock": FakeClock(), "ids": CountingIds()})
+    chat = Chat(options)
+    with chat.session:
+        chat.lines("how many files?")
+    model.assert_complete()
+    assert chat.out.getvalue().strip() == "There are 3."
+    err = chat.err.getvalue().splitlines()
+    assert err[0] == "  [tool] delegate_task count the files"
+    nested = [line for line in err if line.startswith("    [count the files] ")]
+    assert [line.split("] ", 1)[1] for line in nested[:2]] == [
+        "subagent started", "[tool] terminal echo 3"]
+    assert "subagent finished: text_response" in nested[-1]
+    assert err.index(nested[-1]) < next(i for i, line in enumerate(err)
+                                        if "delegate_task -> ok" in line)
+
+
+def test_new_resume_sessions_model_and_replay(server, tmp_path):
+    server.script(Reply.text("Noted: 4711."), Reply.text("Hello."), Reply.text("It was 4711."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("remember 4711")
+        first = chat.session.session_id
+        chat.lines("/new", "hello")
+        second = chat.session.session_id
+        assert second != first
+        chat.lines("/resume no_such_session", f"/resume {first}", "what number was it?",
+                   "/sessions", "/model", "/model gpt-4o", "/replay")
+        assert chat.session.session_id == first
+        assert chat.session.agent.settings.model == "gpt-4o"
+    last = server.requests[-1]["messages"]
+    assert [m["content"] for m in last if m["role"] == "user"] == [
+        "remember 4711", "what number was it?"]
+    err, out = chat.err.getvalue(), chat.out.getvalue()
+    assert "error: /resume: no session 'no_such_session'" in err
+    assert f"resumed session {first}: 2 messages; last answer: Noted: 4711." in err
+    assert first in out and second in out  # /sessions
+    assert "gpt-4o-mini (openai, chat_completions)" in out  # /model
+    assert "model: gpt-4o" in err
+    assert f"replay of {first}: identical" in err
+
+
+def test_compress_between_turns_continues_in_a_child(summarising, tmp_path):
+    chat = Chat(_options(summarising, tmp_path, context_length=64_000, protect_last_n=2))
+    with chat.session:
+        chat.lines("/compress")
+        for n in range(4):
+            summarising.script(Reply.text(f"answer {n} " + "z" * 600))
+            chat.lines(f"question {n} " + "q" * 500)
+        parent = chat.session.session_id
+        chat.lines("/compress")
+        child = chat.session.session_id
+    err = chat.err.getvalue()
+    assert "nothing to compress yet" in err
+    assert f"compressed: {parent} continues in {child}" in err and child != parent
+    assert "context compressed: " in err and summarising.summaries == 1
+    kinds = [e.kind for e in read_envelopes(session_path(tmp_path / "home" / "sessions",
+                                                         parent))]
+    assert kinds[-1] == "session_split" and "compression_requested" in kinds
+
+
+def test_memory_skills_and_tools_are_listed(server, tmp_path):
+    skill = tmp_path / "home" / "skills" / "deploy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: deploy\ndescription: Ship the app.\n---\nSteps\n")
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("/memory", "/skills", "/tools", "/help")
+    out = chat.out.getvalue()
+    assert "memory: (empty)" in out and "user profile: (empty)" in out
+    assert "deploy" in out and "Ship the app." in out
+    assert "terminal" in out and "delegate_task" in out
+    assert "/resume [id]" in out and "Ctrl-D exits" in out
+
+
+def test_a_failed_turn_is_shown_and_the_exit_status_says_so(server, tmp_path):
+    server.script(Reply.error(400, "bad request here"))
+    chat = Chat(_options(server, tmp_path, max_retries=0))
+    with chat.session:
+        assert chat.lines("hi") == 1
+    assert "error: the turn failed:" in chat.err.getvalue()
+
+
+def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
+    server.script(Reply.text("Four."), Reply.text("Six."))
+    env = {"OPENAI_BASE_URL": server.base_url, "MIBYAN_MODEL": "gpt-4o-mini"}
+    done = mibyan(home, "chat", stdin="2+2?\n3+3?\n/usage\n", env=env)
+    assert done.returncode == 0, done.stderr
+    answers, usage = done.stdout.splitlines()[:2], done.stdout.splitlines()[2]
+    assert answers == ["Four.", "Six."] and usage.startswith("session ")
+    assert done.stderr.count(" in · ") == 2 and "Traceback" not in done.stderr
+    missing = mibyan(home, "chat", "--resume", "no_such_session", stdin="hi\n", env=env)
+    assert missing.returncode == 2 and "no session 'no_such_session'" in missing.stderr
