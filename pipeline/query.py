@@ -16,9 +16,9 @@ from effects.envelope import SUFFIX
 from pipeline.views import create_views
 from stages.errors import UsageError
 
-__all__ = ["connect", "query"]
+__all__ = ["COLUMNS", "connect", "query"]
 
-_COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
+COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
             "'schema_version': 'INTEGER', 'recorded_at': 'VARCHAR', 'prev_hash': 'VARCHAR', "
             "'payload': 'JSON'}")
 
@@ -54,7 +54,7 @@ def _events_source(root: Path) -> str:
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     # A line that does not parse comes back as a row of NULLs: it is no event.
     return (f"SELECT * FROM read_json([{listed}], format='newline_delimited', "
-            f"columns={_COLUMNS}, ignore_errors=true) "
+            f"columns={COLUMNS}, ignore_errors=true) "
             "WHERE session_id IS NOT NULL AND seq IS NOT NULL AND kind IS NOT NULL")
 
 

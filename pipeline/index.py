@@ -1,0 +1,243 @@
+"""The insights index: a DuckDB file under the home holding every log's checked records.
+
+The logs stay the source of truth; the index can be deleted or rebuilt (``rebuild=True``) at any
+time. Each update looks at every log: one unchanged since the last update (same size and
+modification time) costs a ``stat``; one that grew is checked where the index left it (the last
+indexed record still hashes to what the index holds) and only its new tail is read and chained
+on; one that shrank, changed in place or no longer chains is read again from its start; one
+that is gone leaves the index. A record that does not check (a broken chain, a changed line)
+ends what is indexed of its log, and the log's problem is kept (:attr:`IndexReport.problems`).
+The index has the same ``events`` table as ``mibyan sql`` and the views of
+:mod:`pipeline.views` over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from effects.envelope import SUFFIX, line_hash, list_session_ids, session_path
+from pipeline.log_scan import Position, scan
+from pipeline.query import COLUMNS
+from pipeline.views import create_views
+from stages.errors import UsageError
+
+__all__ = ["INDEX_NAME", "IndexReport", "index_path", "open_index"]
+
+INDEX_NAME = "insights.duckdb"
+_VERSION = 1  # of the index's own tables: another version is rebuilt
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
+    "CREATE TABLE IF NOT EXISTS events (session_id VARCHAR, seq BIGINT, kind VARCHAR, "
+    "schema_version INTEGER, recorded_at VARCHAR, prev_hash VARCHAR, payload JSON)",
+    "CREATE TABLE IF NOT EXISTS logs (session_id VARCHAR PRIMARY KEY, size BIGINT, "
+    "mtime_ns BIGINT, records BIGINT, last_hash VARCHAR, last_start BIGINT, sealed BOOLEAN, "
+    "problem VARCHAR)",
+)
+
+
+@attrs.frozen(kw_only=True)
+class IndexReport:
+    """What an update did: logs seen, read from the start (``reindexed``: they were indexed
+    before), continued (``appended``), left as they were, dropped; records added; problems by
+    session; seconds taken."""
+
+    logs: int = 0
+    indexed: tuple[str, ...] = ()
+    reindexed: tuple[str, ...] = ()
+    appended: tuple[str, ...] = ()
+    unchanged: int = 0
+    dropped: tuple[str, ...] = ()
+    records_added: int = 0
+    problems: tuple[tuple[str, str], ...] = ()
+    seconds: float = 0.0
+
+
+def index_path(root: Path) -> Path:
+    """Where the index of the logs under ``root`` (``<home>/sessions``) lives by default."""
+    return Path(root).parent / INDEX_NAME
+
+
+@contextlib.contextmanager
+def open_index(root: Path, *, path: Path | None = None,
+               rebuild: bool = False) -> Iterator[tuple[Any, IndexReport]]:
+    """The index of the logs under ``root``, brought up to date: ``(connection, report)``."""
+    import duckdb
+    path = Path(path) if path is not None else index_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.IOException as exc:
+        raise UsageError(f"cannot open the insights index {path}: "
+                         f"{str(exc).splitlines()[0]} (another mibyan using it?)") from exc
+    except duckdb.Error as exc:
+        raise UsageError(f"the insights index {path} is unreadable ({exc}); delete it, it is "
+                         "rebuilt from the logs") from exc
+    try:
+        _prepare(con, rebuild)
+        report = update(con, Path(root), scratch=path.parent)
+        create_views(con)
+        yield con, report
+    finally:
+        con.close()
+
+
+def _prepare(con: Any, rebuild: bool) -> None:
+    found = con.execute("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_name = 'meta'").fetchone()[0]
+    version = con.execute("SELECT max(version) FROM meta").fetchone()[0] if found else None
+    if rebuild or version != _VERSION:
+        for table in ("events", "logs", "meta"):
+            con.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+    for statement in _TABLES:
+        con.execute(statement)
+    if rebuild or version != _VERSION:
+        con.execute("INSERT INTO meta VALUES (?)", [_VERSION])
+
+
+@attrs.define
+class _Work:
+    """What one update has to read: whole logs (read by DuckDB from the file, up to the
+    checked count), tails (copied to a scratch file) and the bookkeeping rows."""
+
+    whole: list[tuple[str, str, int]] = attrs.Factory(list)  # (path, session id, records)
+    tails: list[bytes] = attrs.Factory(list)
+    rows: list[tuple] = attrs.Factory(list)
+    clear: list[str] = attrs.Factory(list)
+    kinds: dict[str, list[str]] = attrs.Factory(
+        lambda: {"indexed": [], "reindexed": [], "appended": []})
+    problems: list[tuple[str, str]] = attrs.Factory(list)
+    added: int = 0
+    unchanged: int = 0
+
+
+def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
+    """Bring the index on ``con`` up to date with the logs under ``root``."""
+    began = time.perf_counter()
+    known = {row[0]: row[1:] for row in con.execute(
+        "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem "
+        "FROM logs").fetchall()}
+    ids = list_session_ids(root)
+    work = _Work()
+    for session_id in ids:
+        _plan(work, root, session_id, known.get(session_id))
+    dropped = sorted(set(known) - set(ids))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _apply(con, work, dropped, scratch)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return IndexReport(logs=len(ids), indexed=tuple(work.kinds["indexed"]),
+                       reindexed=tuple(work.kinds["reindexed"]),
+                       appended=tuple(work.kinds["appended"]), unchanged=work.unchanged,
+                       dropped=tuple(dropped), records_added=work.added,
+                       problems=tuple(work.problems), seconds=time.perf_counter() - began)
+
+
+def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
+    path = session_path(root, session_id)
+    try:
+        with open(path, "rb", buffering=1 << 16) as fh:
+            stat = os.fstat(fh.fileno())
+            if known is not None and (stat.st_size, stat.st_mtime_ns) == tuple(known[:2]):
+                work.unchanged += 1
+                if known[6] is not None:
+                    work.problems.append((session_id, known[6]))
+                return
+            start = _continues(fh, known, stat.st_size)
+            fh.seek(start.offset)
+            found = scan(fh, session_id, start)
+    except OSError:
+        return  # removed while we looked: the next update drops it
+    pos = found.position
+    if start.offset == 0:
+        if known is not None:
+            work.clear.append(session_id)
+        work.kinds["reindexed" if known is not None else "indexed"].append(session_id)
+        if pos.records:
+            work.whole.append((str(path), session_id, pos.records))
+    else:
+        work.kinds["appended"].append(session_id)
+        if pos.records > start.records:
+            with open(path, "rb") as fh:
+                fh.seek(start.offset)
+                work.tails.append(fh.read(pos.offset - start.offset))
+    work.added += pos.records - start.records
+    if found.problem is not None:
+        work.problems.append((session_id, found.problem))
+    work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
+                      pos.last_start, pos.sealed, found.problem))
+
+
+def _continues(fh: Any, known: tuple | None, size: int) -> Position:
+    """Where to go on reading: after the indexed records if the last one is still there,
+    unchanged, else from the start."""
+    if known is None or known[6] is not None or size < known[0] or known[2] == 0:
+        return Position()
+    _, _, records, last_hash, last_start, sealed, _ = known
+    end = known[0]
+    fh.seek(last_start)
+    last = fh.read(end - last_start)
+    if not last.endswith(b"\n") or line_hash(last[:-1]) != last_hash:
+        return Position()
+    return Position(records, end, last_hash, last_start, sealed)
+
+
+def _apply(con: Any, work: _Work, dropped: list[str], scratch: Path) -> None:
+    for session_id in (*dropped, *work.clear):
+        con.execute("DELETE FROM events WHERE session_id = ?", [session_id])
+    for session_id in dropped:
+        con.execute("DELETE FROM logs WHERE session_id = ?", [session_id])
+    if work.whole:
+        _insert_whole(con, work.whole)
+    if work.tails:
+        _insert_tails(con, work.tails, scratch)
+    if work.rows:
+        con.executemany("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        work.rows)
+
+
+def _read_json(files: str) -> str:
+    # A torn last line (a writer mid-append) does not parse: DuckDB skips it.
+    return (f"read_json({files}, format='newline_delimited', columns={COLUMNS}, "
+            "ignore_errors=true, filename=true)")
+
+
+def _insert_whole(con: Any, whole: list[tuple[str, str, int]]) -> None:
+    """Whole logs straight from their files, up to the records checked (a writer may have
+    appended since): only what was checked reaches the index."""
+    con.execute("CREATE TEMP TABLE checked (filename VARCHAR, session_id VARCHAR, n BIGINT)")
+    try:
+        con.executemany("INSERT INTO checked VALUES (?, ?, ?)", whole)
+        files = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _, _ in whole) + "]"
+        con.execute(
+            "INSERT INTO events SELECT j.session_id, j.seq, j.kind, j.schema_version, "
+            f"j.recorded_at, j.prev_hash, j.payload FROM {_read_json(files)} j "
+            "JOIN checked c ON j.filename = c.filename AND j.session_id = c.session_id "
+            "AND j.seq < c.n")
+    finally:
+        con.execute("DROP TABLE checked")
+
+
+def _insert_tails(con: Any, tails: list[bytes], scratch: Path) -> None:
+    """Appended tails (checked, whole lines) through one scratch file."""
+    fd, name = tempfile.mkstemp(prefix=".tails-", suffix=SUFFIX, dir=scratch)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for tail in tails:
+                out.write(tail)
+        quoted = "'" + name.replace("'", "''") + "'"
+        con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, "
+                    f"recorded_at, prev_hash, payload FROM {_read_json(quoted)}")
+    finally:
+        os.unlink(name)
