@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["UNITS", "VIEWS", "create_views"]
+__all__ = ["TOKEN_BUCKETS", "UNITS", "VIEWS", "create_views"]
 
 _AT = "timezone('UTC', CAST({} AS TIMESTAMPTZ))"
-_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+TOKEN_BUCKETS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
            "reasoning_tokens")
 
 
 def _usage(source: str) -> str:
     return ",\n       ".join(f"coalesce(CAST({source}->'usage'->>'{t}' AS BIGINT), 0) AS {t}"
-                            for t in _TOKENS)
+                            for t in TOKEN_BUCKETS)
 
 
 _LINEAGE = """
