@@ -26,7 +26,7 @@ import attrs
 from effects.envelope import SUFFIX, line_hash, list_session_ids, session_path
 from pipeline.log_scan import Position, scan
 from pipeline.query import COLUMNS
-from pipeline.views import create_views
+from pipeline.views import create_unit_tables, create_views, refresh_units
 from stages.errors import UsageError
 
 __all__ = ["INDEX_NAME", "IndexReport", "index_path", "open_index"]
@@ -84,7 +84,7 @@ def open_index(root: Path, *, path: Path | None = None,
     try:
         _prepare(con, rebuild)
         report = update(con, Path(root), scratch=path.parent)
-        create_views(con)
+        create_views(con, tables=True)
         yield con, report
     finally:
         con.close()
@@ -95,21 +95,24 @@ def _prepare(con: Any, rebuild: bool) -> None:
                         "WHERE table_name = 'meta'").fetchone()[0]
     version = con.execute("SELECT max(version) FROM meta").fetchone()[0] if found else None
     if rebuild or version != _VERSION:
-        for table in ("events", "logs", "meta"):
-            con.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+        tables = [row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE'").fetchall()]
+        for table in tables:
+            con.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
     for statement in _TABLES:
         con.execute(statement)
+    create_unit_tables(con)
     if rebuild or version != _VERSION:
         con.execute("INSERT INTO meta VALUES (?)", [_VERSION])
 
 
 @attrs.define
 class _Work:
-    """What one update has to read: whole logs (read by DuckDB from the file, up to the
-    checked count), tails (copied to a scratch file) and the bookkeeping rows."""
+    """What one update found: the checked lines (whole logs, or the tails appended) are copied
+    to one scratch file that DuckDB reads at once; the bookkeeping rows of the logs."""
 
-    whole: list[tuple[str, str, int]] = attrs.Factory(list)  # (path, session id, records)
-    tails: list[bytes] = attrs.Factory(list)
+    out: Any  # the scratch file the checked lines go to
     rows: list[tuple] = attrs.Factory(list)
     clear: list[str] = attrs.Factory(list)
     kinds: dict[str, list[str]] = attrs.Factory(
@@ -126,17 +129,22 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem "
         "FROM logs").fetchall()}
     ids = list_session_ids(root)
-    work = _Work()
-    for session_id in ids:
-        _plan(work, root, session_id, known.get(session_id))
-    dropped = sorted(set(known) - set(ids))
-    con.execute("BEGIN TRANSACTION")
+    fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
     try:
-        _apply(con, work, dropped, scratch)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        with os.fdopen(fd, "wb") as out:
+            work = _Work(out)
+            for session_id in ids:
+                _plan(work, root, session_id, known.get(session_id))
+        dropped = sorted(set(known) - set(ids))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _apply(con, work, dropped, name)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        os.unlink(name)
     return IndexReport(logs=len(ids), indexed=tuple(work.kinds["indexed"]),
                        reindexed=tuple(work.kinds["reindexed"]),
                        appended=tuple(work.kinds["appended"]), unchanged=work.unchanged,
@@ -157,6 +165,7 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
             start = _continues(fh, known, stat.st_size)
             fh.seek(start.offset)
             found = scan(fh, session_id, start)
+            _copy(fh, start.offset, found.position.offset, work.out)
     except OSError:
         return  # removed while we looked: the next update drops it
     pos = found.position
@@ -164,19 +173,24 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
         if known is not None:
             work.clear.append(session_id)
         work.kinds["reindexed" if known is not None else "indexed"].append(session_id)
-        if pos.records:
-            work.whole.append((str(path), session_id, pos.records))
     else:
         work.kinds["appended"].append(session_id)
-        if pos.records > start.records:
-            with open(path, "rb") as fh:
-                fh.seek(start.offset)
-                work.tails.append(fh.read(pos.offset - start.offset))
     work.added += pos.records - start.records
     if found.problem is not None:
         work.problems.append((session_id, found.problem))
     work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
                       pos.last_start, pos.sealed, found.problem))
+
+
+def _copy(fh: Any, start: int, end: int, out: Any) -> None:
+    """The checked bytes (whole lines) of a log to the scratch file."""
+    fh.seek(start)
+    while start < end:
+        chunk = fh.read(min(1 << 20, end - start))
+        if not chunk:
+            raise OSError("the log shrank while it was read")
+        out.write(chunk)
+        start += len(chunk)
 
 
 def _continues(fh: Any, known: tuple | None, size: int) -> Position:
@@ -193,51 +207,28 @@ def _continues(fh: Any, known: tuple | None, size: int) -> Position:
     return Position(records, end, last_hash, last_start, sealed)
 
 
-def _apply(con: Any, work: _Work, dropped: list[str], scratch: Path) -> None:
-    for session_id in (*dropped, *work.clear):
-        con.execute("DELETE FROM events WHERE session_id = ?", [session_id])
-    for session_id in dropped:
-        con.execute("DELETE FROM logs WHERE session_id = ?", [session_id])
-    if work.whole:
-        _insert_whole(con, work.whole)
-    if work.tails:
-        _insert_tails(con, work.tails, scratch)
+_LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_start",
+                "sealed", "problem")
+
+
+def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
+    touched = [*dropped, *(row[0] for row in work.rows)]
+    if not touched:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS "
+                "session_id", [touched])
+    con.execute("DELETE FROM events WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                [[*dropped, *work.clear]])
+    con.execute("DELETE FROM logs WHERE session_id IN (SELECT session_id FROM touched)")
+    con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, recorded_at, "
+                f"prev_hash, payload FROM {_read_json(scratch)}")
     if work.rows:
-        con.executemany("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        work.rows)
+        con.execute("INSERT INTO logs SELECT unnest(?, recursive := true)",
+                    [[dict(zip(_LOG_COLUMNS, row, strict=True)) for row in work.rows]])
+    refresh_units(con, "touched")
+    con.execute("DROP TABLE touched")
 
 
-def _read_json(files: str) -> str:
-    # A torn last line (a writer mid-append) does not parse: DuckDB skips it.
-    return (f"read_json({files}, format='newline_delimited', columns={COLUMNS}, "
-            "ignore_errors=true, filename=true)")
-
-
-def _insert_whole(con: Any, whole: list[tuple[str, str, int]]) -> None:
-    """Whole logs straight from their files, up to the records checked (a writer may have
-    appended since): only what was checked reaches the index."""
-    con.execute("CREATE TEMP TABLE checked (filename VARCHAR, session_id VARCHAR, n BIGINT)")
-    try:
-        con.executemany("INSERT INTO checked VALUES (?, ?, ?)", whole)
-        files = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f, _, _ in whole) + "]"
-        con.execute(
-            "INSERT INTO events SELECT j.session_id, j.seq, j.kind, j.schema_version, "
-            f"j.recorded_at, j.prev_hash, j.payload FROM {_read_json(files)} j "
-            "JOIN checked c ON j.filename = c.filename AND j.session_id = c.session_id "
-            "AND j.seq < c.n")
-    finally:
-        con.execute("DROP TABLE checked")
-
-
-def _insert_tails(con: Any, tails: list[bytes], scratch: Path) -> None:
-    """Appended tails (checked, whole lines) through one scratch file."""
-    fd, name = tempfile.mkstemp(prefix=".tails-", suffix=SUFFIX, dir=scratch)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for tail in tails:
-                out.write(tail)
-        quoted = "'" + name.replace("'", "''") + "'"
-        con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, "
-                    f"recorded_at, prev_hash, payload FROM {_read_json(quoted)}")
-    finally:
-        os.unlink(name)
+def _read_json(path: str) -> str:
+    quoted = "'" + path.replace("'", "''") + "'"
+    return f"read_json({quoted}, format='newline_delimited', columns={COLUMNS})"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TOKEN_BUCKETS", "UNITS", "VIEWS", "create_views"]
+__all__ = ["TOKEN_BUCKETS", "UNITS", "create_unit_tables", "create_views", "refresh_units",
+           "unit_select"]
 
 _AT = "timezone('UTC', CAST({} AS TIMESTAMPTZ))"
 TOKEN_BUCKETS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -24,16 +25,21 @@ def _usage(source: str) -> str:
                             for t in TOKEN_BUCKETS)
 
 
+# Each unit's rows come from the events of their own session only, so the index keeps them as
+# tables refreshed per session (``refresh_units``); the lineage joins them at query time.
+_LINKS = """
+SELECT session_id,
+       any_value(payload->>'parent_session_id')
+           FILTER (WHERE kind = 'session_started') AS parent_session_id,
+       arg_max(payload->>'child_session_id', seq)
+           FILTER (WHERE kind = 'session_split') AS child_session_id
+FROM src WHERE kind IN ('session_started', 'session_split') GROUP BY session_id
+"""
+
 _LINEAGE = """
 CREATE OR REPLACE VIEW lineage AS
-WITH RECURSIVE links AS (
-    SELECT session_id,
-           any_value(payload->>'parent_session_id')
-               FILTER (WHERE kind = 'session_started') AS parent_session_id,
-           arg_max(payload->>'child_session_id', seq)
-               FILTER (WHERE kind = 'session_split') AS child_session_id
-    FROM events WHERE kind IN ('session_started', 'session_split') GROUP BY session_id
-), chain(session_id, root_session_id, depth, path) AS (
+WITH RECURSIVE links AS (SELECT * FROM {links}),
+chain(session_id, root_session_id, depth, path) AS (
     SELECT session_id, session_id, 0, [session_id] FROM links
     WHERE parent_session_id IS NULL
        OR parent_session_id NOT IN (SELECT session_id FROM links)
@@ -49,7 +55,6 @@ FROM links l LEFT JOIN chain c USING (session_id)
 """
 
 _SESSIONS = """
-CREATE OR REPLACE VIEW sessions AS
 WITH usage AS (
     SELECT session_id,
            sum(CAST(payload->'usage'->>'input_tokens' AS BIGINT)
@@ -57,8 +62,8 @@ WITH usage AS (
                + CAST(payload->'usage'->>'cache_read_tokens' AS BIGINT)
                + CAST(payload->'usage'->>'cache_write_tokens' AS BIGINT)) AS tokens,
            count(*) AS api_calls
-    FROM events WHERE kind = 'model_replied' GROUP BY session_id
-), base AS (
+    FROM src WHERE kind = 'model_replied' GROUP BY session_id
+)
 SELECT e.session_id,
        min(e.payload->>'started_at') FILTER (WHERE e.kind = 'session_started') AS started_at,
        arg_max(e.payload->'settings'->>'model', e.seq)
@@ -72,31 +77,25 @@ SELECT e.session_id,
                               FILTER (WHERE e.kind = 'turn_finished'), 'new') END AS status,
        max(e.recorded_at) AS last_event_at,
        count(*) AS events
-FROM events e LEFT JOIN usage u USING (session_id)
+FROM src e LEFT JOIN usage u USING (session_id)
 GROUP BY e.session_id
-)
-SELECT b.*, l.parent_session_id, l.child_session_id AS continued_in, l.root_session_id,
-       l.depth
-FROM base b LEFT JOIN lineage l USING (session_id)
 """
 
 # Where each turn starts: the events of a session after it (to the next start) belong to it.
-_TURN_STARTS = """
-CREATE OR REPLACE VIEW _turn_starts AS
+_STARTS = """
 SELECT session_id, seq, payload->>'turn_id' AS turn_id,
        row_number() OVER (PARTITION BY session_id ORDER BY seq) AS turn
-FROM events WHERE kind = 'turn_started'
+FROM src WHERE kind = 'turn_started'
 """
 
 _TURNS = f"""
-CREATE OR REPLACE VIEW turns AS
 WITH starts AS (
     SELECT e.session_id, e.seq, s.turn, s.turn_id, e.payload->>'task_id' AS task_id,
            {_AT.format("e.payload->>'started_at'")} AS started_at
-    FROM events e JOIN _turn_starts s USING (session_id, seq)
+    FROM src e JOIN starts s USING (session_id, seq)
 ), marks AS (
     SELECT e.session_id, e.seq, e.kind, e.payload, {_AT.format('e.recorded_at')} AS ts, s.turn
-    FROM events e ASOF JOIN _turn_starts s ON e.session_id = s.session_id AND e.seq >= s.seq
+    FROM src e ASOF JOIN starts s ON e.session_id = s.session_id AND e.seq >= s.seq
     WHERE e.kind IN ('turn_finished', 'model_requested', 'tool_ran', 'tool_call_rejected',
                      'model_replied', 'interrupted', 'budget_exhausted', 'turn_aborted')
 ), per_turn AS (
@@ -125,19 +124,15 @@ SELECT s.session_id, s.turn, s.turn_id, s.task_id, s.seq, s.started_at, p.finish
        coalesce(p.budget_exhausted, false) AS budget_exhausted,
        coalesce(p.aborted, false) AS aborted,
        coalesce(p.model_calls, 0) AS model_calls, coalesce(p.tool_calls, 0) AS tool_calls,
-       coalesce(p.tokens, 0) AS tokens, l.root_session_id
+       coalesce(p.tokens, 0) AS tokens
 FROM starts s LEFT JOIN per_turn p USING (session_id, turn)
-LEFT JOIN lineage l USING (session_id)
 """
 
-# A model call is its outcome (a reply or a failure) with the request before it; a summary
-# written for compression is a model call with the purpose ``summary``.
 _MODEL_CALLS = f"""
-CREATE OR REPLACE VIEW model_calls AS
 WITH requests AS (
-    SELECT session_id, seq, payload FROM events WHERE kind = 'model_requested'
+    SELECT session_id, seq, payload FROM src WHERE kind = 'model_requested'
 ), outcomes AS (
-    SELECT session_id, seq, kind, recorded_at, payload FROM events
+    SELECT session_id, seq, kind, recorded_at, payload FROM src
     WHERE kind IN ('model_replied', 'model_failed', 'context_summarised', 'summary_failed')
 ), paired AS (
     SELECT o.*, CASE WHEN o.kind IN ('model_replied', 'model_failed') THEN r.payload END AS req
@@ -155,15 +150,12 @@ SELECT p.session_id, p.seq, t.turn, {_AT.format('p.recorded_at')} AS ts,
        CAST(p.payload->>'status' AS INTEGER) AS status,
        CAST(p.payload->>'latency_ms' AS DOUBLE) AS latency_ms,
        {_usage('p.payload')},
-       coalesce(CAST(p.payload->>'streamed' AS BOOLEAN), false) AS streamed,
-       l.root_session_id
+       coalesce(CAST(p.payload->>'streamed' AS BOOLEAN), false) AS streamed
 FROM paired p
-ASOF LEFT JOIN _turn_starts t ON p.session_id = t.session_id AND p.seq >= t.seq
-LEFT JOIN lineage l ON l.session_id = p.session_id
+ASOF LEFT JOIN starts t ON p.session_id = t.session_id AND p.seq >= t.seq
 """
 
 _TOOL_CALLS = f"""
-CREATE OR REPLACE VIEW tool_calls AS
 SELECT e.session_id, e.seq, t.turn, {_AT.format('e.recorded_at')} AS ts,
        CASE WHEN e.kind = 'tool_ran' THEN e.payload->'outcome'->>'call_id'
             ELSE e.payload->'call'->>'id' END AS call_id,
@@ -172,34 +164,27 @@ SELECT e.session_id, e.seq, t.turn, {_AT.format('e.recorded_at')} AS ts,
        e.kind = 'tool_ran' AS ran,
        coalesce(CAST(e.payload->'outcome'->>'ok' AS BOOLEAN), false) AS ok,
        coalesce(e.payload->'outcome'->>'error', e.payload->>'reason') AS error,
-       CAST(e.payload->'outcome'->>'duration_ms' AS DOUBLE) AS duration_ms,
-       l.root_session_id
-FROM events e
-ASOF LEFT JOIN _turn_starts t ON e.session_id = t.session_id AND e.seq >= t.seq
-LEFT JOIN lineage l ON l.session_id = e.session_id
+       CAST(e.payload->'outcome'->>'duration_ms' AS DOUBLE) AS duration_ms
+FROM src e
+ASOF LEFT JOIN starts t ON e.session_id = t.session_id AND e.seq >= t.seq
 WHERE e.kind IN ('tool_ran', 'tool_call_rejected')
 """
 
 _RECOVERIES = f"""
-CREATE OR REPLACE VIEW recoveries AS
 SELECT e.session_id, e.seq, t.turn, {_AT.format('e.recorded_at')} AS ts,
        e.payload->>'reason' AS reason, e.payload->>'action' AS action,
        e.payload->>'detail' AS detail, CAST(e.payload->>'attempt' AS INTEGER) AS attempt,
        CAST(e.payload->>'provider_index' AS INTEGER) AS provider_index,
        e.payload->>'credential_id' AS credential_id,
-       CAST(e.payload->>'retry_after' AS DOUBLE) AS retry_after,
-       l.root_session_id
-FROM events e
-ASOF LEFT JOIN _turn_starts t ON e.session_id = t.session_id AND e.seq >= t.seq
-LEFT JOIN lineage l ON l.session_id = e.session_id
+       CAST(e.payload->>'retry_after' AS DOUBLE) AS retry_after
+FROM src e
+ASOF LEFT JOIN starts t ON e.session_id = t.session_id AND e.seq >= t.seq
 WHERE e.kind = 'recovery_decided'
 """
 
-# A compression: the plan, the summary written for it (if any), and the result.
 _COMPRESSIONS = f"""
-CREATE OR REPLACE VIEW compressions AS
 WITH parts AS (
-    SELECT session_id, seq, kind, recorded_at, payload FROM events
+    SELECT session_id, seq, kind, recorded_at, payload FROM src
     WHERE kind IN ('compression_planned', 'context_summarised', 'summary_failed',
                    'context_compressed')
 ), done AS (SELECT * FROM parts WHERE kind = 'context_compressed'),
@@ -215,24 +200,57 @@ SELECT d.session_id, d.seq, t.turn, {_AT.format('d.recorded_at')} AS ts,
            - CAST(d.payload->>'after_tokens' AS BIGINT) AS saved_tokens,
        CASE WHEN s.seq > p.seq THEN s.kind = 'context_summarised' ELSE false END AS summarised,
        CASE WHEN s.seq > p.seq THEN s.payload->>'model' END AS summary_model,
-       CAST(d.payload->>'disabled' AS BOOLEAN) AS disabled,
-       l.child_session_id AS continued_in, l.root_session_id
+       CAST(d.payload->>'disabled' AS BOOLEAN) AS disabled
 FROM done d
 ASOF LEFT JOIN plans p ON d.session_id = p.session_id AND d.seq > p.seq
 ASOF LEFT JOIN summaries s ON d.session_id = s.session_id AND d.seq > s.seq
-ASOF LEFT JOIN _turn_starts t ON d.session_id = t.session_id AND d.seq >= t.seq
-LEFT JOIN lineage l ON l.session_id = d.session_id
+ASOF LEFT JOIN starts t ON d.session_id = t.session_id AND d.seq >= t.seq
 """
+
+_BODIES = {"links": _LINKS, "sessions": _SESSIONS, "turns": _TURNS, "model_calls": _MODEL_CALLS,
+           "tool_calls": _TOOL_CALLS, "recoveries": _RECOVERIES, "compressions": _COMPRESSIONS}
+
+# What each unit's view adds of the lineage (``l``) to its own columns (``u``).
+_LINEAGE_COLUMNS = {
+    "sessions": "l.parent_session_id, l.child_session_id AS continued_in, l.root_session_id, "
+                "l.depth",
+    "compressions": "l.child_session_id AS continued_in, l.root_session_id",
+}
 
 UNITS = ("sessions", "turns", "model_calls", "tool_calls", "recoveries", "compressions",
          "lineage")
 """The views a connection gets, besides ``events``."""
 
-VIEWS = (_LINEAGE, _SESSIONS, _TURN_STARTS, _TURNS, _MODEL_CALLS, _TOOL_CALLS, _RECOVERIES,
-         _COMPRESSIONS)
+
+def unit_select(unit: str, source: str) -> str:
+    """The rows of ``unit`` (without lineage) over the events that ``source`` selects."""
+    return f"WITH src AS ({source}), starts AS ({_STARTS}) SELECT * FROM ({_BODIES[unit]})"
 
 
-def create_views(con: Any) -> None:
-    """Create (or replace) every view on ``con``, which must have an ``events`` table."""
-    for statement in VIEWS:
-        con.execute(statement)
+def create_views(con: Any, *, tables: bool = False) -> None:
+    """Create (or replace) every view on ``con``, which has an ``events`` table; with
+    ``tables``, over the unit tables ``refresh_units`` keeps (``u_<unit>``)."""
+    def base(unit: str) -> str:
+        return f"u_{unit}" if tables else f"({unit_select(unit, 'SELECT * FROM events')})"
+    con.execute(_LINEAGE.format(links=base("links")))
+    for unit in _BODIES:
+        if unit == "links":
+            continue
+        extra = _LINEAGE_COLUMNS.get(unit, "l.root_session_id")
+        con.execute(f"CREATE OR REPLACE VIEW {unit} AS SELECT u.*, {extra} FROM {base(unit)} u "
+                    "LEFT JOIN lineage l ON l.session_id = u.session_id")
+
+
+def create_unit_tables(con: Any) -> None:
+    for unit in _BODIES:
+        con.execute(f"CREATE TABLE IF NOT EXISTS u_{unit} AS SELECT * FROM "
+                    f"({unit_select(unit, 'SELECT * FROM events')}) LIMIT 0")
+
+
+def refresh_units(con: Any, touched: str) -> None:
+    """Recompute the unit tables' rows of the sessions in the table ``touched``."""
+    source = f"SELECT * FROM events WHERE session_id IN (SELECT session_id FROM {touched})"
+    for unit in _BODIES:
+        con.execute(f"DELETE FROM u_{unit} WHERE session_id IN "
+                    f"(SELECT session_id FROM {touched})")
+        con.execute(f"INSERT INTO u_{unit} {unit_select(unit, source)}")
