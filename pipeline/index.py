@@ -84,7 +84,6 @@ def open_index(root: Path, *, path: Path | None = None,
     try:
         _prepare(con, rebuild)
         report = update(con, Path(root), scratch=path.parent)
-        create_views(con, tables=True)
         yield con, report
     finally:
         con.close()
@@ -100,10 +99,11 @@ def _prepare(con: Any, rebuild: bool) -> None:
             "AND table_type = 'BASE TABLE'").fetchall()]
         for table in tables:
             con.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-    for statement in _TABLES:
-        con.execute(statement)
-    create_unit_tables(con)
     if rebuild or version != _VERSION:
+        for statement in _TABLES:
+            con.execute(statement)
+        create_unit_tables(con)
+        create_views(con, tables=True)  # they are kept in the file with the tables
         con.execute("INSERT INTO meta VALUES (?)", [_VERSION])
 
 
@@ -129,12 +129,19 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem "
         "FROM logs").fetchall()}
     ids = list_session_ids(root)
+    stats = _stats(root, ids)
     fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
     try:
         with os.fdopen(fd, "wb") as out:
             work = _Work(out)
             for session_id in ids:
-                _plan(work, root, session_id, known.get(session_id))
+                was, stat = known.get(session_id), stats.get(session_id)
+                if was is not None and stat is not None and stat == tuple(was[:2]):
+                    work.unchanged += 1  # the common case: a stat, nothing read
+                    if was[6] is not None:
+                        work.problems.append((session_id, was[6]))
+                    continue
+                _plan(work, root, session_id, was)
         dropped = sorted(set(known) - set(ids))
         con.execute("BEGIN TRANSACTION")
         try:
@@ -152,16 +159,26 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
                        problems=tuple(work.problems), seconds=time.perf_counter() - began)
 
 
+def _stats(root: Path, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(size, modification time) of each log, from one pass over the directory."""
+    wanted, out = set(ids), {}
+    with os.scandir(root) as entries:
+        for entry in entries:
+            sid = entry.name[: -len(SUFFIX)]
+            if sid in wanted:
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                out[sid] = (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
 def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
     path = session_path(root, session_id)
     try:
         with open(path, "rb", buffering=1 << 16) as fh:
             stat = os.fstat(fh.fileno())
-            if known is not None and (stat.st_size, stat.st_mtime_ns) == tuple(known[:2]):
-                work.unchanged += 1
-                if known[6] is not None:
-                    work.problems.append((session_id, known[6]))
-                return
             start = _continues(fh, known, stat.st_size)
             fh.seek(start.offset)
             found = scan(fh, session_id, start)
