@@ -168,4 +168,7 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
+    if args.command == "insights":
+        from pipeline.cmd_insights import insights
+        return insights(args)
     return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)

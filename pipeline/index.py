@@ -32,7 +32,7 @@ from stages.errors import UsageError
 __all__ = ["INDEX_NAME", "IndexReport", "index_path", "open_index"]
 
 INDEX_NAME = "insights.duckdb"
-_VERSION = 1  # of the index's own tables: another version is rebuilt
+_VERSION = 2  # of the index's own tables: another version is rebuilt
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
@@ -40,7 +40,7 @@ _TABLES = (
     "schema_version INTEGER, recorded_at VARCHAR, prev_hash VARCHAR, payload JSON)",
     "CREATE TABLE IF NOT EXISTS logs (session_id VARCHAR PRIMARY KEY, size BIGINT, "
     "mtime_ns BIGINT, records BIGINT, last_hash VARCHAR, last_start BIGINT, sealed BOOLEAN, "
-    "problem VARCHAR)",
+    "problem VARCHAR, indexed_to BIGINT)",
 )
 
 
@@ -126,8 +126,8 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
     """Bring the index on ``con`` up to date with the logs under ``root``."""
     began = time.perf_counter()
     known = {row[0]: row[1:] for row in con.execute(
-        "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem "
-        "FROM logs").fetchall()}
+        "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
+        "indexed_to FROM logs").fetchall()}
     ids = list_session_ids(root)
     stats = _stats(root, ids)
     fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
@@ -196,7 +196,7 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
     if found.problem is not None:
         work.problems.append((session_id, found.problem))
     work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
-                      pos.last_start, pos.sealed, found.problem))
+                      pos.last_start, pos.sealed, found.problem, pos.offset))
 
 
 def _copy(fh: Any, start: int, end: int, out: Any) -> None:
@@ -213,10 +213,9 @@ def _copy(fh: Any, start: int, end: int, out: Any) -> None:
 def _continues(fh: Any, known: tuple | None, size: int) -> Position:
     """Where to go on reading: after the indexed records if the last one is still there,
     unchanged, else from the start."""
-    if known is None or known[6] is not None or size < known[0] or known[2] == 0:
+    if known is None or known[6] is not None or known[2] == 0 or size < known[7]:
         return Position()
-    _, _, records, last_hash, last_start, sealed, _ = known
-    end = known[0]
+    _, _, records, last_hash, last_start, sealed, _, end = known
     fh.seek(last_start)
     last = fh.read(end - last_start)
     if not last.endswith(b"\n") or line_hash(last[:-1]) != last_hash:
@@ -225,7 +224,7 @@ def _continues(fh: Any, known: tuple | None, size: int) -> Position:
 
 
 _LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_start",
-                "sealed", "problem")
+                "sealed", "problem", "indexed_to")
 
 
 def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
