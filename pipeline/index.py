@@ -29,7 +29,7 @@ from pipeline.query import COLUMNS
 from pipeline.views import create_unit_tables, create_views, refresh_units
 from stages.errors import UsageError
 
-__all__ = ["INDEX_NAME", "IndexReport", "index_path", "open_index"]
+__all__ = ["INDEX_NAME", "IndexReport", "connect_index", "index_path", "open_index"]
 
 INDEX_NAME = "insights.duckdb"
 _VERSION = 2  # of the index's own tables: another version is rebuilt
@@ -69,7 +69,18 @@ def index_path(root: Path) -> Path:
 @contextlib.contextmanager
 def open_index(root: Path, *, path: Path | None = None,
                rebuild: bool = False) -> Iterator[tuple[Any, IndexReport]]:
-    """The index of the logs under ``root``, brought up to date: ``(connection, report)``."""
+    """The index of the logs under ``root``, brought up to date: ``(connection, report)``,
+    closed when the block ends."""
+    con, report = connect_index(root, path=path, rebuild=rebuild)
+    try:
+        yield con, report
+    finally:
+        con.close()
+
+
+def connect_index(root: Path, *, path: Path | None = None,
+                  rebuild: bool = False) -> tuple[Any, IndexReport]:
+    """:func:`open_index` for a caller that closes the connection itself (a notebook)."""
     import duckdb
     path = Path(path) if path is not None else index_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,10 +94,10 @@ def open_index(root: Path, *, path: Path | None = None,
                          "rebuilt from the logs") from exc
     try:
         _prepare(con, rebuild)
-        report = update(con, Path(root), scratch=path.parent)
-        yield con, report
-    finally:
+        return con, update(con, Path(root), scratch=path.parent)
+    except BaseException:
         con.close()
+        raise
 
 
 def _prepare(con: Any, rebuild: bool) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from pipeline.agent import Agent
-from pipeline.testing import START_EPOCH, CountingIds, FakeClock
+from pipeline.testing import CountingIds, FakeClock
 from tests.fake_openai import FakeOpenAIServer, Reply, Usage
 
 __all__ = ["Sample", "record"]
