@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
     verify.add_argument("session")
     sql = commands.add_parser("sql", help="query all event logs with DuckDB "
-                              "(views: events, sessions)")
+                              "(events and its views: sessions, turns, model_calls, ...)")
     sql.add_argument("query")
 
     insights = commands.add_parser("insights", help="usage, cost, tools, latency and "

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from effects.envelope import SUFFIX, line_hash, list_session_ids, session_path
+from effects.envelope import SUFFIX, line_hash, session_path, validate_session_id
 from pipeline.log_scan import Position, scan
 from pipeline.query import COLUMNS
 from pipeline.views import create_unit_tables, create_views, refresh_units
@@ -32,7 +32,7 @@ from stages.errors import UsageError
 __all__ = ["INDEX_NAME", "IndexReport", "connect_index", "index_path", "open_index"]
 
 INDEX_NAME = "insights.duckdb"
-_VERSION = 2  # of the index's own tables: another version is rebuilt
+_VERSION = 3  # of the index's own tables: another version is rebuilt
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
@@ -139,8 +139,8 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
     known = {row[0]: row[1:] for row in con.execute(
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
         "indexed_to FROM logs").fetchall()}
-    ids = list_session_ids(root)
-    stats = _stats(root, ids)
+    stats = _stats(root)
+    ids = sorted(stats)
     fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -170,19 +170,32 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
                        problems=tuple(work.problems), seconds=time.perf_counter() - began)
 
 
-def _stats(root: Path, ids: list[str]) -> dict[str, tuple[int, int]]:
-    """(size, modification time) of each log, from one pass over the directory."""
-    wanted, out = set(ids), {}
+def _stats(root: Path) -> dict[str, tuple[int, int]]:
+    """Each log's (size, modification time), from one pass over the directory (as
+    ``list_session_ids`` finds them: regular files with a valid session id)."""
+    out: dict[str, tuple[int, int]] = {}
+    if not root.is_dir():
+        return out
     with os.scandir(root) as entries:
         for entry in entries:
             sid = entry.name[: -len(SUFFIX)]
-            if sid in wanted:
-                try:
+            if not entry.name.endswith(SUFFIX) or not _valid(sid):
+                continue
+            try:
+                if entry.is_file():
                     stat = entry.stat()
-                except OSError:
-                    continue
-                out[sid] = (stat.st_size, stat.st_mtime_ns)
+                    out[sid] = (stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                continue  # removed while we looked
     return out
+
+
+def _valid(session_id: str) -> bool:
+    try:
+        validate_session_id(session_id)
+    except UsageError:
+        return False
+    return True
 
 
 def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
@@ -222,9 +235,9 @@ def _copy(fh: Any, start: int, end: int, out: Any) -> None:
 
 
 def _continues(fh: Any, known: tuple | None, size: int) -> Position:
-    """Where to go on reading: after the indexed records if the last one is still there,
-    unchanged, else from the start."""
-    if known is None or known[6] is not None or known[2] == 0 or size < known[7]:
+    """Where to go on reading: after the indexed records if the log grew and the last one is
+    still there, unchanged; else (it was rewritten, cut, or broken) from the start."""
+    if known is None or known[6] is not None or known[2] == 0 or size <= known[7]:
         return Position()
     _, _, records, last_hash, last_start, sealed, _, end = known
     fh.seek(last_start)

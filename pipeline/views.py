@@ -37,7 +37,7 @@ FROM src WHERE kind IN ('session_started', 'session_split') GROUP BY session_id
 """
 
 _LINEAGE = """
-CREATE OR REPLACE VIEW lineage AS
+CREATE OR REPLACE {name} AS
 WITH RECURSIVE links AS (SELECT * FROM {links}),
 chain(session_id, root_session_id, depth, path) AS (
     SELECT session_id, session_id, 0, [session_id] FROM links
@@ -232,7 +232,10 @@ def create_views(con: Any, *, tables: bool = False) -> None:
     ``tables``, over the unit tables ``refresh_units`` keeps (``u_<unit>``)."""
     def base(unit: str) -> str:
         return f"u_{unit}" if tables else f"({unit_select(unit, 'SELECT * FROM events')})"
-    con.execute(_LINEAGE.format(links=base("links")))
+    if tables:
+        con.execute("CREATE OR REPLACE VIEW lineage AS SELECT * FROM u_lineage")
+    else:
+        con.execute(_LINEAGE.format(name="VIEW lineage", links=base("links")))
     for unit in _BODIES:
         if unit == "links":
             continue
@@ -245,6 +248,7 @@ def create_unit_tables(con: Any) -> None:
     for unit in _BODIES:
         con.execute(f"CREATE TABLE IF NOT EXISTS u_{unit} AS SELECT * FROM "
                     f"({unit_select(unit, 'SELECT * FROM events')}) LIMIT 0")
+    con.execute(_LINEAGE.format(name="TABLE u_lineage", links="u_links"))
 
 
 def refresh_units(con: Any, touched: str) -> None:
@@ -254,3 +258,5 @@ def refresh_units(con: Any, touched: str) -> None:
         con.execute(f"DELETE FROM u_{unit} WHERE session_id IN "
                     f"(SELECT session_id FROM {touched})")
         con.execute(f"INSERT INTO u_{unit} {unit_select(unit, source)}")
+    # A chain spans sessions: its table is made again from the links of all.
+    con.execute(_LINEAGE.format(name="TABLE u_lineage", links="u_links"))

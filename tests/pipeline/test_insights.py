@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,24 @@ def test_a_truncated_or_changed_log_is_read_again(copy: Path, sample: Sample) ->
     assert _indexed(copy) == _raw(copy)
 
 
+def test_a_log_corrupted_in_place_is_read_again_up_to_the_damage(copy: Path,
+                                                                  sample: Sample) -> None:
+    path = copy / f"{sample.alpha[0]}.jsonl"
+    assert _indexed(copy) == _raw(copy)
+    data = bytearray(path.read_bytes())
+    at = sum(len(line) for line in _lines(path)[:5]) + 30  # inside record 5
+    data[at] = ord("x") if data[at] != ord("x") else ord("y")
+    path.write_bytes(bytes(data))
+    with open_index(copy) as (con, report):
+        assert report.reindexed == (sample.alpha[0],)
+        assert [(sid, p[:7]) for sid, p in report.problems] == [(sample.alpha[0], "seq 5: ")]
+        assert _all(con) == _indexed(copy, rebuild=True, path=copy.parent / "fresh.duckdb")
+        assert con.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                           [sample.alpha[0]]).fetchone() == (4,)
+    with open_index(copy) as (_, report):  # still reported, nothing read again
+        assert report.unchanged == 4 and len(report.problems) == 1
+
+
 def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
     assert _indexed(copy) == _raw(copy)
     (copy / f"{sample.beta}.jsonl").unlink()
@@ -177,7 +196,7 @@ def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_p
                                                            steps) -> None:
     """Logs cut back and grown again in any order (a torn line among them): the index,
     updated after each step, reads as the logs do."""
-    home = tmp_path / f"h{abs(hash(tuple(steps)))}"
+    home = Path(tempfile.mkdtemp(dir=tmp_path))
     root = home / "sessions"
     shutil.copytree(sample.root, root)
     full = {p: _lines(p) for p in sorted(root.glob("*.jsonl"))}
