@@ -93,6 +93,7 @@ def connect_index(root: Path, *, path: Path | None = None,
         raise UsageError(f"the insights index {path} is unreadable ({exc}); delete it, it is "
                          "rebuilt from the logs") from exc
     try:
+        con.execute("SET enable_progress_bar = false")  # it would go to stdout, into --json
         _prepare(con, rebuild)
         return con, update(con, Path(root), scratch=path.parent)
     except BaseException:

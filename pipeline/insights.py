@@ -85,7 +85,7 @@ def _scope(con: Any, since: dt.datetime | None, model: str | None) -> None:
         sessions = (f"SELECT session_id FROM sessions WHERE model = {_literal(model)} UNION "
                     f"SELECT session_id FROM model_calls WHERE model = {_literal(model)}")
     con.execute(f"CREATE OR REPLACE TEMP VIEW s_sessions AS {sessions}")
-    only = "session_id IN (SELECT session_id FROM s_sessions)"
+    only = "true" if model is None else "session_id IN (SELECT session_id FROM s_sessions)"
     for unit in ("model_calls", "tool_calls", "recoveries", "compressions"):
         extra = f" AND model = {_literal(model)}" if unit == "model_calls" and model else ""
         con.execute(f"CREATE OR REPLACE TEMP VIEW s_{unit} AS SELECT * FROM {unit} "

@@ -253,10 +253,14 @@ def create_unit_tables(con: Any) -> None:
 
 def refresh_units(con: Any, touched: str) -> None:
     """Recompute the unit tables' rows of the sessions in the table ``touched``."""
-    source = f"SELECT * FROM events WHERE session_id IN (SELECT session_id FROM {touched})"
+    # One pass over the events for all units: their sessions' records, once.
+    con.execute("CREATE OR REPLACE TEMP TABLE touched_events AS SELECT * FROM events WHERE "
+                f"session_id IN (SELECT session_id FROM {touched})")
+    source = "SELECT * FROM touched_events"
     for unit in _BODIES:
         con.execute(f"DELETE FROM u_{unit} WHERE session_id IN "
                     f"(SELECT session_id FROM {touched})")
         con.execute(f"INSERT INTO u_{unit} {unit_select(unit, source)}")
+    con.execute("DROP TABLE touched_events")
     # A chain spans sessions: its table is made again from the links of all.
     con.execute(_LINEAGE.format(name="TABLE u_lineage", links="u_links"))
