@@ -111,7 +111,6 @@ def _prepare(con: Any, rebuild: bool) -> None:
             "AND table_type = 'BASE TABLE'").fetchall()]
         for table in tables:
             con.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-    if rebuild or version != _VERSION:
         for statement in _TABLES:
             con.execute(statement)
         create_unit_tables(con)
@@ -147,8 +146,8 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
         with os.fdopen(fd, "wb") as out:
             work = _Work(out)
             for session_id in ids:
-                was, stat = known.get(session_id), stats.get(session_id)
-                if was is not None and stat is not None and stat == tuple(was[:2]):
+                was = known.get(session_id)
+                if was is not None and stats[session_id] == tuple(was[:2]):
                     work.unchanged += 1  # the common case: a stat, nothing read
                     if was[6] is not None:
                         work.problems.append((session_id, was[6]))

@@ -288,3 +288,31 @@ def test_the_command_prints_tables(sample: Sample, tmp_path: Path, capsys) -> No
         assert title in text
     assert "boom" in text and "gpt-4o-mini" in text
     assert main(["--home", str(home), "insights", "--price", "nonsense"]) == 2
+
+
+def test_a_scripted_session_in_every_view(tmp_path: Path) -> None:
+    from pipeline.agent import Agent
+    from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
+    from tests.sample_home import add
+
+    model = ScriptedModel(tool_calls(("add", {"a": 1, "b": 2})), "It is 3.")
+    with Agent(client=model, tools=[add], clock=FakeClock(tick=1.0), ids=CountingIds(),
+               home=tmp_path, model="scripted", durability="flush") as agent:
+        assert agent.chat("1 + 2?") == "It is 3."
+    model.assert_complete()
+    root = tmp_path / "sessions"
+    with open_index(root) as (con, _):
+        assert con.execute("SELECT model, turns, api_calls, status, root_session_id "
+                           "FROM sessions").fetchall() == [
+            ("scripted", 1, 2, "text_response(finish_reason=stop)", "session_0001")]
+        assert con.execute("SELECT turn, completed, model_calls, tool_calls, tokens "
+                           "FROM turns").fetchall() == [(1, True, 2, 1, 24)]
+        assert con.execute("SELECT model, finish_reason, input_tokens, output_tokens "
+                           "FROM model_calls ORDER BY seq").fetchall() == [
+            ("scripted", "tool_calls", 10, 2), ("scripted", "stop", 10, 2)]
+        assert con.execute("SELECT tool, ok, turn FROM tool_calls").fetchall() == [
+            ("add", True, 1)]
+        for empty in ("recoveries", "compressions"):
+            assert con.execute(f"SELECT count(*) FROM {empty}").fetchone() == (0,)
+        turn = con.execute("SELECT started_at, finished_at FROM turns").fetchone()
+        assert turn[0].year == 2026 and turn[1] > turn[0]  # the fake clock's times
