@@ -188,10 +188,10 @@ def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
         assert _all(con) == _raw(copy)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.booleans()),
-                min_size=1, max_size=6))
+                min_size=1, max_size=4))
 def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_path: Path,
                                                            steps) -> None:
     """Logs cut back and grown again in any order (a torn line among them): the index,
