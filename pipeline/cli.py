@@ -123,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
     verify.add_argument("session")
     sql = commands.add_parser("sql", help="query all event logs with DuckDB "
-                              "(views: events, sessions)")
+                              "(events and its views: sessions, turns, model_calls, ...)")
     sql.add_argument("query")
 
     fork = commands.add_parser(
@@ -160,6 +160,17 @@ def _parser() -> argparse.ArgumentParser:
                       "directory)")
     chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
                       "a terminal")
+    insights = commands.add_parser("insights", help="usage, cost, tools, latency and "
+                                   "recoveries over all logs (through the insights index)")
+    insights.add_argument("--days", type=_positive_int, help="only the last N days")
+    insights.add_argument("--model", help="only the sessions and calls of this model")
+    insights.add_argument("--json", action="store_true", help="machine-readable output")
+    insights.add_argument("--price", action="append", metavar="MODEL=IN,OUT[,CR[,CW]]",
+                          help="the price of a model in dollars per million tokens of input, "
+                               "output, cache read and cache write (repeatable; overrides "
+                               "config.toml [prices] and the built-in table)")
+    insights.add_argument("--reindex", action="store_true",
+                          help="rebuild the index from the logs first")
     return parser
 
 

@@ -172,4 +172,7 @@ def dispatch(args: argparse.Namespace) -> int:
         from pipeline import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
                 "diff": cmd_replay.diff}[args.command](args)
+    if args.command == "insights":
+        from pipeline.cmd_insights import insights
+        return insights(args)
     return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

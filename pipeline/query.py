@@ -1,4 +1,5 @@
-"""DuckDB over every session's event log: ``events`` (one row per envelope) and ``sessions``.
+"""DuckDB over every session's event log: ``events`` (one row per envelope) and the views of
+:mod:`pipeline.views` (``sessions``, ``turns``, ``model_calls``, ``tool_calls``, ...).
 
 DuckDB only reads the JSONL logs; the writer never touches it. The logs are loaded into the
 in-memory database first; then the connection is sealed (no file, extension or network access,
@@ -12,59 +13,32 @@ from pathlib import Path
 from typing import Any
 
 from effects.envelope import SUFFIX
+from pipeline.views import create_views
 from stages.errors import UsageError
 
-__all__ = ["connect", "query"]
+__all__ = ["COLUMNS", "connect", "query"]
 
-_COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
+COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
             "'schema_version': 'INTEGER', 'recorded_at': 'VARCHAR', 'prev_hash': 'VARCHAR', "
             "'payload': 'JSON'}")
-
-_SESSIONS = """
-CREATE VIEW sessions AS
-WITH usage AS (
-    SELECT session_id,
-           sum(CAST(payload->'usage'->>'input_tokens' AS BIGINT)
-               + CAST(payload->'usage'->>'output_tokens' AS BIGINT)
-               + CAST(payload->'usage'->>'cache_read_tokens' AS BIGINT)
-               + CAST(payload->'usage'->>'cache_write_tokens' AS BIGINT)) AS tokens,
-           count(*) AS api_calls
-    FROM events WHERE kind = 'model_replied' GROUP BY session_id
-)
-SELECT e.session_id,
-       min(e.payload->>'started_at') FILTER (WHERE e.kind = 'session_started') AS started_at,
-       arg_max(e.payload->'settings'->>'model', e.seq)
-           FILTER (WHERE e.kind IN ('session_started', 'session_resumed')) AS model,
-       count(*) FILTER (WHERE e.kind = 'turn_started') AS turns,
-       coalesce(any_value(u.api_calls), 0) AS api_calls,
-       coalesce(any_value(u.tokens), 0) AS tokens,
-       CASE WHEN count(*) FILTER (WHERE e.kind = 'turn_started')
-                 > count(*) FILTER (WHERE e.kind = 'turn_finished') THEN 'open'
-            ELSE coalesce(arg_max(e.payload->>'exit_reason', e.seq)
-                              FILTER (WHERE e.kind = 'turn_finished'), 'new') END AS status,
-       max(e.recorded_at) AS last_event_at
-FROM events e LEFT JOIN usage u USING (session_id)
-GROUP BY e.session_id
-"""
-
 
 _EMPTY_EVENTS = ("SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS seq, NULL::VARCHAR AS kind, "
                  "NULL::INTEGER AS schema_version, NULL::VARCHAR AS recorded_at, "
                  "NULL::VARCHAR AS prev_hash, NULL::JSON AS payload WHERE false")
 _SEAL = ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
          "SET autoload_known_extensions = false", "SET lock_configuration = true")
-_READ_ONLY = "mibyan's SQL reads the event logs only (tables: events, sessions)"
+_READ_ONLY = "mibyan's SQL reads the event logs only (events and its views)"
 
 
 def connect(root: Path, *, sealed: bool = True) -> Any:
-    """An in-memory DuckDB connection with the ``events`` table and ``sessions`` view of every
+    """An in-memory DuckDB connection with the ``events`` table and the views of every
     log under ``root``. ``sealed`` (the default) shuts every door to the outside afterwards;
     pass ``sealed=False`` only for SQL of your own (e.g. to scan a pandas frame)."""
     import duckdb
     con = duckdb.connect()
     try:
         con.execute(f"CREATE TABLE events AS {_events_source(root)}")
-        con.execute(_SESSIONS)
+        create_views(con)
         for statement in _SEAL if sealed else ():
             con.execute(statement)
     except duckdb.Error as exc:
@@ -80,7 +54,7 @@ def _events_source(root: Path) -> str:
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     # A line that does not parse comes back as a row of NULLs: it is no event.
     return (f"SELECT * FROM read_json([{listed}], format='newline_delimited', "
-            f"columns={_COLUMNS}, ignore_errors=true) "
+            f"columns={COLUMNS}, ignore_errors=true) "
             "WHERE session_id IS NOT NULL AND seq IS NOT NULL AND kind IS NOT NULL")
 
 

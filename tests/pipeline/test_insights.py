@@ -1,0 +1,318 @@
+"""Insights (issue 12): the unit views over recorded sessions, the incremental index against
+the raw logs, ``summarise`` and ``mibyan insights``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.cli import main
+from pipeline.index import open_index
+from pipeline.insights import summarise
+from pipeline.prices import Price, PriceTable, parse_price, price_table
+from pipeline.query import connect
+from pipeline.views import UNITS
+from stages.errors import UsageError
+from tests.sample_home import Sample, record
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Sample:
+    return record(tmp_path_factory.mktemp("insights") / "home")
+
+
+@pytest.fixture
+def copy(sample: Sample, tmp_path: Path) -> Path:
+    """A copy of the sample home's logs to change."""
+    root = tmp_path / "home" / "sessions"
+    shutil.copytree(sample.root, root)
+    return root
+
+
+def _rows(con, unit: str) -> list[tuple]:
+    return con.execute(f"SELECT * FROM {unit} ORDER BY ALL").fetchall()
+
+
+def _all(con) -> dict[str, list[tuple]]:
+    return {unit: _rows(con, unit) for unit in ("events", *UNITS)}
+
+
+def _raw(root: Path) -> dict[str, list[tuple]]:
+    with connect(root) as con:
+        return _all(con)
+
+
+def _indexed(root: Path, **kw) -> dict[str, list[tuple]]:
+    with open_index(root, **kw) as (con, _):
+        return _all(con)
+
+
+# --- the views, by example ----------------------------------------------------------------------
+
+def test_sessions_carry_their_lineage(sample: Sample) -> None:
+    first, second, third = sample.alpha
+    with connect(sample.root) as con:
+        rows = con.execute("SELECT session_id, model, turns, parent_session_id, continued_in, "
+                           "root_session_id, depth FROM sessions ORDER BY session_id").fetchall()
+    assert rows == [(first, "gpt-4o-mini", 4, None, second, first, 0),
+                    (second, "gpt-4o-mini", 2, first, third, first, 1),
+                    (third, "gpt-4o-mini", 0, second, None, first, 2),
+                    (sample.beta, "claude-sonnet-4-5", 2, None, None, sample.beta, 0)]
+
+
+def test_turns_say_how_each_ended(sample: Sample) -> None:
+    with connect(sample.root) as con:
+        rows = con.execute("SELECT turn, exit_reason, completed, interrupted, budget_exhausted, "
+                           "model_calls, tool_calls FROM turns WHERE session_id = ? "
+                           "ORDER BY turn", [sample.beta]).fetchall()
+        first = con.execute("SELECT model_calls, tool_calls, root_session_id FROM turns "
+                            "WHERE session_id = ? AND turn = 1", [sample.alpha[0]]).fetchone()
+    assert rows == [(1, "interrupted_by_user", False, True, False, 0, 0),
+                    (2, "max_iterations_reached(1/1)", False, False, True, 2, 1)]
+    assert first == (3, 2, sample.alpha[0])  # a failed call, a retry, the answer
+
+
+def test_model_calls_pair_each_outcome_with_its_request(sample: Sample) -> None:
+    with connect(sample.root) as con:
+        rows = con.execute(
+            "SELECT turn, purpose, provider, model, ok, status, input_tokens, output_tokens, "
+            "cache_read_tokens, reasoning_tokens FROM model_calls WHERE session_id = ? "
+            "AND turn = 1 ORDER BY seq", [sample.alpha[0]]).fetchall()
+        summaries = con.execute("SELECT count(*), min(model), min(provider) FROM model_calls "
+                                "WHERE purpose = 'summary'").fetchone()
+    assert rows == [(1, "step", "openai", "gpt-4o-mini", False, 503, 0, 0, 0, 0),
+                    (1, "step", "openai", "gpt-4o-mini", True, None, 100, 20, 200, 0),
+                    (1, "step", "openai", "gpt-4o-mini", True, None, 100, 5, 300, 2)]
+    assert summaries == (2, "gpt-4o-mini", None)
+
+
+def test_tool_calls_recoveries_and_compressions(sample: Sample) -> None:
+    first, second, third = sample.alpha
+    with connect(sample.root) as con:
+        tools = con.execute("SELECT session_id, turn, tool, ok, error FROM tool_calls "
+                            "ORDER BY session_id, seq").fetchall()
+        recoveries = con.execute("SELECT session_id, turn, reason, action, attempt "
+                                 "FROM recoveries").fetchall()
+        compressions = con.execute(
+            "SELECT session_id, reason, saved_tokens = before_tokens - after_tokens, "
+            "saved_tokens > 0, summarised, summary_model, continued_in, root_session_id "
+            "FROM compressions ORDER BY session_id").fetchall()
+    assert tools == [(first, 1, "add", True, None), (first, 1, "boom", False,
+                                                     "ValueError: no luck with 1"),
+                     (sample.beta, 2, "add", True, None)]
+    assert recoveries == [(first, 1, "overloaded", "retry", 1)]
+    assert compressions == [
+        (first, "preflight", True, True, True, "gpt-4o-mini", second, first),
+        (second, "preflight", True, True, True, "gpt-4o-mini", third, first)]
+
+
+def test_the_index_has_the_same_views_as_the_logs(sample: Sample, tmp_path: Path) -> None:
+    assert _indexed(sample.root, path=tmp_path / "i.duckdb") == _raw(sample.root)
+
+
+# --- the incremental index ----------------------------------------------------------------------
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_an_appended_log_is_read_from_where_the_index_left_it(copy: Path, sample: Sample
+                                                               ) -> None:
+    path = copy / f"{sample.beta}.jsonl"
+    lines = _lines(path)
+    path.write_bytes(b"".join(lines[:5]))
+    with open_index(copy) as (_, report):
+        assert report.records_added == sum(len(_lines(p)) for p in copy.glob("*.jsonl"))
+    path.write_bytes(b"".join(lines[:9]) + lines[9][:20])  # a torn line: not yet indexed
+    with open_index(copy) as (_, report):
+        assert (report.appended, report.records_added, report.unchanged) == (
+            (sample.beta,), 4, 3)
+    path.write_bytes(b"".join(lines))
+    with open_index(copy) as (con, report):
+        assert (report.appended, report.records_added) == ((sample.beta,), len(lines) - 9)
+        assert _all(con) == _raw(copy) == _indexed(copy, rebuild=True,
+                                                   path=copy.parent / "other.duckdb")
+
+
+def test_a_truncated_or_changed_log_is_read_again(copy: Path, sample: Sample) -> None:
+    path = copy / f"{sample.alpha[0]}.jsonl"
+    lines = _lines(path)
+    assert _indexed(copy) == _raw(copy)
+    path.write_bytes(b"".join(lines[:10]))
+    with open_index(copy) as (con, report):
+        assert report.reindexed == (sample.alpha[0],) and report.records_added == 10
+        assert _all(con) == _raw(copy)
+    # Same size, another last record: the stored hash no longer matches.
+    changed = lines[9].replace(b'"seq":9', b'"seq":8')
+    path.write_bytes(b"".join(lines[:9]) + changed + b"".join(lines[10:12]))
+    with open_index(copy) as (con, report):
+        assert report.reindexed == (sample.alpha[0],)
+        assert report.problems == ((sample.alpha[0], "seq 9: fails its own hash (the line "
+                                    "was changed after it was written)"),)
+        assert con.execute("SELECT count(*) FROM events WHERE session_id = ?",
+                           [sample.alpha[0]]).fetchone() == (9,)
+    path.write_bytes(b"".join(lines))
+    assert _indexed(copy) == _raw(copy)
+
+
+def test_a_log_corrupted_in_place_is_read_again_up_to_the_damage(copy: Path,
+                                                                  sample: Sample) -> None:
+    path = copy / f"{sample.alpha[0]}.jsonl"
+    assert _indexed(copy) == _raw(copy)
+    data = bytearray(path.read_bytes())
+    at = sum(len(line) for line in _lines(path)[:5]) + 30  # inside record 5
+    data[at] = ord("x") if data[at] != ord("x") else ord("y")
+    path.write_bytes(bytes(data))
+    with open_index(copy) as (con, report):
+        assert report.reindexed == (sample.alpha[0],)
+        assert [(sid, p[:7]) for sid, p in report.problems] == [(sample.alpha[0], "seq 5: ")]
+        assert _all(con) == _indexed(copy, rebuild=True, path=copy.parent / "fresh.duckdb")
+        assert con.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                           [sample.alpha[0]]).fetchone() == (4,)
+    with open_index(copy) as (_, report):  # still reported, nothing read again
+        assert report.unchanged == 4 and len(report.problems) == 1
+
+
+def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
+    assert _indexed(copy) == _raw(copy)
+    (copy / f"{sample.beta}.jsonl").unlink()
+    with open_index(copy) as (con, report):
+        assert report.dropped == (sample.beta,)
+        assert _all(con) == _raw(copy)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.booleans()),
+                min_size=1, max_size=4))
+def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_path: Path,
+                                                           steps) -> None:
+    """Logs cut back and grown again in any order (a torn line among them): the index,
+    updated after each step, reads as the logs do."""
+    home = Path(tempfile.mkdtemp(dir=tmp_path))
+    root = home / "sessions"
+    shutil.copytree(sample.root, root)
+    full = {p: _lines(p) for p in sorted(root.glob("*.jsonl"))}
+    paths = list(full)
+    for which, keep, torn in steps:
+        path = paths[which % len(paths)]
+        keep = max(1, min(keep, len(full[path])))
+        tail = full[path][keep][:15] if torn and keep < len(full[path]) else b""
+        path.write_bytes(b"".join(full[path][:keep]) + tail)
+        assert _indexed(root) == _raw(root)
+    shutil.rmtree(home)
+
+
+# --- summarise, prices and the command ----------------------------------------------------------
+
+def test_summarise_counts_everything(sample: Sample, tmp_path: Path) -> None:
+    found = summarise(sample.root, index=tmp_path / "i.duckdb")
+    assert found.sessions == 3 and found.turns["turns"] == 8
+    assert found.tokens == {"input_tokens": 4061, "output_tokens": 838,
+                            "cache_read_tokens": 500, "cache_write_tokens": 0,
+                            "reasoning_tokens": 2, "total_tokens": 5399}
+    assert found.tool_calls == {"calls": 3, "errors": 1, "rejected": 0, "error_rate": 0.3333}
+    assert {k: found.recoveries[k] for k in ("retries", "interrupts", "budget_exhaustions")} == {
+        "retries": 1, "interrupts": 1, "budget_exhaustions": 1}
+    assert found.compressions["count"] == 2 and found.compressions["saved_tokens"] > 0
+    assert [d["day"] for d in found.by_day] == ["2026-01-01", "2026-01-02"]
+    assert [h["hour"] for h in found.by_hour] == [9, 14]
+    mini = PriceTable().find("gpt-4o-mini")
+    assert mini is not None and found.models[0]["cost_usd"] == round(mini.cost(
+        input_tokens=3780, output_tokens=830, cache_read_tokens=500), 6)
+
+
+def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
+    index = tmp_path / "i.duckdb"
+    late = summarise(sample.root, days=1, now=dt.datetime(2026, 1, 3, tzinfo=dt.UTC),
+                     index=index)
+    claude = summarise(sample.root, model="claude-sonnet-4-5", index=index)
+    for found in (late, claude):
+        assert found.sessions == 1 and found.turns["turns"] == 2
+        assert [m["model"] for m in found.models] == ["claude-sonnet-4-5"]
+        assert found.tool_calls["calls"] == 1 and found.compressions["count"] == 0
+    with pytest.raises(UsageError, match="days must be at least 1"):
+        summarise(sample.root, days=0, index=index)
+
+
+def test_prices_by_name_prefix_and_override(tmp_path: Path) -> None:
+    table = price_table({"prices": {"house-model": {"input": 1, "output": 2}}},
+                        ["gpt-4o-mini=10,20,5"])
+    assert table.find("openai/gpt-4o-mini-2024-07-18") == Price(10.0, 20.0, 5.0)
+    assert table.find("house-model") == Price(1.0, 2.0)
+    assert table.find("claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3, 3.75)
+    assert table.find("unknown") is None
+    assert Price(1, 2).cost(input_tokens=10**6, output_tokens=10**6, cache_read_tokens=10**6) == 4
+    for bad in ("gpt", "gpt=1", "gpt=a,b", "=1,2", "gpt=1,-2"):
+        with pytest.raises(UsageError, match="MODEL=INPUT,OUTPUT"):
+            parse_price(bad)
+    with pytest.raises(UsageError, match="needs input and output"):
+        price_table({"prices": {"m": {"input": 1}}})
+
+
+def _cli_json(capsys, *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_command_prints_json_and_takes_prices(sample: Sample, tmp_path: Path,
+                                                  capsys) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(sample.root, home / "sessions")
+    out = _cli_json(capsys, "--home", str(home), "insights", "--json")
+    assert out["sessions"] == 3 and out["tokens"]["total_tokens"] == 5399
+    assert out["index"]["logs"] == 4 and (home / "insights.duckdb").exists()
+    (home / "config.toml").write_text('[prices."claude-sonnet-4-5"]\ninput = 1000\n'
+                                      'output = 0\n')
+    out = _cli_json(capsys, "--home", str(home), "insights", "--json", "--model",
+                    "claude-sonnet-4-5")
+    assert out["cost_usd"] == pytest.approx(281 * 1000 / 1e6)
+    out = _cli_json(capsys, "--home", str(home), "insights", "--json", "--price",
+                    "claude-sonnet-4-5=0,1000", "--reindex")
+    assert [m["cost_usd"] for m in out["models"]] == [0.001102, 0.008]
+
+
+def test_the_command_prints_tables(sample: Sample, tmp_path: Path, capsys) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(sample.root, home / "sessions")
+    assert main(["--home", str(home), "insights", "--days", "3650"]) == 0
+    text = capsys.readouterr().out
+    for title in ("Overview", "Tokens", "Models", "Tools", "Latency", "By day", "By hour"):
+        assert title in text
+    assert "boom" in text and "gpt-4o-mini" in text
+    assert main(["--home", str(home), "insights", "--price", "nonsense"]) == 2
+
+
+def test_a_scripted_session_in_every_view(tmp_path: Path) -> None:
+    from pipeline.agent import Agent
+    from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
+    from tests.sample_home import add
+
+    model = ScriptedModel(tool_calls(("add", {"a": 1, "b": 2})), "It is 3.")
+    with Agent(client=model, tools=[add], clock=FakeClock(tick=1.0), ids=CountingIds(),
+               home=tmp_path, model="scripted", durability="flush") as agent:
+        assert agent.chat("1 + 2?") == "It is 3."
+    model.assert_complete()
+    root = tmp_path / "sessions"
+    with open_index(root) as (con, _):
+        assert con.execute("SELECT model, turns, api_calls, status, root_session_id "
+                           "FROM sessions").fetchall() == [
+            ("scripted", 1, 2, "text_response(finish_reason=stop)", "session_0001")]
+        assert con.execute("SELECT turn, completed, model_calls, tool_calls, tokens "
+                           "FROM turns").fetchall() == [(1, True, 2, 1, 24)]
+        assert con.execute("SELECT model, finish_reason, input_tokens, output_tokens "
+                           "FROM model_calls ORDER BY seq").fetchall() == [
+            ("scripted", "tool_calls", 10, 2), ("scripted", "stop", 10, 2)]
+        assert con.execute("SELECT tool, ok, turn FROM tool_calls").fetchall() == [
+            ("add", True, 1)]
+        for empty in ("recoveries", "compressions"):
+            assert con.execute(f"SELECT count(*) FROM {empty}").fetchone() == (0,)
+        turn = con.execute("SELECT started_at, finished_at FROM turns").fetchone()
+        assert turn[0].year == 2026 and turn[1] > turn[0]  # the fake clock's times
