@@ -168,4 +168,7 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
+    if args.command in ("serve", "cron"):
+        from pipeline import cmd_cron, cmd_serve
+        return {"serve": cmd_serve.serve, "cron": cmd_cron.cron}[args.command](args)
     return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)
