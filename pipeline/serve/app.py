@@ -14,6 +14,7 @@ its session in the same header.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -118,13 +119,19 @@ async def _error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:
+    """The app; when the server stops, running turns are interrupted and the agents closed."""
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(pool.shutdown)
+
     handlers: Any = dict.fromkeys((Exception, HTTPException, oa.ApiError, MibyanError), _error)
     app = Starlette(routes=[
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         *routes.SESSION_ROUTES,
-    ], exception_handlers=handlers)
+    ], exception_handlers=handlers, lifespan=lifespan)
     app.state.pool, app.state.config = pool, config
     app.state.models = tuple(dict.fromkeys(models))
     app.state.started = int(time.time())

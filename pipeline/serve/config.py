@@ -29,6 +29,7 @@ DEFAULT_PORT = 8642
 AGENT_MODEL = "mibyan"
 _KEYS = {"host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
          "max_open_sessions": int}
+_NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list"}
 
 
 @attrs.frozen(kw_only=True)
@@ -52,7 +53,7 @@ def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
             raise UsageError(f"unknown setting [serve] {key}; expected one of "
                              f"{', '.join(sorted(_KEYS))}")
         if isinstance(value, bool) or not isinstance(value, _KEYS[key]):
-            raise UsageError(f"[serve] {key} must be a {_KEYS[key].__name__}, got {value!r}")
+            raise UsageError(f"[serve] {key} must be {_NAMES[_KEYS[key]]}, got {value!r}")
     return section
 
 

@@ -105,13 +105,12 @@ class SessionPool:
                 continue
 
     def shutdown(self) -> None:
-        """Interrupt running turns, wait for them, close every agent."""
+        """Interrupt running turns, wait for them, close every agent (once)."""
         with self._lock:
             sessions = list(self._open.values())
+            self._open.clear()
         for session in sessions:
             session.interrupt()
         self._executor.shutdown(wait=True)
         for session in sessions:
-            with self._lock:
-                self._open.pop(session.id, None)
             session.agent.close()

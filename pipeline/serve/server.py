@@ -27,7 +27,7 @@ class BackgroundServer:
                  startup_timeout: float = 10.0) -> None:
         uvicorn = _uvicorn()
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
-                                                    log_level="warning", lifespan="off",
+                                                    log_level="warning", lifespan="on",
                                                     timeout_graceful_shutdown=5))
         self.host = host
         self.startup_timeout = startup_timeout
