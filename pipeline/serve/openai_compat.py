@@ -84,8 +84,9 @@ def _message(raw: Any, index: int) -> Message:
         raise bad(f"Missing required parameter: '{param}.content'.", f"{param}.content")
     if role == "tool" and not isinstance(raw.get("tool_call_id"), str):
         raise bad(f"Missing required parameter: '{param}.tool_call_id'.", f"{param}.tool_call_id")
-    try:
-        return from_openai({**raw, "content": content})
+    try:  # "developer" is OpenAI's newer name for "system"
+        return from_openai({**raw, "content": content,
+                            "role": "system" if role == "developer" else role})
     except (KeyError, TypeError, ValueError) as exc:
         raise bad(f"Invalid message at '{param}': {exc}.", param) from exc
 
