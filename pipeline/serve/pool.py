@@ -77,6 +77,11 @@ class SessionPool:
         self._evict()
         return session
 
+    def adopt(self, owner: str, session_id: str, platform: str = "gateway") -> None:
+        """Give ``owner`` a session whose log exists (a fork's child): its first use opens
+        it."""
+        self.owners.add(session_id, owner, platform)
+
     def owned(self, owner: str) -> list[ServedSession]:
         with self._lock:
             return [s for s in self._open.values() if s.owner == owner]

@@ -22,7 +22,8 @@ from pipeline.serve.plumbing import drain, failure, json_body, owner_of, until_d
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession, Subscriber
 
-Action = Callable[[ServedSession, Any], dict[str, Any]]
+# (the pool, the owner's idle session, the request's JSON body) -> the answer's JSON body.
+Action = Callable[[SessionPool, ServedSession, dict[str, Any]], dict[str, Any]]
 
 
 def _pool(request: Request) -> SessionPool:
@@ -55,8 +56,13 @@ async def create(request: Request) -> Response:
 
 
 async def listed(request: Request) -> Response:
-    sessions = _pool(request).owned(owner_of(request))
-    return JSONResponse({"object": "list", "data": [s.describe() for s in sessions]})
+    """The owner's sessions: the open ones described, the closed ones (their logs kept) by
+    id and platform."""
+    owner, pool = owner_of(request), _pool(request)
+    open_ = {s.id: s.describe() for s in pool.owned(owner)}
+    closed = [{"id": sid, "object": "session", "platform": platform, "open": False}
+              for sid, platform in pool.owners.of(owner) if sid not in open_]
+    return JSONResponse({"object": "list", "data": [*open_.values(), *closed]})
 
 
 async def get(request: Request) -> Response:
@@ -142,16 +148,18 @@ async def events(request: Request) -> Response:
 
 
 def idle_action(action: Action) -> Callable[[Request], Any]:
-    """A route running ``action(session, body)`` on the owner's idle session."""
+    """A route running ``action(pool, session, body)`` in a worker on the owner's idle
+    session (an action making a new session, as a fork does, gives it to the owner with
+    ``pool.adopt``)."""
     async def handle(request: Request) -> Response:
         body = _object(await json_body(request))
         session, pool = await _session(request), _pool(request)
         with session.claimed():
-            return JSONResponse(await pool.call(action, session, body))
+            return JSONResponse(await pool.call(action, pool, session, body))
     return handle
 
 
-def replay(session: ServedSession, body: Any) -> dict[str, Any]:
+def replay(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
     """Every log of the session re-run from the log and compared."""
     from pipeline.replay import replay as replay_log
     root = session.agent.home / "sessions"

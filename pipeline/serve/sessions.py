@@ -126,7 +126,8 @@ class ServedSession:
         body: dict[str, Any] = {
             "id": self.id, "object": "session", "created": self.created,
             "platform": self.platform, "model": self.agent.settings.model, "turns": self.turns,
-            "busy": self.busy, "log_session_id": self.lineage[-1], "lineage": list(self.lineage)}
+            "busy": self.busy, "open": True, "log_session_id": self.lineage[-1],
+            "lineage": list(self.lineage)}
         if messages:
             result = self.last_result
             body["messages"] = ([m.to_openai() for m in result.messages]
@@ -153,6 +154,12 @@ class Owners:
     def get(self, session_id: str) -> tuple[str, str] | None:
         """(owner, platform), or None for a session the gateway never made."""
         return self._owners.get(session_id)
+
+    def of(self, owner: str) -> list[tuple[str, str]]:
+        """(session id, platform) of every session of ``owner``, oldest first."""
+        with self._lock:
+            return [(sid, platform) for sid, (who, platform) in self._owners.items()
+                    if who == owner]
 
     def add(self, session_id: str, owner: str, platform: str) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ import pytest
 
 from stages.events import ContextPressure, Interrupted, TurnFinished
 from tests.fake_openai import Reply
+from tests.pipeline.serve.conftest import TOKENS
 
 
 def _events_of(stream_lines):
@@ -52,7 +53,8 @@ def test_create_send_get_list_delete(gateway):
         listed = client.get("/v1/sessions").json()
         assert [s["id"] for s in listed["data"]] == [sid]
         assert client.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
-        assert client.get("/v1/sessions").json()["data"] == []
+        assert client.get("/v1/sessions").json()["data"] == [
+            {"id": sid, "object": "session", "platform": "gateway", "open": False}]
         # The log stays: its owner can take the session up again.
         assert client.get(f"/v1/sessions/{sid}").status_code == 200
     sent = gateway.upstream.requests[0]["messages"][0]["content"]
@@ -227,3 +229,35 @@ def test_a_gateway_session_compresses_between_turns_at_85_percent(small_window):
     assert pressure[0].threshold_tokens == int(2048 * 0.85)
     assert len(got["lineage"]) == 2  # the session went on in a child log
     assert gateway.assert_every_session_replays() == 2
+
+
+def test_a_session_made_outside_the_api_is_adopted_by_its_owner(gateway):
+    """What a fork route does with the child it makes."""
+    agent = gateway.pool.factory(None, "gateway", lambda event: None)
+    sid = agent.open()
+    agent.close()
+    gateway.pool.adopt("alice", sid)
+    with gateway.client("alice") as alice, gateway.client("bob") as bob:
+        assert alice.get(f"/v1/sessions/{sid}").json()["turns"] == 0
+        assert bob.get(f"/v1/sessions/{sid}").status_code == 404
+        assert sid in [s["id"] for s in alice.get("/v1/sessions").json()["data"]]
+
+
+def test_a_client_that_leaves_a_plain_request_interrupts_its_turn(gateway):
+    import socket
+    from urllib.parse import urlsplit
+    gateway.upstream.script(Reply.hang(30))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+    address = urlsplit(gateway.url)
+    body = json.dumps({"content": "slow"}).encode()
+    with socket.create_connection((address.hostname, address.port)) as raw:
+        raw.sendall(f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: x\r\n"
+                    f"Authorization: Bearer {TOKENS['alice']}\r\n"
+                    "Content-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert gateway.upstream.arrived.wait(30)
+    wait_idle(gateway, sid)
+    finished = [e for e in gateway.events(sid) if isinstance(e, TurnFinished)]
+    assert finished[-1].interrupted
+    gateway.assert_every_session_replays()
