@@ -188,7 +188,10 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="mibyan-serve-bench-") as tmp:
         gw, url = gateway(base_url, Path(tmp))
         try:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+            # Idle connections are dropped before the server's keep-alive ends, so that no
+            # request is sent on a connection the server is closing.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None,
+                                  keepalive_expiry=2.0)
             async with httpx.AsyncClient(limits=limits, timeout=300) as client:
                 await level(client, url, Path(tmp), gw.pid, 5, 2)  # warm-up
                 levels = [await level(client, url, Path(tmp), gw.pid, n, args.turns)

@@ -70,13 +70,15 @@ async def drain(queue: asyncio.Queue[Any], worker: asyncio.Future[Any],
     each quiet spell, so that a long silent tool run keeps the connection open."""
     while not (worker.done() and queue.empty()):
         getter = asyncio.ensure_future(queue.get())
-        done, _ = await asyncio.wait((getter, worker), timeout=KEEPALIVE_SECONDS,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait((getter, worker), timeout=KEEPALIVE_SECONDS,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the client left (this task is cancelled), or the worker ended first
+            if not getter.done():
+                getter.cancel()
         if getter in done:
             yield getter.result()
-            continue
-        getter.cancel()
-        if not done and keepalive is not None:
+        elif not done and keepalive is not None:
             yield keepalive
 
 
