@@ -34,7 +34,11 @@ MESSAGE = "A user message of a realistic size, about two hundred characters long
 
 UPSTREAM = f"""
 import sys
+import tests.fake_http
 from tests.fake_openai import FakeOpenAIServer, Reply
+
+# The gateway holds hundreds of connections to it: a listen queue of 128 would overflow.
+tests.fake_http._HTTPServer.request_queue_size = 4096
 
 
 class Forgetful(FakeOpenAIServer):
@@ -66,8 +70,9 @@ def gateway(base_url: str, home: Path) -> tuple[subprocess.Popen, str]:
     for line in proc.stderr:
         if "running on http://" in line:
             url = line.split("running on ")[1].split()[0]
-            threading.Thread(target=lambda: [None for _ in proc.stderr or ()],
-                             daemon=True).start()  # keep the pipe drained
+            threading.Thread(target=lambda: [sys.stderr.write(f"gateway: {line}")
+                                             for line in proc.stderr or ()],
+                             daemon=True).start()  # the gateway's complaints, if any
             return proc, url
     raise RuntimeError("the gateway did not start")
 
@@ -88,6 +93,24 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+RETRIES = {"count": 0}
+
+
+async def post(client: httpx.AsyncClient, url: str, body: object) -> httpx.Response:
+    """A POST, sent again after a connection the server dropped before answering (a
+    connection refused or reset while the listen queue overflowed), as the SDKs do; counted
+    in the report."""
+    for attempt in range(5):
+        try:
+            return await client.post(url, json=body)
+        except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+            if attempt == 4:
+                raise
+            RETRIES["count"] += 1
+            await asyncio.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 async def session_turns(client: httpx.AsyncClient, url: str, sessions: list[str], turns: int
                         ) -> dict[str, list[float]]:
     """Each session's turn times (seconds, in order), the sessions all at once."""
@@ -95,8 +118,8 @@ async def session_turns(client: httpx.AsyncClient, url: str, sessions: list[str]
         out = []
         for _ in range(turns):
             start = time.perf_counter()
-            response = await client.post(f"{url}/v1/sessions/{sid}/messages",
-                                         json={"content": MESSAGE})
+            response = await post(client, f"{url}/v1/sessions/{sid}/messages",
+                                  {"content": MESSAGE})
             response.raise_for_status()
             out.append(time.perf_counter() - start)
         return out
@@ -104,16 +127,17 @@ async def session_turns(client: httpx.AsyncClient, url: str, sessions: list[str]
     return dict(zip(sessions, times, strict=True))
 
 
-def added(home: Path, times: dict[str, list[float]]) -> list[float]:
+def added(home: Path, times: dict[str, list[float]]) -> tuple[list[float], int]:
     """Per turn: the client's wall time minus the model call's, as the session's log has it
-    (``ModelReplied.latency_ms``: the upstream's time, network included)."""
-    out = []
+    (``ModelReplied.latency_ms``: the upstream's time, network included); and how many model
+    calls failed (and were retried by the agent: their time counts as added)."""
+    out, failed = [], 0
     for sid, walls in times.items():
-        calls = [e.payload["latency_ms"] / 1000
-                 for e in read_envelopes(session_path(home / "sessions", sid))
-                 if e.kind == "model_replied"]
+        envelopes = list(read_envelopes(session_path(home / "sessions", sid)))
+        calls = [e.payload["latency_ms"] / 1000 for e in envelopes if e.kind == "model_replied"]
+        failed += sum(e.kind == "model_failed" for e in envelopes)
         out += [wall - call for wall, call in zip(walls, calls[-len(walls):], strict=True)]
-    return out
+    return out, failed
 
 
 async def create(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
@@ -121,7 +145,7 @@ async def create(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
 
     async def one() -> str:
         async with limit:
-            response = await client.post(f"{url}/v1/sessions")
+            response = await post(client, f"{url}/v1/sessions", None)
             response.raise_for_status()
             return response.json()["id"]
     return list(await asyncio.gather(*(one() for _ in range(n))))
@@ -145,10 +169,11 @@ async def level(client: httpx.AsyncClient, url: str, home: Path, pid: int, n: in
     times = await session_turns(client, url, sessions, turns)
     await delete(client, url, sessions)
     walls = [t for ts in times.values() for t in ts]
-    extra = added(home, times)
+    extra, failed = added(home, times)
     return {"n": n, "turns": len(walls), "p50": pct(walls, 0.5), "p99": pct(walls, 0.99),
             "added_p50": pct(extra, 0.5), "added_p99": pct(extra, 0.99),
-            "idle_kb": (idle - before) * 1024 / n}
+            "idle_kb": (idle - before) * 1024 / n, "failed": failed,
+            "rate": len(walls) / sum(walls) * n}
 
 
 async def soak(client: httpx.AsyncClient, url: str, pid: int, waves: int, sessions: int,
@@ -167,12 +192,13 @@ async def soak(client: httpx.AsyncClient, url: str, pid: int, waves: int, sessio
 def report(levels: list[dict], samples: list[tuple[int, float, int]], elapsed: float) -> None:
     print(f"# mibyan serve bench ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
           f"{elapsed:.0f} s)\n")
-    print("| sessions | turns | turn p50 ms | turn p99 ms | added p50 ms | added p99 ms | "
-          "idle KB/session |")
-    print("|---|---|---|---|---|---|---|")
+    print("| sessions | turns | turns/s | turn p50 ms | turn p99 ms | added p50 ms | "
+          "added p99 ms | upstream failures | idle KB/session |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in levels:
-        print(f"| {r['n']} | {r['turns']} | {r['p50']:.1f} | {r['p99']:.1f} | "
-              f"{r['added_p50']:.1f} | {r['added_p99']:.1f} | {r['idle_kb']:.0f} |")
+        print(f"| {r['n']} | {r['turns']} | {r['rate']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "
+              f"{r['added_p50']:.1f} | {r['added_p99']:.1f} | {r['failed']} | "
+              f"{r['idle_kb']:.0f} |")
     print("\nsoak (after each wave: turns, RSS MB, open files):")
     for done, rss, files in samples:
         print(f"  {done:6d} turns  {rss:7.1f} MB  {files:4d} files")
@@ -180,6 +206,7 @@ def report(levels: list[dict], samples: list[tuple[int, float, int]], elapsed: f
     growth = settled[-1][1] - settled[0][1]
     print(f"growth over the second half: {growth:+.1f} MB, "
           f"{settled[-1][2] - settled[0][2]:+d} open files")
+    print(f"requests sent again after a dropped connection: {RETRIES['count']}")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -188,10 +215,10 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="mibyan-serve-bench-") as tmp:
         gw, url = gateway(base_url, Path(tmp))
         try:
-            # Idle connections are dropped before the server's keep-alive ends, so that no
-            # request is sent on a connection the server is closing.
+            # Idle connections are dropped before the server's keep-alive (75 s) ends, so
+            # that no request is sent on a connection the server is closing.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=None,
-                                  keepalive_expiry=2.0)
+                                  keepalive_expiry=60.0)
             async with httpx.AsyncClient(limits=limits, timeout=300) as client:
                 await level(client, url, Path(tmp), gw.pid, 5, 2)  # warm-up
                 levels = [await level(client, url, Path(tmp), gw.pid, n, args.turns)
@@ -210,11 +237,15 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument("--levels", type=lambda t: tuple(int(n) for n in t.split(",")),
+                        help="concurrent sessions per level, comma-separated")
     options = parser.parse_args()
+    chosen = options.levels
     if options.quick:
         options.levels, options.turns, options.waves = (10, 50), 3, 4
         options.soak_sessions, options.soak_turns = 20, 5
     else:
         options.levels, options.turns, options.waves = (10, 100, 500), 5, 10
         options.soak_sessions, options.soak_turns = 20, 10
+    options.levels = chosen or options.levels
     asyncio.run(main(options))

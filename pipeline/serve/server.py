@@ -55,6 +55,12 @@ class BackgroundServer:
         self._thread.join(timeout=30)
 
 
+# Clients (the SDKs, chat UIs) keep connections between turns; uvicorn's 5 s would have them
+# reconnect, all at once under load.
+KEEP_ALIVE_SECONDS = 75
+
+
 def run(app: Any, *, host: str, port: int) -> None:
     """Serve until SIGINT or SIGTERM."""
-    _uvicorn().run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=10)
+    _uvicorn().run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=10,
+                   timeout_keep_alive=KEEP_ALIVE_SECONDS, backlog=4096)
