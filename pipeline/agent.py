@@ -259,6 +259,11 @@ class Agent:
         stops the next turn at its first step."""
         self._interrupt.set()
 
+    def forget_interrupt(self) -> None:
+        """Drop an interrupt that came after the turn it was meant for (a gateway's client
+        leaving as its turn ended), so that it cannot stop the next turn."""
+        self._interrupt.clear()
+
     @property
     def interrupt_requested(self) -> bool:
         """An interrupt is waiting to stop the running turn (subagents pass it on)."""

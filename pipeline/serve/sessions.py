@@ -105,8 +105,9 @@ class ServedSession:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta)
         finally:
-            with self._state:
+            with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
+                self.agent.forget_interrupt()
         self.turns += 1
         self.last_result = result
         current = self.agent.session_id
