@@ -127,7 +127,8 @@ def test_a_cron_run_has_the_cron_hints_and_denies_dangerous_commands(server, hom
     # Even a pattern allowed "always" in interactive sessions is denied: nobody is watching.
     home.mkdir(parents=True)
     (home / "approvals.json").write_text(json.dumps({"always": ["recursive_delete"]}))
-    server.script(Reply.tool_calls([("terminal", '{"command": "rm -rf build"}')]),
+    server.script(Reply.tool_calls([("terminal", '{"command": "rm -rf build"}')],
+                                   ids=["call_rm"]),
                   Reply.text("Could not clean up: denied."))
     store = CronStore(home)
     store.add("0 * * * *", "clean the build directory", at(clock))

@@ -70,7 +70,8 @@ def test_the_raw_stream_ends_with_done(gateway):
 
 def test_a_tool_using_turn_runs_the_agent_s_tools(gateway, tmp_path):
     (tmp_path / "work" / "notes.txt").write_text("the answer is 42\n")
-    gateway.upstream.script(Reply.tool_calls([("read_file", '{"path": "notes.txt"}')]),
+    gateway.upstream.script(Reply.tool_calls([("read_file", '{"path": "notes.txt"}')],
+                                              ids=["call_notes"]),
                             Reply.text("It says 42."))
     raw = sdk(gateway).chat.completions.with_raw_response.create(
         model="mibyan", messages=[{"role": "user", "content": "what do the notes say?"}])
