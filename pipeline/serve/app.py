@@ -53,7 +53,7 @@ async def chat_completions(request: Request) -> Response:
     chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
     wanted = request.headers.get(SESSION_HEADER)
     if wanted:  # the session's own history is the context: only the last message is new
-        session = await pool.call(pool.get, owner, wanted)
+        session = await pool.lookup(owner, wanted)
         history = None
     else:
         session = await pool.call(pool.create, owner, "api")

@@ -49,6 +49,17 @@ class SessionPool:
         self._keep(session)
         return session
 
+    async def lookup(self, owner: str, session_id: str) -> ServedSession:
+        """``get`` without a thread for an open session (a dict lookup must not queue behind
+        running turns)."""
+        with self._lock:
+            session = self._open.get(session_id)
+        if session is None:
+            return await self.call(self.get, owner, session_id)
+        if session.owner != owner:
+            raise not_found(session_id)
+        return session
+
     def get(self, owner: str, session_id: str) -> ServedSession:
         """The owner's session (taken up again from its log when it was closed); blocking.
         Another owner's session is "not found", as a session that does not exist."""

@@ -32,7 +32,7 @@ def _pool(request: Request) -> SessionPool:
 
 async def _session(request: Request) -> ServedSession:
     pool = _pool(request)
-    return await pool.call(pool.get, owner_of(request), request.path_params["session_id"])
+    return await pool.lookup(owner_of(request), request.path_params["session_id"])
 
 
 def _object(body: Any) -> dict[str, Any]:
