@@ -7,12 +7,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ServeConfig", "SessionPool", "agent_factory", "create_app", "serve_config"]
+__all__ = ["AgentMaker", "BackgroundServer", "ServeConfig", "SessionPool", "create_app",
+           "serve_config"]
 
 _HOMES = {
+    "AgentMaker": "pipeline.serve.agents",
+    "BackgroundServer": "pipeline.serve.server",
     "ServeConfig": "pipeline.serve.config",
     "SessionPool": "pipeline.serve.pool",
-    "agent_factory": "pipeline.serve.agents",
     "create_app": "pipeline.serve.app",
     "serve_config": "pipeline.serve.config",
 }

@@ -14,7 +14,6 @@ from pipeline.agent import Agent
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.memory import BuiltinMemory, MemoryManager
 from pipeline.memory_tool import memory_tool
-from pipeline.serve.sessions import AgentFactory
 from pipeline.settings import Configured, configure
 from pipeline.skills_tools import skill_tools
 from pipeline.tools import Tool
@@ -65,6 +64,3 @@ class AgentMaker:
                              workdir=self.workdir, toolsets=self.toolsets, listener=listener,
                              shared=self.shared, hooks=self.hooks)
 
-
-def agent_factory(*, workdir: Path, toolsets: Iterable[str], **config: Any) -> AgentFactory:
-    return AgentMaker(workdir=workdir, toolsets=toolsets, **config)

@@ -19,11 +19,9 @@ DONE = b"data: [DONE]\n\n"
 KEEPALIVE = b": keep-alive\n\n"
 
 
-def encode(data: Any, *, event: str | None = None, event_id: int | None = None) -> bytes:
+def encode(data: Any, *, event: str | None = None) -> bytes:
     """One event: ``data`` as compact JSON (on one line, so one ``data:`` field)."""
     lines = []
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
     if event is not None:
         lines.append(f"event: {event}")
     lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))

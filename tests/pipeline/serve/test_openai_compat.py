@@ -83,3 +83,21 @@ def test_any_conversation_ending_with_a_user_message_is_accepted(earlier, last):
     assert [(m["role"], m["content"]) for m in chat.history or ()] == kept
     systems = [c for r, c in earlier if r == "system"]
     assert chat.system_message == ("\n\n".join(systems) or None)
+
+
+def test_the_package_names_its_parts_and_loads_no_web_framework_until_asked():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pipeline.serve
+    code = ("import sys, pipeline.serve, pipeline.cli; "
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'cronsim') if m in sys.modules))")
+    root = Path(__file__).resolve().parents[3]
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert loaded == "[]"
+    assert pipeline.serve.__all__ == sorted(pipeline.serve.__all__)
+    assert all(getattr(pipeline.serve, name) for name in pipeline.serve.__all__)
+    with pytest.raises(AttributeError):
+        pipeline.serve.Nothing  # noqa: B018
