@@ -189,6 +189,13 @@ class Agent:
         self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
 
+    def open(self) -> str:
+        """Start (or resume) the session now, before its first turn; its id."""
+        with self._lock:
+            session_id = self._open().state.session_id
+        assert session_id is not None
+        return session_id
+
     def _continue_in_child(self) -> None:
         """After a turn that compressed the context, the session goes on in a child."""
         runner, log = self._runner, self._log
@@ -266,6 +273,11 @@ class Agent:
         short, tools not yet started are skipped); safe from any thread. Between turns it
         stops the next turn at its first step."""
         self._interrupt.set()
+
+    def forget_interrupt(self) -> None:
+        """Drop an interrupt that came after the turn it was meant for (a gateway's client
+        leaving as its turn ended), so that it cannot stop the next turn."""
+        self._interrupt.clear()
 
     @property
     def interrupt_requested(self) -> bool:

@@ -171,6 +171,34 @@ def _parser() -> argparse.ArgumentParser:
                                "config.toml [prices] and the built-in table)")
     insights.add_argument("--reindex", action="store_true",
                           help="rebuild the index from the logs first")
+    # --- the gateway and scheduled runs (pipeline.cmd_serve, pipeline.cmd_cron) -------------
+    serve = commands.add_parser("serve", help="serve agents over HTTP (OpenAI-compatible API "
+                                "and a session API; needs the serve extra)")
+    serve.add_argument("--host", help="address to listen on ([serve] host, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port ([serve] port, else 8642)")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="no bearer tokens (only on a loopback address)")
+    cron = commands.add_parser("cron", help="scheduled agent runs (needs the serve extra)")
+    actions = cron.add_subparsers(dest="cron_command", required=True, metavar="ACTION")
+    cron_add = actions.add_parser("add", help="schedule a prompt: add '0 9 * * *' 'prompt'")
+    cron_add.add_argument("schedule", help="five cron fields, local time: m h dom mon dow")
+    cron_add.add_argument("prompt", help="what the agent is asked at each run")
+    actions.add_parser("list", help="the jobs, their next and last runs")
+    cron_remove = actions.add_parser("remove", help="unschedule a job")
+    cron_remove.add_argument("job", help="the job's id (see list)")
+    cron_run = actions.add_parser("run", help="run the jobs that are due (call it every "
+                                  "minute, e.g. from crontab)")
+    cron_run.add_argument("--job", help="run this job now, due or not")
+    for command in (serve, cron_run):
+        command.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+        command.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+        command.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+        command.add_argument("--workdir", help="the working tree the tools work in")
+        command.add_argument("--toolsets", type=_toolsets, default=None,
+                             help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)};"
+                                  f" default {','.join(DEFAULT_TOOLSETS)})")
+    serve.add_argument("--durability", choices=("durable", "flush"), default="durable",
+                       help="fsync the logs at turn ends and before tools (durable) or flush")
     return parser
 
 

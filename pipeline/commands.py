@@ -175,4 +175,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "insights":
         from pipeline.cmd_insights import insights
         return insights(args)
+    if args.command in ("serve", "cron"):
+        from pipeline import cmd_cron, cmd_serve
+        return {"serve": cmd_serve.serve, "cron": cmd_cron.cron}[args.command](args)
     return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

@@ -141,6 +141,9 @@ def _schema_binder(tool: Tool) -> Binder:
 
 # --- the Tool ----------------------------------------------------------------------------------
 
+# Tools made from methods, by (function, name, description, interactive, read_only).
+_METHOD_TOOLS: dict[tuple[object, ...], Tool] = {}
+
 
 @attrs.frozen(kw_only=True)
 class Tool:
@@ -187,6 +190,21 @@ class Tool:
         read_only: bool = False,
     ) -> Tool:
         """A tool whose schema comes from ``fn``'s signature, type hints and docstring."""
+        if inspect.ismethod(fn):
+            # A method's schema is its class's: built once, then bound to each instance (a
+            # gateway makes a toolset per session).
+            key = (fn.__func__, name, description, interactive, read_only)
+            if key not in _METHOD_TOOLS:
+                _METHOD_TOOLS[key] = cls._from_function(fn, name=name, description=description,
+                                                        interactive=interactive,
+                                                        read_only=read_only)
+            return attrs.evolve(_METHOD_TOOLS[key], handler=fn)
+        return cls._from_function(fn, name=name, description=description,
+                                  interactive=interactive, read_only=read_only)
+
+    @classmethod
+    def _from_function(cls, fn: Callable[..., object], *, name: str | None,
+                       description: str | None, interactive: bool, read_only: bool) -> Tool:
         target = fn.func if isinstance(fn, functools.partial) else fn
         tool_name = _tool_name(name, target)
         import docstring_parser

@@ -358,3 +358,25 @@ def test_runner_turns_bad_arguments_into_an_error_outcome() -> None:
     assert "count:" in bad.error and "tags: Field required" in bad.error
     assert json.loads(bad.content) == {"error": bad.error}
     assert good.ok and good.content == "/p:2:t-1"
+
+
+def test_a_method_s_schema_is_built_once_and_each_tool_calls_its_own_instance() -> None:
+    class Counter:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def bump(self, by: int) -> int:
+            """Add to the count.
+
+            Args:
+                by: how much to add
+            """
+            self.n += by
+            return self.n
+
+    first, second = Counter(), Counter()
+    a, b = Tool.from_function(first.bump), Tool.from_function(second.bump)
+    assert a.spec is b.spec and a.spec.name == "bump"
+    assert b.invoke('{"by": 2}') == 2 and (first.n, second.n) == (0, 2)
+    with pytest.raises(ToolArgumentsError):
+        b.invoke('{"by": "many"}')

@@ -1,0 +1,251 @@
+"""mibyan gateway load bench: sessions held concurrently against the fake server, added
+latency per turn, memory per idle session, and a bounded soak. Not part of the test suite.
+
+    uv run python bench/serve.py            # levels 10, 100, 500 and a 2,000-turn soak
+    uv run python bench/serve.py --quick    # levels 10, 50 and a 400-turn soak
+
+Three processes: the fake OpenAI server, ``mibyan serve`` (its RSS and open files are read from
+/proc), and this one, the load (asyncio + httpx). See bench/README.md for what each figure
+means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from effects.eventlog import read_envelopes, session_path  # noqa: E402
+
+REPLY = "The gateway answers with a reply of about four hundred characters. " * 6
+MESSAGE = "A user message of a realistic size, about two hundred characters long. " * 3
+
+UPSTREAM = f"""
+import sys
+import tests.fake_http
+from tests.fake_openai import FakeOpenAIServer, Reply
+
+# The gateway holds hundreds of connections to it: a listen queue of 128 would overflow.
+tests.fake_http._HTTPServer.request_queue_size = 4096
+
+
+class Forgetful(FakeOpenAIServer):
+    def _record(self, body, headers):  # keeps no request bodies: the soak must not grow here
+        return self.default if body is not None else None
+
+
+with Forgetful(default=Reply.text({REPLY!r})) as srv:
+    print(srv.base_url, flush=True)
+    sys.stdin.read()
+"""
+
+
+def upstream() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", UPSTREAM], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def gateway(base_url: str, home: Path) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "MIBYAN_HOME": str(home), "OPENAI_API_KEY": "sk-bench-0123456789"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--no-auth", "--port", "0", "--model",
+         "m", "--base-url", base_url, "--durability", "flush", "--toolsets", "files",
+         "--workdir", str(home)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "running on http://" in line:
+            url = line.split("running on ")[1].split()[0]
+            threading.Thread(target=lambda: [sys.stderr.write(f"gateway: {line}")
+                                             for line in proc.stderr or ()],
+                             daemon=True).start()  # the gateway's complaints, if any
+            return proc, url
+    raise RuntimeError("the gateway did not start")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+RETRIES = {"count": 0}
+
+
+async def post(client: httpx.AsyncClient, url: str, body: object) -> httpx.Response:
+    """A POST, sent again after a connection the server dropped before answering (a
+    connection refused or reset while the listen queue overflowed), as the SDKs do; counted
+    in the report."""
+    for attempt in range(5):
+        try:
+            return await client.post(url, json=body)
+        except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+            if attempt == 4:
+                raise
+            RETRIES["count"] += 1
+            await asyncio.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def session_turns(client: httpx.AsyncClient, url: str, sessions: list[str], turns: int
+                        ) -> dict[str, list[float]]:
+    """Each session's turn times (seconds, in order), the sessions all at once."""
+    async def one(sid: str) -> list[float]:
+        out = []
+        for _ in range(turns):
+            start = time.perf_counter()
+            response = await post(client, f"{url}/v1/sessions/{sid}/messages",
+                                  {"content": MESSAGE})
+            response.raise_for_status()
+            out.append(time.perf_counter() - start)
+        return out
+    times = await asyncio.gather(*(one(s) for s in sessions))
+    return dict(zip(sessions, times, strict=True))
+
+
+def added(home: Path, times: dict[str, list[float]]) -> tuple[list[float], int]:
+    """Per turn: the client's wall time minus the model call's, as the session's log has it
+    (``ModelReplied.latency_ms``: the upstream's time, network included); and how many model
+    calls failed (and were retried by the agent: their time counts as added)."""
+    out, failed = [], 0
+    for sid, walls in times.items():
+        envelopes = list(read_envelopes(session_path(home / "sessions", sid)))
+        calls = [e.payload["latency_ms"] / 1000 for e in envelopes if e.kind == "model_replied"]
+        failed += sum(e.kind == "model_failed" for e in envelopes)
+        out += [wall - call for wall, call in zip(walls, calls[-len(walls):], strict=True)]
+    return out, failed
+
+
+async def create(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
+    limit = asyncio.Semaphore(50)
+
+    async def one() -> str:
+        async with limit:
+            response = await post(client, f"{url}/v1/sessions", None)
+            response.raise_for_status()
+            return response.json()["id"]
+    return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+async def delete(client: httpx.AsyncClient, url: str, sessions: list[str]) -> None:
+    limit = asyncio.Semaphore(50)
+
+    async def one(sid: str) -> None:
+        async with limit:
+            (await client.delete(f"{url}/v1/sessions/{sid}")).raise_for_status()
+    await asyncio.gather(*(one(s) for s in sessions))
+
+
+async def level(client: httpx.AsyncClient, url: str, home: Path, pid: int, n: int,
+                turns: int) -> dict:
+    before = rss_mb(pid)
+    sessions = await create(client, url, n)
+    await session_turns(client, url, sessions, 1)  # each session has a turn behind it
+    idle = rss_mb(pid)
+    times = await session_turns(client, url, sessions, turns)
+    await delete(client, url, sessions)
+    walls = [t for ts in times.values() for t in ts]
+    extra, failed = added(home, times)
+    return {"n": n, "turns": len(walls), "p50": pct(walls, 0.5), "p99": pct(walls, 0.99),
+            "added_p50": pct(extra, 0.5), "added_p99": pct(extra, 0.99),
+            "idle_kb": (idle - before) * 1024 / n, "failed": failed,
+            "rate": len(walls) / sum(walls) * n}
+
+
+async def soak(client: httpx.AsyncClient, url: str, pid: int, waves: int, sessions: int,
+               turns: int) -> list[tuple[int, float, int]]:
+    """Waves of sessions made, used and closed: (turns so far, RSS MB, open files) after
+    each wave."""
+    samples, done = [], 0
+    for _ in range(waves):
+        ids = await create(client, url, sessions)
+        done += sum(map(len, (await session_turns(client, url, ids, turns)).values()))
+        await delete(client, url, ids)
+        samples.append((done, rss_mb(pid), open_files(pid)))
+    return samples
+
+
+def report(levels: list[dict], samples: list[tuple[int, float, int]], elapsed: float) -> None:
+    print(f"# mibyan serve bench ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
+          f"{elapsed:.0f} s)\n")
+    print("| sessions | turns | turns/s | turn p50 ms | turn p99 ms | added p50 ms | "
+          "added p99 ms | upstream failures | idle KB/session |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in levels:
+        print(f"| {r['n']} | {r['turns']} | {r['rate']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "
+              f"{r['added_p50']:.1f} | {r['added_p99']:.1f} | {r['failed']} | "
+              f"{r['idle_kb']:.0f} |")
+    print("\nsoak (after each wave: turns, RSS MB, open files):")
+    for done, rss, files in samples:
+        print(f"  {done:6d} turns  {rss:7.1f} MB  {files:4d} files")
+    settled = samples[len(samples) // 2:]
+    growth = settled[-1][1] - settled[0][1]
+    print(f"growth over the second half: {growth:+.1f} MB, "
+          f"{settled[-1][2] - settled[0][2]:+d} open files")
+    print(f"requests sent again after a dropped connection: {RETRIES['count']}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    started = time.monotonic()
+    up, base_url = upstream()
+    with tempfile.TemporaryDirectory(prefix="mibyan-serve-bench-") as tmp:
+        gw, url = gateway(base_url, Path(tmp))
+        try:
+            # Idle connections are dropped before the server's keep-alive (75 s) ends, so
+            # that no request is sent on a connection the server is closing.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None,
+                                  keepalive_expiry=60.0)
+            async with httpx.AsyncClient(limits=limits, timeout=300) as client:
+                await level(client, url, Path(tmp), gw.pid, 5, 2)  # warm-up
+                levels = [await level(client, url, Path(tmp), gw.pid, n, args.turns)
+                          for n in args.levels]
+                samples = await soak(client, url, gw.pid, args.waves, args.soak_sessions,
+                                     args.soak_turns)
+        finally:
+            gw.terminate()
+            gw.wait(timeout=60)
+            assert up.stdin is not None
+            up.stdin.close()
+            up.wait(timeout=10)
+    report(levels, samples, time.monotonic() - started)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument("--levels", type=lambda t: tuple(int(n) for n in t.split(",")),
+                        help="concurrent sessions per level, comma-separated")
+    options = parser.parse_args()
+    chosen = options.levels
+    if options.quick:
+        options.levels, options.turns, options.waves = (10, 50), 3, 4
+        options.soak_sessions, options.soak_turns = 20, 5
+    else:
+        options.levels, options.turns, options.waves = (10, 100, 500), 5, 10
+        options.soak_sessions, options.soak_turns = 20, 10
+    options.levels = chosen or options.levels
+    asyncio.run(main(options))

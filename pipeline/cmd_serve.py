@@ -1,0 +1,50 @@
+"""``mibyan serve``: the command's body (the gateway is ``pipeline.serve``)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from pathlib import Path
+
+from pipeline import config as cfg
+from stages.errors import UsageError
+
+EXIT_OK = 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(args: argparse.Namespace) -> int:
+    from pipeline.serve.agents import AgentMaker
+    from pipeline.serve.app import create_app
+    from pipeline.serve.config import AGENT_MODEL, serve_config
+    from pipeline.serve.pool import SessionPool
+    from pipeline.serve.server import run
+    home = args.home or cfg.home()
+    config = serve_config(cfg.load_file(home), host=args.host, port=args.port,
+                          no_auth=args.no_auth, workdir=args.workdir and Path(args.workdir),
+                          toolsets=args.toolsets)
+    if not config.auth and not _loopback(config.host):
+        raise UsageError(f"--no-auth serves only on loopback, not on {config.host}")
+    maker = AgentMaker(workdir=config.workdir, toolsets=config.toolsets, home=home,
+                       model=args.model, base_url=args.base_url, provider=args.provider,
+                       durability=args.durability)
+    pool = SessionPool(maker, owners_path=home / "serve" / "owners.jsonl",
+                       max_open=config.max_open_sessions)
+    app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
+    owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
+    print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "
+          f"{maker.model}; tokens of {owners})", file=sys.stderr)
+    try:
+        run(app, host=config.host, port=config.port)
+    finally:
+        pool.shutdown()
+    return EXIT_OK

@@ -1,0 +1,138 @@
+"""The gateway's ASGI app (Starlette): OpenAI's ``/v1/chat/completions`` and ``/v1/models``,
+and the session API (``pipeline.serve.routes``).
+
+    app = create_app(pool, config, models=("mibyan", "gpt-4o-mini"))
+    uvicorn.run(app, host=config.host, port=config.port)
+
+Every route but ``/health`` needs ``Authorization: Bearer <token>``; every refusal is OpenAI's
+error body ``{"error": {"message", "type", "param", "code"}}``. A chat completion without the
+``X-Mibyan-Session-Id`` header starts a new session (the request's messages are its history,
+as OpenAI's API is stateless); with it, the message goes on in that session. The answer names
+its session in the same header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from pipeline.result import TurnResult
+from pipeline.serve import openai_compat as oa
+from pipeline.serve import routes, sse
+from pipeline.serve.config import ServeConfig
+from pipeline.serve.plumbing import drain, failure, json_body, owner_of, until_done
+from pipeline.serve.pool import SessionPool
+from pipeline.serve.sessions import ServedSession
+from stages.errors import MibyanError
+
+SESSION_HEADER = "x-mibyan-session-id"
+
+
+async def list_models(request: Request) -> Response:
+    owner_of(request)
+    return JSONResponse(oa.models_body(request.app.state.models, request.app.state.started))
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def chat_completions(request: Request) -> Response:
+    owner = owner_of(request)
+    pool: SessionPool = request.app.state.pool
+    chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
+    wanted = request.headers.get(SESSION_HEADER)
+    if wanted:  # the session's own history is the context: only the last message is new
+        session = await pool.lookup(owner, wanted)
+        history = None
+    else:
+        session = await pool.call(pool.create, owner, "api")
+        history = chat.history
+    completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    headers = {SESSION_HEADER: session.id}
+    if chat.stream:
+        return _stream(request, session, chat, history, completion, headers)
+    with session.claimed():
+        result = await until_done(request, session, pool.call(
+            lambda: session.run(chat.user_message, system_message=chat.system_message,
+                                history=history)))
+    if result.failed and not result.final_response:
+        raise oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
+                          code="upstream_failed")
+    return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
+                        headers=headers)
+
+
+def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, history: Any,
+            completion: str, headers: dict[str, str]) -> Response:
+    """Deltas as ``chat.completion.chunk`` events while the turn runs in a worker; a client
+    that leaves interrupts the turn."""
+    pool: SessionPool = request.app.state.pool
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    session.claim()  # 409 now, before the stream starts; the worker releases it
+
+    def turn() -> TurnResult:
+        try:
+            return session.run(chat.user_message, system_message=chat.system_message,
+                               history=history,
+                               on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t))
+        finally:
+            session.release()
+    worker = asyncio.ensure_future(pool.call(turn))
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse.encode(oa.chunk_body(completion, created, chat.model, delta=delta,
+                                        finish=finish, include_usage=chat.include_usage))
+
+    async def body() -> AsyncIterator[bytes]:
+        yield chunk({"role": "assistant", "content": ""})
+        async for text in drain(queue, worker, sse.KEEPALIVE):
+            yield text if isinstance(text, bytes) else chunk({"content": text})
+        try:
+            result = await worker
+        except Exception as exc:  # the turn could not run: say so in the stream, as OpenAI does
+            yield sse.encode(failure(exc).body())
+        else:
+            yield chunk({}, oa.finish_reason(result))
+            if chat.include_usage:
+                yield sse.encode(oa.usage_chunk(completion, created, chat.model, result.usage))
+        yield sse.DONE
+    return sse.EventStream(body(), on_disconnect=session.interrupt,
+                           headers=headers)
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    error = failure(exc)
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:
+    """The app; when the server stops, running turns are interrupted and the agents closed."""
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(pool.shutdown)
+
+    handlers: Any = dict.fromkeys((Exception, HTTPException, oa.ApiError, MibyanError), _error)
+    app = Starlette(routes=[
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *routes.SESSION_ROUTES,
+    ], exception_handlers=handlers, lifespan=lifespan)
+    app.state.pool, app.state.config = pool, config
+    app.state.models = tuple(dict.fromkeys(models))
+    app.state.started = int(time.time())
+    return app

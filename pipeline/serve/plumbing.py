@@ -1,0 +1,98 @@
+"""What every route needs: the owner of the bearer token, the JSON body, a turn awaited while
+watching for the client to leave, and a worker's output drained from a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from effects.logs import get_logger
+from pipeline.serve import openai_compat as oa
+from pipeline.serve.config import ServeConfig
+from pipeline.serve.sessions import ServedSession
+from stages.errors import MibyanError, UsageError
+
+T = TypeVar("T")
+ANONYMOUS = "anonymous"
+KEEPALIVE_SECONDS = 15.0
+log = get_logger(__name__)
+
+
+def owner_of(request: Request) -> str:
+    """The owner of the request's bearer token; 401 without a valid one."""
+    config: ServeConfig = request.app.state.config
+    if not config.auth:
+        return ANONYMOUS
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise oa.ApiError(401, "You didn't provide an API key. Send it in the Authorization "
+                          "header: 'Authorization: Bearer YOUR_TOKEN'.", code="invalid_api_key")
+    for known, owner in config.tokens.items():
+        if hmac.compare_digest(known.encode(), token.encode()):
+            return owner
+    raise oa.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+async def json_body(request: Request) -> Any:
+    try:
+        return json.loads(await request.body() or b"null")
+    except ValueError as exc:
+        raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
+
+
+async def until_done(request: Request, session: ServedSession, work: Awaitable[T]) -> T:
+    """``work``'s result; a client that leaves meanwhile interrupts the session's turn (which
+    then ends promptly, and cleanly)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+    watcher = asyncio.ensure_future(watch())
+    done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    if watcher in done:
+        session.interrupt()
+    else:
+        watcher.cancel()
+    return await task
+
+
+async def drain(queue: asyncio.Queue[Any], worker: asyncio.Future[Any],
+                keepalive: Any = None) -> AsyncIterator[Any]:
+    """The items a worker thread queues, until it is done; ``keepalive`` (when given) after
+    each quiet spell, so that a long silent tool run keeps the connection open."""
+    while not (worker.done() and queue.empty()):
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            done, _ = await asyncio.wait((getter, worker), timeout=KEEPALIVE_SECONDS,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the client left (this task is cancelled), or the worker ended first
+            if not getter.done():
+                getter.cancel()
+        if getter in done:
+            yield getter.result()
+        elif not done and keepalive is not None:
+            yield keepalive
+
+
+def failure(exc: Exception) -> oa.ApiError:
+    """An exception as the error a client is shown (unexpected ones logged, not shown)."""
+    if isinstance(exc, oa.ApiError):
+        return exc
+    if isinstance(exc, HTTPException):
+        return oa.ApiError(exc.status_code, str(exc.detail),
+                           code="not_found" if exc.status_code == 404 else None)
+    if isinstance(exc, UsageError):
+        return oa.bad(str(exc))
+    if isinstance(exc, MibyanError):
+        return oa.ApiError(500, f"{type(exc).__name__}: {exc}", type="server_error")
+    log.error("serve.unexpected_error", error=f"{type(exc).__name__}: {exc}")
+    return oa.ApiError(500, "The server had an error while processing your request.",
+                       type="server_error")

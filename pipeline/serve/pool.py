@@ -1,0 +1,132 @@
+"""``SessionPool``: the sessions of one gateway process, and the threads their turns run in.
+
+At most ``max_open`` agents are kept open; past that the least recently used idle one is
+closed (its log stays, and its owner's next request takes it up again from the log), so memory
+and open files stay bounded however many sessions are created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipeline.serve.openai_compat import ApiError
+from pipeline.serve.sessions import AgentFactory, Owners, ServedSession, not_found
+from stages.errors import UsageError
+
+T = TypeVar("T")
+PLATFORMS = ("gateway", "api")
+
+
+class SessionPool:
+    def __init__(self, factory: AgentFactory, *, owners_path: Path | None = None,
+                 max_open: int = 1000, workers: int = 256) -> None:
+        self.factory = factory
+        self.owners = Owners(owners_path)
+        self.max_open = max_open
+        self._open: dict[str, ServedSession] = {}
+        self._lock = threading.Lock()
+        self._executor = cf.ThreadPoolExecutor(max_workers=workers,
+                                               thread_name_prefix="mibyan-turn")
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread (agent work blocks)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def create(self, owner: str, platform: str = "gateway") -> ServedSession:
+        """A new session (its log started now, so it has an id); blocking."""
+        if platform not in PLATFORMS:
+            raise UsageError(f"platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+        holder: list[ServedSession] = []
+        agent = self.factory(None, platform, lambda e: holder[0].on_event(e) if holder else None)
+        session = ServedSession(agent.open(), owner, platform, agent)
+        holder.append(session)
+        self.owners.add(session.id, owner, platform)
+        self._keep(session)
+        return session
+
+    async def lookup(self, owner: str, session_id: str) -> ServedSession:
+        """``get`` without a thread for an open session (a dict lookup must not queue behind
+        running turns)."""
+        with self._lock:
+            session = self._open.get(session_id)
+        if session is None:
+            return await self.call(self.get, owner, session_id)
+        if session.owner != owner:
+            raise not_found(session_id)
+        return session
+
+    def get(self, owner: str, session_id: str) -> ServedSession:
+        """The owner's session (taken up again from its log when it was closed); blocking.
+        Another owner's session is "not found", as a session that does not exist."""
+        with self._lock:
+            session = self._open.get(session_id)
+        if session is not None:
+            if session.owner != owner:
+                raise not_found(session_id)
+            return session
+        known = self.owners.get(session_id)
+        if known is None or known[0] != owner:
+            raise not_found(session_id)
+        return self._reopen(owner, session_id, known[1])
+
+    def _reopen(self, owner: str, session_id: str, platform: str) -> ServedSession:
+        with self._lock:  # two requests for a closed session open it once
+            session = self._open.get(session_id)
+            if session is not None:
+                return session
+            holder: list[ServedSession] = []
+            agent = self.factory(session_id, platform,
+                                 lambda e: holder[0].on_event(e) if holder else None)
+            session = ServedSession(session_id, owner, platform, agent)
+            holder.append(session)
+            self._open[session_id] = session
+        self._evict()
+        return session
+
+    def adopt(self, owner: str, session_id: str, platform: str = "gateway") -> None:
+        """Give ``owner`` a session whose log exists (a fork's child): its first use opens
+        it."""
+        self.owners.add(session_id, owner, platform)
+
+    def owned(self, owner: str) -> list[ServedSession]:
+        with self._lock:
+            return [s for s in self._open.values() if s.owner == owner]
+
+    def close(self, session: ServedSession) -> None:
+        """Close the agent (the caller holds the claim); its log stays."""
+        with self._lock:
+            self._open.pop(session.id, None)
+        session.agent.close()
+
+    def _keep(self, session: ServedSession) -> None:
+        with self._lock:
+            self._open[session.id] = session
+        self._evict()
+
+    def _evict(self) -> None:
+        with self._lock:
+            excess = len(self._open) - self.max_open
+            idle = sorted((s for s in self._open.values() if not s.busy),
+                          key=lambda s: s.last_used)[:max(excess, 0)]
+        for session in idle:
+            try:
+                with session.claimed():
+                    self.close(session)
+            except ApiError:  # it became busy meanwhile: keep it open
+                continue
+
+    def shutdown(self) -> None:
+        """Interrupt running turns, wait for them, close every agent (once)."""
+        with self._lock:
+            sessions = list(self._open.values())
+            self._open.clear()
+        for session in sessions:
+            session.interrupt()
+        self._executor.shutdown(wait=True)
+        for session in sessions:
+            session.agent.close()

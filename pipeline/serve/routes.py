@@ -1,0 +1,183 @@
+"""The session API: create, list, get, close, send a message (streamed or not), follow a
+session's events, interrupt, replay.
+
+Each action on an idle session (replay; fork and export plug in the same way) is one handler
+built by :func:`idle_action`: it finds the owner's session, claims it (409 while a turn runs),
+and runs the action in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from pipeline.serve import openai_compat as oa
+from pipeline.serve import sse
+from pipeline.serve.plumbing import drain, failure, json_body, owner_of, until_done
+from pipeline.serve.pool import SessionPool
+from pipeline.serve.sessions import ServedSession, Subscriber
+
+# (the pool, the owner's idle session, the request's JSON body) -> the answer's JSON body.
+Action = Callable[[SessionPool, ServedSession, dict[str, Any]], dict[str, Any]]
+
+
+def _pool(request: Request) -> SessionPool:
+    return request.app.state.pool
+
+
+async def _session(request: Request) -> ServedSession:
+    pool = _pool(request)
+    return await pool.lookup(owner_of(request), request.path_params["session_id"])
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise oa.bad("The request body must be a JSON object.")
+    return body
+
+
+async def create(request: Request) -> Response:
+    owner = owner_of(request)
+    body = _object(await json_body(request))
+    platform = body.get("platform", "gateway")
+    if platform not in ("gateway", "api"):
+        raise oa.bad(f"Invalid value for 'platform': {platform!r}; expected 'gateway' or "
+                     "'api'.", "platform")
+    pool = _pool(request)
+    session = await pool.call(pool.create, owner, platform)
+    return JSONResponse(session.describe(), status_code=201)
+
+
+async def listed(request: Request) -> Response:
+    """The owner's sessions: the open ones described, the closed ones (their logs kept) by
+    id and platform."""
+    owner, pool = owner_of(request), _pool(request)
+    open_ = {s.id: s.describe() for s in pool.owned(owner)}
+    closed = [{"id": sid, "object": "session", "platform": platform, "open": False}
+              for sid, platform in pool.owners.of(owner) if sid not in open_]
+    return JSONResponse({"object": "list", "data": [*open_.values(), *closed]})
+
+
+async def get(request: Request) -> Response:
+    return JSONResponse((await _session(request)).describe(messages=True))
+
+
+async def delete(request: Request) -> Response:
+    session, pool = await _session(request), _pool(request)
+    session.claim()
+    await pool.call(pool.close, session)
+    return JSONResponse({"id": session.id, "object": "session.deleted", "deleted": True})
+
+
+async def interrupt(request: Request) -> Response:
+    return JSONResponse({"interrupted": (await _session(request)).interrupt()})
+
+
+def _message(body: dict[str, Any]) -> tuple[str, str | None, bool]:
+    content, system = body.get("content"), body.get("system")
+    if not isinstance(content, str) or not content.strip():
+        raise oa.bad("Missing required parameter: 'content' (the user's message).", "content")
+    if system is not None and not isinstance(system, str):
+        raise oa.bad("Invalid type for 'system': expected a string.", "system")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise oa.bad("Invalid type for 'stream': expected a boolean.", "stream")
+    return content, system, stream
+
+
+async def message(request: Request) -> Response:
+    content, system, stream = _message(_object(await json_body(request)))
+    session, pool = await _session(request), _pool(request)
+    if not stream:
+        with session.claimed():
+            result = await until_done(request, session, pool.call(
+                lambda: session.run(content, system_message=system)))
+        return JSONResponse(result.as_dict())
+    session.claim()
+    subscriber = Subscriber(asyncio.get_running_loop())
+    session.subscribers.add(subscriber)
+
+    def turn() -> Any:
+        try:
+            return session.run(content, system_message=system)
+        finally:
+            session.release()
+    worker = asyncio.ensure_future(pool.call(turn))
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for item in drain(subscriber.queue, worker, sse.KEEPALIVE):
+                yield item if isinstance(item, bytes) else sse.encode(item, event=item["type"])
+            result = await worker
+        except Exception as exc:  # the turn could not run: the stream says why
+            yield sse.encode(failure(exc).body(), event="error")
+        else:
+            yield sse.encode(result.as_dict(), event="result")
+        finally:
+            session.subscribers.discard(subscriber)
+        yield sse.DONE
+    return sse.EventStream(body(), on_disconnect=session.interrupt)
+
+
+async def events(request: Request) -> Response:
+    """The session's events and deltas as they happen, until the client leaves."""
+    session = await _session(request)
+    subscriber = Subscriber(asyncio.get_running_loop())
+    session.subscribers.add(subscriber)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield sse.KEEPALIVE
+            while True:
+                try:
+                    item = await asyncio.wait_for(subscriber.queue.get(), timeout=15.0)
+                except TimeoutError:
+                    yield sse.KEEPALIVE
+                    continue
+                yield sse.encode(item, event=item["type"])
+        finally:
+            session.subscribers.discard(subscriber)
+    return sse.EventStream(body(), on_disconnect=lambda: None)
+
+
+def idle_action(action: Action) -> Callable[[Request], Any]:
+    """A route running ``action(pool, session, body)`` in a worker on the owner's idle
+    session (an action making a new session, as a fork does, gives it to the owner with
+    ``pool.adopt``)."""
+    async def handle(request: Request) -> Response:
+        body = _object(await json_body(request))
+        session, pool = await _session(request), _pool(request)
+        with session.claimed():
+            return JSONResponse(await pool.call(action, pool, session, body))
+    return handle
+
+
+def replay(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
+    """Every log of the session re-run from the log and compared."""
+    from pipeline.replay import replay as replay_log
+    root = session.agent.home / "sessions"
+    reports = [replay_log(root, log_id) for log_id in session.lineage]
+    return {"id": session.id, "object": "session.replay",
+            "identical": all(r.identical for r in reports),
+            "logs": [{"session_id": r.session_id, "identical": r.identical, "events": r.events,
+                      "unfinished_tail": r.unfinished_tail,
+                      "report": r.describe()} for r in reports]}
+
+
+SESSION_ROUTES = [
+    Route("/v1/sessions", create, methods=["POST"]),
+    Route("/v1/sessions", listed, methods=["GET"]),
+    Route("/v1/sessions/{session_id}", get, methods=["GET"]),
+    Route("/v1/sessions/{session_id}", delete, methods=["DELETE"]),
+    Route("/v1/sessions/{session_id}/messages", message, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/events", events, methods=["GET"]),
+    Route("/v1/sessions/{session_id}/interrupt", interrupt, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/replay", idle_action(replay), methods=["POST"]),
+]

@@ -1,0 +1,66 @@
+"""Serving the app with uvicorn: in the foreground (``mibyan serve``) or in a thread on an
+ephemeral loopback port (tests, benchmarks, an application embedding the gateway)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import Any, Self
+
+from stages.errors import UsageError
+
+
+def _uvicorn() -> Any:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise UsageError("mibyan serve needs the serve extra: pip install 'mibyan[serve]'"
+                         ) from exc
+    return uvicorn
+
+
+class BackgroundServer:
+    """``with BackgroundServer(app) as server: server.url`` -> ``http://127.0.0.1:<port>``."""
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0,
+                 startup_timeout: float = 10.0) -> None:
+        uvicorn = _uvicorn()
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
+                                                    log_level="warning", lifespan="on",
+                                                    timeout_graceful_shutdown=5))
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self._thread = threading.Thread(target=self.server.run, name="mibyan-serve",
+                                        daemon=True)
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=30)
+
+
+# Clients (the SDKs, chat UIs) keep connections between turns; uvicorn's 5 s would have them
+# reconnect, all at once under load.
+KEEP_ALIVE_SECONDS = 75
+
+
+def run(app: Any, *, host: str, port: int) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    _uvicorn().run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=10,
+                   timeout_keep_alive=KEEP_ALIVE_SECONDS, backlog=4096)

@@ -1,0 +1,177 @@
+"""The gateway's sessions: many agents in one process, each used by one request at a time.
+
+A turn blocks (model calls, tools), so it runs in a worker thread; the event loop only waits
+for it. A session is *claimed* for a turn (or a replay): a second request meanwhile is refused
+with 409 rather than queued, since the two would interleave one conversation. Each session
+belongs to the token that created it; another token is told it does not exist (404), so
+session ids leak nothing. Ownership is kept in ``<home>/serve/owners.jsonl``, so that after a
+restart (or after an idle session was closed to bound memory) the owner can take it up again
+from its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.agent import Agent
+from pipeline.journal import encode
+from pipeline.result import TurnResult
+from pipeline.serve.openai_compat import ApiError
+from stages.events import Event
+
+# (session id to resume or None, platform, event listener) -> an agent.
+AgentFactory = Callable[[str | None, str, Callable[[Event], None]], Agent]
+
+
+class Subscriber:
+    """A queue on the event loop that worker threads feed (``put`` is thread-safe)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    def put(self, item: dict[str, Any]) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+
+class ServedSession:
+    """One agent and what the gateway knows of it. ``id`` is the first log's id and stays the
+    session's name; ``lineage`` lists its logs (compression continues a session in a child)."""
+
+    def __init__(self, session_id: str, owner: str, platform: str, agent: Agent) -> None:
+        self.id, self.owner, self.platform, self.agent = session_id, owner, platform, agent
+        self.created = int(time.time())
+        self.lineage = [session_id]
+        self.turns = 0
+        self.last_result: TurnResult | None = None
+        self.last_used = time.monotonic()
+        self.subscribers: set[Subscriber] = set()
+        self._claim = threading.Lock()
+        self._running = False
+        self._state = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self._claim.locked()
+
+    def claim(self) -> None:
+        """The session for one request; 409 when another has it. ``release`` gives it back
+        (from any thread: a streamed turn's worker releases it when the turn ends)."""
+        if not self._claim.acquire(blocking=False):
+            raise ApiError(409, f"Session {self.id} is busy with another request; retry when "
+                           "it is done (or interrupt it).", type="conflict_error",
+                           code="session_busy")
+
+    def release(self) -> None:
+        self.last_used = time.monotonic()
+        self._claim.release()
+
+    @contextmanager
+    def claimed(self) -> Iterator[None]:
+        self.claim()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def publish(self, item: dict[str, Any]) -> None:
+        for subscriber in tuple(self.subscribers):
+            subscriber.put(item)
+
+    def on_event(self, event: Event) -> None:
+        if self.subscribers:
+            self.publish({"type": "event", "kind": event.kind, "event": encode(event)})
+
+    def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
+            system_message: str | None = None, history: Any = None) -> TurnResult:
+        """One turn, in the calling (worker) thread; the caller holds the claim."""
+        def delta(text: str) -> None:
+            if on_delta is not None:
+                on_delta(text)
+            if self.subscribers:
+                self.publish({"type": "delta", "text": text})
+
+        with self._state:
+            self._running = True
+        try:
+            result = self.agent.run(message, system_message=system_message,
+                                    conversation_history=history, stream_callback=delta)
+        finally:
+            with self._state:  # an interrupt that came as the turn ended is for no turn
+                self._running = False
+                self.agent.forget_interrupt()
+        self.turns += 1
+        self.last_result = result
+        current = self.agent.session_id
+        if current is not None and current != self.lineage[-1]:
+            self.lineage.append(current)
+        return result
+
+    def interrupt(self) -> bool:
+        """Stop the running turn; False (and nothing set) when no turn runs, so an interrupt
+        between turns cannot stop the next one."""
+        with self._state:
+            if self._running:
+                self.agent.interrupt()
+            return self._running
+
+    def describe(self, *, messages: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": self.id, "object": "session", "created": self.created,
+            "platform": self.platform, "model": self.agent.settings.model, "turns": self.turns,
+            "busy": self.busy, "open": True, "log_session_id": self.lineage[-1],
+            "lineage": list(self.lineage)}
+        if messages:
+            result = self.last_result
+            body["messages"] = ([m.to_openai() for m in result.messages]
+                                if result is not None else [])
+        return body
+
+
+class Owners:
+    """Which owner each session belongs to (and its platform), appended to a JSON-lines
+    file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._owners: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        if path is not None and path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self._owners[row["session_id"]] = (row["owner"], row["platform"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line: that session was never acknowledged
+
+    def get(self, session_id: str) -> tuple[str, str] | None:
+        """(owner, platform), or None for a session the gateway never made."""
+        return self._owners.get(session_id)
+
+    def of(self, owner: str) -> list[tuple[str, str]]:
+        """(session id, platform) of every session of ``owner``, oldest first."""
+        with self._lock:
+            return [(sid, platform) for sid, (who, platform) in self._owners.items()
+                    if who == owner]
+
+    def add(self, session_id: str, owner: str, platform: str) -> None:
+        with self._lock:
+            self._owners[session_id] = (owner, platform)
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as file:
+                    file.write(json.dumps({"session_id": session_id, "owner": owner,
+                                           "platform": platform}) + "\n")
+
+
+def not_found(session_id: str) -> ApiError:
+    return ApiError(404, f"No session {session_id!r}.", param="session_id",
+                    code="session_not_found")

@@ -1,0 +1,103 @@
+"""OpenAI's wire shapes: the request checked, the answer and its chunks built."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.serve import openai_compat as oa
+from stages.events import Usage
+
+
+def test_system_and_developer_messages_become_the_system_text():
+    chat = oa.parse_chat_request({"model": "m", "messages": [
+        {"role": "system", "content": "one"}, {"role": "user", "content": "q"},
+        {"role": "developer", "content": "two"}, {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "last"}]}, ("m",))
+    assert chat.system_message == "one\n\ntwo" and chat.user_message == "last"
+    assert chat.history == ({"role": "user", "content": "q"},
+                            {"role": "assistant", "content": "a"})
+    assert (chat.stream, chat.include_usage) == (False, False)
+
+
+def test_an_assistant_tool_call_and_its_result_are_history():
+    chat = oa.parse_chat_request({"model": "m", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "user", "content": "and?"}]}, ("m",))
+    assert chat.history is not None
+    assert [m["role"] for m in chat.history] == ["user", "assistant", "tool"]
+    assert chat.history[1]["tool_calls"][0]["function"]["name"] == "f"
+
+
+def test_a_malformed_tool_call_is_a_400():
+    with pytest.raises(oa.ApiError) as caught:
+        oa.parse_chat_request({"model": "m", "messages": [
+            {"role": "assistant", "tool_calls": [{"id": "c1"}]},
+            {"role": "user", "content": "x"}]}, ("m",))
+    assert caught.value.status == 400 and caught.value.param == "messages[0]"
+
+
+@attrs.frozen
+class Result:
+    turn_exit_reason: str
+    final_response: str | None = "x"
+    usage: Usage = Usage(input_tokens=7, output_tokens=3, cache_read_tokens=2,
+                         reasoning_tokens=1)
+
+
+@pytest.mark.parametrize(("reason", "finish"), [
+    ("text_response(finish_reason=stop)", "stop"), ("interrupted_during_api_call", "stop"),
+    ("max_iterations_reached(5/5)", "length"), ("incomplete_response", "length"),
+    ("content_filter", "content_filter")])
+def test_finish_reasons(reason, finish):
+    assert oa.finish_reason(Result(reason)) == finish
+
+
+def test_the_completion_and_the_usage_chunk():
+    body = oa.completion_body("chatcmpl-1", 5, "m", Result("text_response(finish_reason=stop)"))
+    assert body["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10,
+                             "prompt_tokens_details": {"cached_tokens": 2},
+                             "completion_tokens_details": {"reasoning_tokens": 1}}
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "x",
+                                             "refusal": None}
+    last = oa.usage_chunk("chatcmpl-1", 5, "m", Result("x").usage)
+    assert last["choices"] == [] and last["usage"]["total_tokens"] == 10
+
+
+texts = st.text(min_size=1, max_size=20)
+
+
+@given(st.lists(st.tuples(st.sampled_from(("user", "assistant", "system")), texts),
+                max_size=8), texts)
+def test_any_conversation_ending_with_a_user_message_is_accepted(earlier, last):
+    messages = [{"role": r, "content": c} for r, c in earlier] + [{"role": "user",
+                                                                    "content": last}]
+    chat = oa.parse_chat_request({"model": "m", "messages": messages}, ("m",))
+    assert chat.user_message == last
+    kept = [(r, c) for r, c in earlier if r != "system"]
+    assert [(m["role"], m["content"]) for m in chat.history or ()] == kept
+    systems = [c for r, c in earlier if r == "system"]
+    assert chat.system_message == ("\n\n".join(systems) or None)
+
+
+def test_the_package_names_its_parts_and_loads_no_web_framework_until_asked():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pipeline.serve
+    code = ("import sys, pipeline.serve, pipeline.cli; "
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'cronsim') if m in sys.modules))")
+    root = Path(__file__).resolve().parents[3]
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert loaded == "[]"
+    assert pipeline.serve.__all__ == sorted(pipeline.serve.__all__)
+    assert all(getattr(pipeline.serve, name) for name in pipeline.serve.__all__)
+    with pytest.raises(AttributeError):
+        pipeline.serve.Nothing  # noqa: B018

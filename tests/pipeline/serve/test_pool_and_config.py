@@ -1,0 +1,77 @@
+"""The session pool (bounded open agents, owners that outlive the process) and the
+``[serve]`` settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.serve.config import serve_config
+from stages.errors import UsageError
+from tests.fake_openai import Reply
+from tests.pipeline.serve.conftest import start_gateway
+
+
+def test_past_max_open_the_idle_sessions_close_and_reopen_from_their_logs(gateway):
+    gateway.pool.max_open = 2
+    gateway.upstream.script(*(Reply.text(f"answer {n}") for n in range(4)))
+    with gateway.client() as client:
+        ids = [client.post("/v1/sessions").json()["id"] for _ in range(3)]
+        assert len(gateway.pool.owned("alice")) == 2  # the oldest idle one was closed
+        for n, sid in enumerate(ids):
+            reply = client.post(f"/v1/sessions/{sid}/messages", json={"content": f"q{n}"})
+            assert reply.json()["final_response"] == f"answer {n}"
+        again = client.post(f"/v1/sessions/{ids[0]}/messages", json={"content": "more"})
+        assert again.json()["final_response"] == "answer 3"
+        assert [m["content"] for m in client.get(f"/v1/sessions/{ids[0]}").json()["messages"]] \
+            == ["q0", "answer 0", "more", "answer 3"]
+    gateway.assert_every_session_replays()
+
+
+def test_a_restarted_gateway_gives_each_owner_back_its_sessions(upstream, tmp_path):
+    upstream.script(Reply.text("before"), Reply.text("after"))
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    first = start_gateway(upstream, home, work)
+    gateway = next(first)
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions", json={"platform": "api"}).json()["id"]
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "hello"})
+    first.close()
+    second = start_gateway(upstream, home, work)
+    gateway = next(second)
+    with gateway.client("bob") as bob:
+        assert bob.get(f"/v1/sessions/{sid}").status_code == 404
+    with gateway.client() as client:
+        reply = client.post(f"/v1/sessions/{sid}/messages", json={"content": "back?"}).json()
+        assert reply["final_response"] == "after"
+        assert client.get(f"/v1/sessions/{sid}").json()["platform"] == "api"
+    second.close()
+    upstream.assert_done()
+
+
+ENV = {"TA": "token-a", "TB": "token-b"}
+
+
+def test_tokens_come_from_the_environment_variables_config_names():
+    config = serve_config({"serve": {"tokens": {"alice": "TA", "bob": "TB"}, "port": 9000}},
+                          env=ENV)
+    assert dict(config.tokens) == {"token-a": "alice", "token-b": "bob"}
+    assert (config.port, config.host, config.auth) == (9000, "127.0.0.1", True)
+    assert "token-a" not in repr(config)
+    assert serve_config({}, no_auth=True, port=0).tokens == {}
+
+
+@pytest.mark.parametrize(("file", "match"), [
+    ({}, "no bearer tokens"),
+    ({"serve": {"tokens": {"alice": "UNSET"}}}, r"\$UNSET is not set"),
+    ({"serve": {"tokens": {"alice": "TA", "eve": "TA"}}}, "same token"),
+    ({"serve": {"tokens": {"alice": 3}}}, "must name an environment variable"),
+    ({"serve": {"tokens": {"alice": "TA"}, "port": "80"}}, r"\[serve\] port must be a whole number"),
+    ({"serve": {"tokens": {"alice": "TA"}, "colour": "red"}}, r"unknown setting \[serve\]"),
+    ({"serve": {"tokens": {"alice": "TA"}, "toolsets": ["magic"]}}, "unknown toolset"),
+    ({"serve": {"tokens": {"alice": "TA"}, "max_open_sessions": 0}}, "at least 1"),
+    ({"serve": "yes"}, "must be a table"),
+])
+def test_a_bad_serve_setting_is_a_usage_error_naming_it(file, match):
+    with pytest.raises(UsageError, match=match):
+        serve_config(file, env=ENV)

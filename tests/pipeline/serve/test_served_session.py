@@ -1,0 +1,28 @@
+"""A served session on its own (no HTTP): its turns and interrupts."""
+
+from __future__ import annotations
+
+from pipeline.agent import Agent
+from pipeline.serve.sessions import ServedSession
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel
+
+
+class LateInterrupt(Agent):
+    """An interrupt that arrives just after the turn's end, before the gateway knows it."""
+
+    def run(self, *args, **kwargs):
+        result = super().run(*args, **kwargs)
+        self.interrupt()
+        return result
+
+
+def test_an_interrupt_that_comes_as_a_turn_ends_does_not_stop_the_next(tmp_path):
+    model = ScriptedModel("first", "second")
+    agent = LateInterrupt(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
+    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    assert session.run("one").final_response == "first"
+    second = session.run("two")
+    assert second.completed and second.final_response == "second"
+    assert session.interrupt() is False and not agent.interrupt_requested
+    model.assert_complete()
+    agent.close()

@@ -1,0 +1,263 @@
+"""The session API: create, send (streamed or not), follow events, interrupt (by the API and
+by a client leaving), 409 on a busy session, isolation between tokens, replay."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from stages.events import ContextPressure, Interrupted, TurnFinished
+from tests.fake_openai import Reply
+from tests.pipeline.serve.conftest import TOKENS
+
+
+def _events_of(stream_lines):
+    """(event, data) pairs of an SSE stream's lines."""
+    out, name = [], None
+    for line in stream_lines:
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            out.append((name, "[DONE]" if line == "data: [DONE]" else json.loads(line[6:])))
+            name = None
+    return out
+
+
+def wait_idle(gateway, session_id: str) -> None:
+    """Until the session's turn has ended (bounded: the turn's end is an event, not a time)."""
+    for _ in range(3000):
+        session = gateway.pool.get("alice", session_id)
+        if not session.busy:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the session stayed busy")
+
+
+def test_create_send_get_list_delete(gateway):
+    gateway.upstream.script(Reply.text("one"), Reply.text("two"))
+    with gateway.client() as client:
+        created = client.post("/v1/sessions")
+        assert created.status_code == 201
+        session = created.json()
+        assert session["object"] == "session" and session["platform"] == "gateway"
+        sid = session["id"]
+        first = client.post(f"/v1/sessions/{sid}/messages", json={"content": "hello"}).json()
+        assert first["final_response"] == "one" and first["completed"]
+        second = client.post(f"/v1/sessions/{sid}/messages", json={"content": "again"}).json()
+        assert second["final_response"] == "two"
+        got = client.get(f"/v1/sessions/{sid}").json()
+        assert got["turns"] == 2 and not got["busy"]
+        assert [m["content"] for m in got["messages"]] == ["hello", "one", "again", "two"]
+        listed = client.get("/v1/sessions").json()
+        assert [s["id"] for s in listed["data"]] == [sid]
+        assert client.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
+        assert client.get("/v1/sessions").json()["data"] == [
+            {"id": sid, "object": "session", "platform": "gateway", "open": False}]
+        # The log stays: its owner can take the session up again.
+        assert client.get(f"/v1/sessions/{sid}").status_code == 200
+    sent = gateway.upstream.requests[0]["messages"][0]["content"]
+    assert "messaging gateway" in sent  # the gateway platform's hint
+    started = gateway.events(sid)[0].settings
+    assert (started.platform, started.between_turns_threshold) == ("gateway", 0.85)
+    gateway.assert_every_session_replays()
+
+
+def test_a_streamed_message_sends_deltas_events_and_the_result(gateway):
+    gateway.upstream.script(Reply.text("streamed reply"))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        with client.stream("POST", f"/v1/sessions/{sid}/messages",
+                           json={"content": "hi", "stream": True}) as response:
+            items = _events_of(response.iter_lines())
+    names = [name for name, _ in items]
+    assert "".join(d["text"] for n, d in items if n == "delta") == "streamed reply"
+    kinds = [d["kind"] for n, d in items if n == "event"]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_finished"
+    assert names[-2] == "result" and items[-2][1]["final_response"] == "streamed reply"
+    assert items[-1] == (None, "[DONE]")
+    gateway.assert_every_session_replays()
+
+
+def test_a_second_request_on_a_busy_session_gets_409(gateway):
+    gateway.upstream.script(Reply.hang(30), Reply.text("after"))
+    with gateway.client() as client, gateway.client() as other:
+        sid = client.post("/v1/sessions").json()["id"]
+        with client.stream("POST", f"/v1/sessions/{sid}/messages",
+                           json={"content": "slow", "stream": True}) as response:
+            assert gateway.upstream.arrived.wait(30)
+            busy = other.post(f"/v1/sessions/{sid}/messages", json={"content": "me too"})
+            assert busy.status_code == 409
+            error = busy.json()["error"]
+            assert (error["code"], error["type"]) == ("session_busy", "conflict_error")
+            assert other.post(f"/v1/sessions/{sid}/replay").status_code == 409
+            assert other.get(f"/v1/sessions/{sid}").json()["busy"] is True
+            assert other.post(f"/v1/sessions/{sid}/interrupt").json() == {"interrupted": True}
+            items = _events_of(response.iter_lines())
+        result = next(d for n, d in items if n == "result")
+        assert result["interrupted"] and not result["failed"]
+        assert other.post(f"/v1/sessions/{sid}/interrupt").json() == {"interrupted": False}
+        after = client.post(f"/v1/sessions/{sid}/messages", json={"content": "now?"}).json()
+        assert after["final_response"] == "after" and after["completed"]
+    gateway.assert_every_session_replays()
+
+
+@pytest.mark.parametrize("route", ["chat", "session"])
+def test_a_client_that_disconnects_mid_stream_interrupts_its_turn(gateway, route):
+    gateway.upstream.script(Reply.hang(30), Reply.text("resumed"))
+    with gateway.client() as client:
+        if route == "chat":
+            request = ("POST", "/v1/chat/completions",
+                       {"model": "mibyan", "stream": True,
+                        "messages": [{"role": "user", "content": "slow"}]})
+        else:
+            sid = client.post("/v1/sessions").json()["id"]
+            request = ("POST", f"/v1/sessions/{sid}/messages", {"content": "slow",
+                                                                "stream": True})
+        with client.stream(request[0], request[1], json=request[2]) as response:
+            sid = response.headers.get("x-mibyan-session-id") or sid
+            assert gateway.upstream.arrived.wait(30)
+        # The stream is closed: the gateway interrupts the turn, which ends cleanly.
+        wait_idle(gateway, sid)
+        events = gateway.events(sid)
+        finished = [e for e in events if isinstance(e, TurnFinished)]
+        assert finished[-1].interrupted and any(isinstance(e, Interrupted) for e in events)
+        headers = {"X-Mibyan-Session-Id": sid}
+        again = client.post("/v1/chat/completions", headers=headers, json={
+            "model": "mibyan", "messages": [{"role": "user", "content": "still there?"}]})
+        assert again.json()["choices"][0]["message"]["content"] == "resumed"
+    gateway.assert_every_session_replays()
+
+
+def test_one_token_sees_nothing_of_another_s_sessions(gateway):
+    gateway.upstream.script(Reply.text("alice's answer"))
+    with gateway.client("alice") as alice, gateway.client("bob") as bob:
+        sid = alice.post("/v1/sessions").json()["id"]
+        alice.post(f"/v1/sessions/{sid}/messages", json={"content": "secret plan"})
+        assert bob.get("/v1/sessions").json()["data"] == []
+        for method, path, body in (
+                ("GET", f"/v1/sessions/{sid}", None),
+                ("DELETE", f"/v1/sessions/{sid}", None),
+                ("POST", f"/v1/sessions/{sid}/messages", {"content": "x"}),
+                ("POST", f"/v1/sessions/{sid}/interrupt", None),
+                ("POST", f"/v1/sessions/{sid}/replay", None),
+                ("GET", f"/v1/sessions/{sid}/events", None)):
+            response = bob.request(method, path, json=body)
+            assert response.status_code == 404, (method, path)
+            assert response.json()["error"]["code"] == "session_not_found"
+            assert "secret" not in response.text
+        chat = bob.post("/v1/chat/completions", headers={"X-Mibyan-Session-Id": sid}, json={
+            "model": "mibyan", "messages": [{"role": "user", "content": "x"}]})
+        assert chat.status_code == 404
+        unknown = alice.get("/v1/sessions/no-such-session")
+        assert unknown.status_code == 404 and unknown.json() == bob.get(
+            "/v1/sessions/no-such-session").json()
+        assert alice.get(f"/v1/sessions/{sid}").json()["turns"] == 1
+
+
+def test_the_events_stream_follows_another_request_s_turn(gateway):
+    gateway.upstream.script(Reply.text("watched"))
+    with gateway.client() as client, gateway.client() as watcher:
+        sid = client.post("/v1/sessions").json()["id"]
+        seen: list = []
+        with watcher.stream("GET", f"/v1/sessions/{sid}/events") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": keep-alive"  # subscribed: the turn may start
+            done = threading.Thread(target=lambda: client.post(
+                f"/v1/sessions/{sid}/messages", json={"content": "go"}))
+            done.start()
+            for line in lines:
+                seen.append(line)
+                if '"turn_finished"' in line:
+                    break
+            done.join()
+    items = _events_of(seen)
+    assert [d["kind"] for n, d in items if n == "event"][0] == "turn_started"
+    assert "".join(d["text"] for n, d in items if n == "delta") == "watched"
+
+
+def test_replay_through_the_api(gateway):
+    gateway.upstream.script(Reply.text("a"), Reply.text("b"))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        for text in ("one", "two"):
+            client.post(f"/v1/sessions/{sid}/messages", json={"content": text})
+        report = client.post(f"/v1/sessions/{sid}/replay").json()
+    assert report["identical"] is True and report["logs"][0]["session_id"] == sid
+    assert report["logs"][0]["report"].startswith("identical (")
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({}, "content"), ({"content": ""}, "content"), ({"content": "x", "stream": 1}, "stream"),
+    ({"content": "x", "system": 5}, "system")])
+def test_a_bad_message_is_a_400_naming_the_field(gateway, body, param):
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        response = client.post(f"/v1/sessions/{sid}/messages", json=body)
+    assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+def test_a_bad_platform_is_refused(gateway):
+    with gateway.client() as client:
+        response = client.post("/v1/sessions", json={"platform": "telegraph"})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "platform"
+
+
+@pytest.fixture
+def small_window(upstream, tmp_path):
+    from tests.pipeline.serve.conftest import start_gateway
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    yield from start_gateway(upstream, tmp_path / "home", workdir, context_length=2048,
+                             preflight_threshold=0.99, protect_last_n=2)
+
+
+def test_a_gateway_session_compresses_between_turns_at_85_percent(small_window):
+    gateway = small_window
+    gateway.upstream.script(Reply.text("x" * 1600), Reply.text("a summary of it all"),
+                            Reply.text("fine"))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "write a lot"})
+        result = client.post(f"/v1/sessions/{sid}/messages",
+                             json={"content": "and now " + "y" * 2600}).json()
+        got = client.get(f"/v1/sessions/{sid}").json()
+    assert result["final_response"] == "fine"
+    pressure = [e for e in gateway.events(sid) if isinstance(e, ContextPressure)]
+    assert [p.reason for p in pressure] == ["between_turns"]
+    assert pressure[0].threshold_tokens == int(2048 * 0.85)
+    assert len(got["lineage"]) == 2  # the session went on in a child log
+    assert gateway.assert_every_session_replays() == 2
+
+
+def test_a_session_made_outside_the_api_is_adopted_by_its_owner(gateway):
+    """What a fork route does with the child it makes."""
+    agent = gateway.pool.factory(None, "gateway", lambda event: None)
+    sid = agent.open()
+    agent.close()
+    gateway.pool.adopt("alice", sid)
+    with gateway.client("alice") as alice, gateway.client("bob") as bob:
+        assert alice.get(f"/v1/sessions/{sid}").json()["turns"] == 0
+        assert bob.get(f"/v1/sessions/{sid}").status_code == 404
+        assert sid in [s["id"] for s in alice.get("/v1/sessions").json()["data"]]
+
+
+def test_a_client_that_leaves_a_plain_request_interrupts_its_turn(gateway):
+    import socket
+    from urllib.parse import urlsplit
+    gateway.upstream.script(Reply.hang(30))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+    address = urlsplit(gateway.url)
+    body = json.dumps({"content": "slow"}).encode()
+    with socket.create_connection((address.hostname, address.port)) as raw:
+        raw.sendall(f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: x\r\n"
+                    f"Authorization: Bearer {TOKENS['alice']}\r\n"
+                    "Content-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert gateway.upstream.arrived.wait(30)
+    wait_idle(gateway, sid)
+    finished = [e for e in gateway.events(sid) if isinstance(e, TurnFinished)]
+    assert finished[-1].interrupted
+    gateway.assert_every_session_replays()
