@@ -56,8 +56,10 @@ def _headers(key: str) -> dict[str, str]:
 class _StreamAssembly:
     """Folds Anthropic stream events (plain dicts) into content blocks."""
 
-    def __init__(self, on_delta: DeltaSink | None) -> None:
+    def __init__(self, on_delta: DeltaSink | None,
+                 on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
+        self.on_reasoning = on_reasoning
         self.blocks: dict[int, dict] = {}
         self.usage: dict = {}
         self.model: str | None = None
@@ -93,6 +95,10 @@ class _StreamAssembly:
                 self.on_delta(delta["text"])
         elif kind == "thinking_delta":
             block["parts"].append(delta["thinking"])
+            if self.on_reasoning is not None and delta["thinking"]:
+                self.on_reasoning(delta["thinking"])
+        elif kind == "signature_delta":  # the signature that authenticates the thinking
+            block["signature"] = (block.get("signature") or "") + delta["signature"]
         elif kind == "input_json_delta":
             block["parts"].append(delta.get("partial_json") or "")
 
@@ -103,6 +109,8 @@ class _StreamAssembly:
             joined = "".join(block.pop("parts"))
             if block.get("type") == "tool_use":
                 block["arguments"] = joined or canonical_json(block.get("input") or {})
+            elif block.get("type") == "redacted_thinking":
+                pass  # its data came whole in content_block_start
             else:
                 block[block.get("type") or "text"] = joined
             out.append(block)
@@ -127,11 +135,12 @@ class AnthropicMessagesClient:
                                code_of=lambda detail: detail.type or detail.code)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
         key = self.shell.key(request.credential_id)
         body = request_body(request)
         started = time.perf_counter()
-        assembly = _StreamAssembly(on_delta)
+        assembly = _StreamAssembly(on_delta, on_reasoning)
         return self.shell.call(
             body, key, lambda exchange: self._read(exchange, request, started, assembly),
             cancel=cancel, delivered=lambda: assembly.emitted)
@@ -154,7 +163,7 @@ class AnthropicMessagesClient:
                 ) from exc
         if not (assembly.stopped or assembly.stop_reason):
             raise self.shell.cut_short(assembly.emitted)
-        message = message_from(assembly.content())
+        message = message_from(assembly.content(), request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
                             usage=usage_from(assembly.usage),
@@ -166,7 +175,7 @@ class AnthropicMessagesClient:
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             raise ModelBehaviourError(
                 f"{self.shell.who} returned a reply without content blocks: {str(raw)[:300]}")
-        message = message_from(raw["content"])
+        message = message_from(raw["content"], request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
                             usage=usage_from(raw.get("usage")),
