@@ -20,7 +20,8 @@ Encrypted reasoning as a stateless (``store: false``) client meets it: a reasoni
 (``include: ["reasoning.encrypted_content"]``). The server remembers what it issued and refuses
 (400, listed in ``rejections``, taking no scripted reply) a request that sends back encrypted
 content it did not issue (``invalid_encrypted_content``), refers to an item by id while
-``store`` is false, or answers a function call whose encrypted reasoning item was not sent back.
+``store`` is false, or (asking for encrypted reasoning, so replaying it) answers a function call
+whose encrypted reasoning item was not sent back.
 """
 
 from __future__ import annotations
@@ -344,6 +345,8 @@ def _reasoning_refusal(fake: FakeResponsesServer, body: Mapping[str, Any]) -> by
             return error_body("The encrypted content for item could not be verified.",
                               code="invalid_encrypted_content")
         sent.add(content)
+    if not _asked_for_encrypted(body):  # the client does not replay reasoning at all
+        return None
     for item in items:
         if item.get("type") != "function_call_output":
             continue
