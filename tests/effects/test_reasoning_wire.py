@@ -20,7 +20,7 @@ from stages.decision import ModelRequest
 from stages.messages import Message, ToolCall
 from stages.reasoning_parts import ReasoningPart
 from stages.tools import ToolSpec
-from tests.fake_anthropic import signature_of, thinking_refusal
+from tests.fake_anthropic import REDACTED_PREFIX, signature_of, thinking_refusal
 from tests.strategies.events import messages, reasoning_parts
 
 SPEC = ToolSpec(name="add", description="Add.", parameters='{"type":"object"}')
@@ -136,16 +136,37 @@ def test_anthropic_budget_and_unsigned_thinking():
 
 # --- the property ----------------------------------------------------------------------------
 
+PROVIDERS = st.sampled_from(("p", "q"))
+EFFORTS = st.sampled_from((None, "none", "low", "high", "high"))
+# Parts of the providers the requests go to (p, q), signed with the fake's signature or not.
+_parts = st.tuples(reasoning_parts, PROVIDERS, st.booleans()).map(
+    lambda t: attrs.evolve(t[0], provider=t[1], **_issued(t[0]) if t[2] else {}))
+
+
+def _issued(part: ReasoningPart) -> dict:
+    """As the fake Anthropic server issues it (its signature, its redacted data)."""
+    if part.type == "thinking":
+        return {"signature": signature_of(part.text)}
+    if part.type == "redacted_thinking":
+        return {"data": REDACTED_PREFIX + (part.data or "")}
+    return {}
+
+
+def _fake_issued(history: tuple[Message, ...]) -> bool:
+    return all(_issued(p) in ({}, {"signature": p.signature}, {"data": p.data})
+               and (p.type != "redacted_thinking" or (p.data or "").startswith(REDACTED_PREFIX))
+               for m in history for p in m.reasoning_parts)
+
+
 def _histories() -> st.SearchStrategy[tuple[Message, ...]]:
     assistant = messages(st.just("assistant")).flatmap(
-        lambda m: st.lists(reasoning_parts, max_size=3).map(
+        lambda m: st.lists(_parts, max_size=3).map(
             lambda parts: attrs.evolve(m, reasoning_parts=tuple(parts))))
     other = messages(st.sampled_from(("user", "tool")))
-    return st.lists(st.one_of(assistant, other), min_size=1, max_size=8).map(tuple)
-
-
-PROVIDERS = st.sampled_from(("p", "q"))
-EFFORTS = st.sampled_from((None, "none", "low", "high"))
+    body = st.lists(st.one_of(assistant, other), min_size=1, max_size=8).map(tuple)
+    # Half end with the user's message: a turn starts, thinking is on.
+    return st.tuples(body, st.booleans()).map(
+        lambda t: t[0] + ((USER,) if t[1] else ()))
 
 
 def _check_anthropic(body: dict, request: ModelRequest) -> None:
@@ -193,7 +214,10 @@ def test_outgoing_messages_satisfy_each_api(history, provider, effort, replay, c
                       replay_reasoning=replay,
                       cache_marks=marks if api_mode == "anthropic_messages" else ())
         if api_mode == "anthropic_messages":
-            _check_anthropic(to_anthropic(request), request)
+            body = to_anthropic(request)
+            _check_anthropic(body, request)
+            if _fake_issued(history):  # what the real API would accept, it accepts
+                assert thinking_refusal(body) is None
         elif api_mode == "codex_responses":
             _check_responses(to_responses_input(request), request)
         else:
