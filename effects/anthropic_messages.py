@@ -25,6 +25,7 @@ from effects.http_errors import error_detail
 from effects.http_shell import Exchange, HttpShell
 from effects.openai_chat import finish_of
 from effects.protocols import CancelToken, DeltaSink
+from effects.reasoning_wire import ContentSplit
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError
 from stages.events import ModelReplied
@@ -59,7 +60,7 @@ class _StreamAssembly:
     def __init__(self, on_delta: DeltaSink | None,
                  on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
-        self.on_reasoning = on_reasoning
+        self.split = ContentSplit(on_delta, on_reasoning)
         self.blocks: dict[int, dict] = {}
         self.usage: dict = {}
         self.model: str | None = None
@@ -90,19 +91,20 @@ class _StreamAssembly:
         kind = delta.get("type")
         if kind == "text_delta":
             block["parts"].append(delta["text"])
-            if self.on_delta is not None and delta["text"]:
-                self.emitted = True
-                self.on_delta(delta["text"])
+            if delta["text"]:  # <think> tags of open models behind the API are reasoning
+                self.split.content(delta["text"])
+                self.emitted = self.split.delivered
         elif kind == "thinking_delta":
             block["parts"].append(delta["thinking"])
-            if self.on_reasoning is not None and delta["thinking"]:
-                self.on_reasoning(delta["thinking"])
+            if delta["thinking"]:
+                self.split.thought(delta["thinking"])
         elif kind == "signature_delta":  # the signature that authenticates the thinking
             block["signature"] = (block.get("signature") or "") + delta["signature"]
         elif kind == "input_json_delta":
             block["parts"].append(delta.get("partial_json") or "")
 
     def content(self) -> list[dict]:
+        self.split.finish()
         out = []
         for index in sorted(self.blocks):
             block = dict(self.blocks[index])

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from stages.events import Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.reasoning_parts import ReasoningPart
+from stages.think_tags import split_think
 
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
                 "model_context_window_exceeded": "length", "tool_use": "tool_calls",
@@ -61,8 +62,9 @@ def message_from(blocks: Sequence[Mapping], provider: str = "") -> Message:
                          else canonical_arguments(arguments))
             calls.append(ToolCall(id=block.get("id") or f"toolu_{len(calls)}",
                                   name=block.get("name") or "", arguments=arguments))
-    content = "".join(text)
+    # Open models behind a Messages server (llama.cpp) may reason in <think> tags.
+    content, thought = split_think("".join(text))
     return Message(role="assistant", content=content or (None if calls else ""),
                    tool_calls=tuple(calls),
-                   reasoning="\n\n".join(t for t in thoughts if t) or None,
+                   reasoning="\n\n".join(t for t in (*thoughts, thought) if t) or None,
                    reasoning_parts=tuple(parts))

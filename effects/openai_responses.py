@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from effects.http_shell import Exchange, HttpShell
 from effects.openai_chat import openai_shell, stream_error
 from effects.protocols import CancelToken, DeltaSink
-from effects.reasoning_wire import is_openai
+from effects.reasoning_wire import ContentSplit, is_openai
 from effects.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderUnavailableError
@@ -36,6 +36,7 @@ from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.reasoning import effort_of
 from stages.reasoning_parts import ReasoningPart
+from stages.think_tags import split_think
 from stages.tools import ToolSpec
 
 # --- request ------------------------------------------------------------------------------------
@@ -188,10 +189,12 @@ class _Output:
         self.incomplete_item |= item.get("status") == "incomplete"
 
     def message(self) -> Message:
-        content = "\n\n".join(self.texts) or "\n\n".join(self.refusals)
+        # Open models behind a Responses server (llama.cpp) may reason in <think> tags.
+        content, thought = split_think("\n\n".join(self.texts))
+        content = content or "\n\n".join(self.refusals)
         return Message(role="assistant", content=content or (None if self.calls else ""),
                        tool_calls=tuple(self.calls),
-                       reasoning="\n\n".join(t for t in self.thoughts if t) or None,
+                       reasoning="\n\n".join(t for t in (*self.thoughts, thought) if t) or None,
                        reasoning_parts=tuple(self.parts))
 
 
@@ -208,8 +211,8 @@ def finish_reason(status: str, reason: str | None, out: _Output) -> str:
         return "incomplete"
     if "commentary" in out.phases and "final_answer" not in out.phases:
         return "incomplete"
-    if not out.texts:  # only reasoning, no visible text and no call
-        return "incomplete"
+    if not out.texts or not split_think("\n\n".join(out.texts))[0]:
+        return "incomplete"  # only reasoning, no visible text and no call
     return "stop"
 
 
@@ -228,6 +231,7 @@ class _StreamAssembly:
                  on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
         self.on_reasoning = on_reasoning
+        self.split = ContentSplit(on_delta, on_reasoning)
         self.shell = shell
         self.items: dict[int, dict] = {}
         self.final: dict | None = None
@@ -258,9 +262,9 @@ class _StreamAssembly:
                      {"type": "output_text", "text": ""})
         delta = event.get("delta") or ""
         part["text"] = (part.get("text") or "") + delta
-        if delta and self.on_delta is not None:
-            self.delivered = True
-            self.on_delta(delta)
+        if delta:
+            self.split.content(delta)
+            self.delivered = self.split.delivered
 
     def _arguments(self, event: dict) -> None:
         item = self._item(event, "function_call")
@@ -277,8 +281,8 @@ class _StreamAssembly:
         self._thought(event.get("delta") or "")
 
     def _thought(self, delta: str) -> None:
-        if delta and self.on_reasoning is not None:
-            self.on_reasoning(delta)
+        if delta:
+            self.split.thought(delta)
 
     def _reasoning_text(self, event: dict) -> None:
         item = self._item(event, "reasoning")
@@ -321,6 +325,7 @@ class _StreamAssembly:
         """The final response; its output is rebuilt from the items when it came empty."""
         if self.final is None:
             raise self.shell.cut_short(self.delivered)
+        self.split.finish()
         response = dict(self.final)
         if not response.get("output"):
             response["output"] = [self.items[i] for i in sorted(self.items)]
