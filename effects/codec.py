@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
@@ -40,8 +41,9 @@ def make_converter() -> cattrs.Converter:
     for kind, accepted in ((str, (str,)), (int, (int,)), (float, (float, int)), (bool, (bool,))):
         converter.register_structure_hook(kind, _strict(kind, accepted))
     for cls, names in ADDITIVE_FIELDS.items():
+        overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(
-            cls, converter, **{name: override(omit_if_default=True) for name in names}))
+            cls, converter, **overrides))
     return converter
 
 

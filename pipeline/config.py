@@ -71,7 +71,7 @@ def load_file(root: Path) -> dict:
 _MODEL_KEYS: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "api_key_env": (str,), "provider": (str,),
     "api_mode": (str,), "credentials": (str, list), "credential_strategy": (str,),
-    "timeout": (int, float), "deadline": (int, float)}
+    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int)}
 _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
 
 

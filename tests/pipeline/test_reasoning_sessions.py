@@ -291,3 +291,22 @@ def test_fallback_from_a_thinking_provider_to_a_plain_one(anthropic, server, tmp
     for leak in ("thinking", "signature", "reasoning", "Add first."):
         assert leak not in text
     assert_replays(tmp_path, result["session_id"])
+
+
+def test_reasoning_from_config_toml_for_the_primary_and_a_fallback(server, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv("FALLBACK_KEY", "sk-fallback-key-1111")
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "config.toml").write_text(
+        '[model]\nreasoning = 6000\n\n[[fallback_providers]]\nprovider = "or"\n'
+        f'model = "m2"\nbase_url = "{server.base_url}"\napi_mode = "chat_completions"\n'
+        'key_env = "FALLBACK_KEY"\nreasoning = "minimal"\n')
+    server.script(Reply.error(404, "The model does not exist", code="model_not_found"),
+                  Reply.text("ok"))
+    with agent(server, tmp_path, "chat_completions", max_retries=0) as a:
+        result = a.run_conversation("hi")
+    assert result["completed"]
+    assert [b["reasoning_effort"] for b in server.requests] == ["medium", "minimal"]
+    (tmp_path / "config.toml").write_text("[model]\nreasoning = true\n")
+    with pytest.raises(UsageError, match="reasoning"):
+        agent(server, tmp_path, "chat_completions")
