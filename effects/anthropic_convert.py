@@ -8,10 +8,10 @@ results as ``tool_result`` blocks in ONE user turn (with any user text that foll
 dropped, a stub error result for each unanswered ``tool_use``, same-role messages merged, and
 ``cache_control`` on the last block each marked canonical message became.
 
-Reasoning on canonical assistant messages is **not** sent back: Anthropic accepts thinking
-blocks only with the signature it issued, and the canonical history keeps none. Hence
-``reasoning_effort`` enables thinking only when a turn starts (last message from the user):
-mid tool loop the previous assistant message would lack its signed thinking block.
+Reasoning goes back only as the signed ``thinking`` / ``redacted_thinking`` blocks this
+provider issued, first in each assistant message, when the request enables thinking (see
+:mod:`effects.anthropic_thinking`: mid tool loop only with the last assistant message's signed
+block); the plain reasoning text is never sent.
 
 :func:`message_from`, :func:`usage_from` and :func:`finish_reason` read a reply back (they live
 in :mod:`effects.anthropic_reply`).
@@ -30,6 +30,13 @@ from collections.abc import Set as AbstractSet
 import attrs
 
 from effects.anthropic_reply import STOP_REASONS, finish_reason, message_from, usage_from
+from effects.anthropic_thinking import (
+    THINKING_BUDGET,
+    THINKING_TYPES,
+    replay_provider,
+    thinking_blocks,
+    thinking_config,
+)
 from effects.wire import WireCache, arguments_object
 from stages.decision import ModelRequest
 from stages.errors import UsageError
@@ -40,7 +47,6 @@ __all__ = ["DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET", "finish_reas
            "message_from", "request_body", "to_anthropic", "usage_from"]
 
 DEFAULT_MAX_TOKENS = 4096
-THINKING_BUDGET = {"minimal": 1024, "low": 4000, "medium": 8000, "high": 16000, "xhigh": 32000}
 _BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 # ---- canonical history -> Anthropic ------------------------------------------------------
@@ -54,8 +60,9 @@ def _text(text: str) -> dict:
     return {"type": "text", "text": text}
 
 
-def _blocks(message: Message) -> tuple[str, list[dict]]:
-    """The Anthropic role and content blocks of one canonical message."""
+def _blocks(message: Message, provider: str | None = None) -> tuple[str, list[dict]]:
+    """The Anthropic role and content blocks of one canonical message (an assistant's with
+    the thinking blocks ``provider`` issued first, when given)."""
     if message.role == "tool":
         return "user", [{"type": "tool_result", "tool_use_id": _tool_id(message.tool_call_id),
                          "content": message.content or "(no output)"}]
@@ -65,7 +72,8 @@ def _blocks(message: Message) -> tuple[str, list[dict]]:
     blocks = [_text(message.content or "")] if has_text else []
     blocks += [{"type": "tool_use", "id": _tool_id(c.id), "name": c.name,
                 "input": arguments_object(c.arguments)} for c in message.tool_calls]
-    return "assistant", blocks or [_text("(empty)")]
+    thinking = thinking_blocks(message, provider) if provider is not None else []
+    return "assistant", thinking + (blocks or [_text("(empty)")])
 
 
 def _merged(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]:
@@ -145,25 +153,6 @@ def _place_marks(request: ModelRequest, system: list[dict], emitted: list[tuple[
     return marks
 
 
-def _thinking(request: ModelRequest, max_tokens: int) -> tuple[dict | None, int]:
-    effort = request.reasoning_effort
-    if effort is None or effort == "none":
-        return None, max_tokens
-    if effort not in THINKING_BUDGET:
-        raise UsageError(f"reasoning_effort {effort!r} is not one of none, "
-                         + ", ".join(THINKING_BUDGET))
-    last = next((m.role for m in reversed(request.messages) if m.role != "system"), None)
-    if last != "user" or request.tool_choice not in (None, "auto", "none"):
-        return None, max_tokens
-    budget = THINKING_BUDGET[effort]
-    if request.max_tokens is None:
-        return {"type": "enabled", "budget_tokens": budget}, budget + DEFAULT_MAX_TOKENS
-    budget = min(budget, max_tokens - 1)
-    if budget < 1024:
-        return None, max_tokens
-    return {"type": "enabled", "budget_tokens": budget}, max_tokens
-
-
 def _tool_choice(choice: str | None) -> dict | None:
     if choice is None:
         return None
@@ -182,11 +171,11 @@ class _Converted:
     by_id: tuple[tuple[int, tuple[str, str | None]], ...]  # the texts, keyed for one update
 
 
-def _convert(message: Message) -> _Converted:
+def _convert(message: Message, provider: str | None = None) -> _Converted:
     if message.role == "system":
         role, blocks = None, [_text(message.content)] if message.content else []
     else:
-        role, blocks = _blocks(message)
+        role, blocks = _blocks(message, provider)
     texts = tuple((canonical_json(b), json.dumps(b["text"], ensure_ascii=False)
                    if b["type"] == "text" else None) for b in blocks)
     return _Converted(role=role, blocks=tuple(blocks), texts=texts,
@@ -194,6 +183,18 @@ def _convert(message: Message) -> _Converted:
 
 
 _converted: WireCache[Message, _Converted] = WireCache(_convert)
+# With the thinking blocks a provider issued: one cache per provider.
+_converted_thinking: dict[str, WireCache[Message, _Converted]] = {}
+
+
+def _converted_for(message: Message, provider: str | None) -> _Converted:
+    if provider is None or not message.reasoning_parts:
+        return _converted(message)
+    cache = _converted_thinking.get(provider)
+    if cache is None:
+        cache = _converted_thinking.setdefault(
+            provider, WireCache(lambda m: _convert(m, provider)))
+    return cache(message)
 _tool_json: WireCache[ToolSpec, str] = WireCache(lambda t: canonical_json({
     "name": t.name, "description": t.description, "input_schema": json.loads(t.parameters)}))
 
@@ -241,6 +242,7 @@ def _settled_end(turn: tuple[str, list[dict]]) -> bool:
 
 def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
     """Convert the messages after ``prefix`` (whose messages start ``request.messages``)."""
+    thinking_from = replay_provider(request, _thinking(request)[0])
     system = [_text(request.system_prompt)] if request.system_prompt else []
     system.extend(prefix.system)
     turns: list[tuple[str, list[dict]]] = []
@@ -249,7 +251,7 @@ def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
     known, cuts = prefix.texts, []
     start = len(prefix.messages)
     for index, message in enumerate(request.messages[start:], start):
-        converted = _converted(message)
+        converted = _converted_for(message, thinking_from)
         blocks = converted.blocks
         if blocks and (id(blocks[0]) in texts or id(blocks[0]) in known):
             blocks = tuple(dict(b) for b in blocks)  # the same message again: marks go by id
@@ -260,7 +262,9 @@ def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
         if converted.role is None:
             system.extend(blocks)
         elif turns and turns[-1][0] == converted.role:
-            turns[-1] = (converted.role, [*turns[-1][1], *blocks])
+            # A merged assistant message keeps only the first one's thinking (at the start).
+            merged = [b for b in blocks if b["type"] not in THINKING_TYPES]
+            turns[-1] = (converted.role, [*turns[-1][1], *merged])
         else:
             # A user's own message after a settled assistant turn starts an independent part.
             if message.role == "user" and turns and _settled_end(turns[-1]):
@@ -286,9 +290,13 @@ class _Alive:
         return any(key in s for s in self._sets)
 
 
-def _head(request: ModelRequest, system: list[dict]) -> dict:
+def _thinking(request: ModelRequest) -> tuple[dict | None, int]:
     max_tokens = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS
-    thinking, max_tokens = _thinking(request, max_tokens)
+    return thinking_config(request, max_tokens, DEFAULT_MAX_TOKENS)
+
+
+def _head(request: ModelRequest, system: list[dict]) -> dict:
+    thinking, max_tokens = _thinking(request)
     out: dict = {"model": request.model, "max_tokens": max_tokens}
     if system:
         out["system"] = system
@@ -371,14 +379,16 @@ class _Prefixes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: OrderedDict[int, _Prefix] = OrderedDict()
+        # Keyed by the first message and whose thinking blocks are sent back.
+        self._entries: OrderedDict[tuple[int, str | None], _Prefix] = OrderedDict()
 
     def plan(self, request: ModelRequest) -> _Plan:
         messages = request.messages
         if not messages:
             return _plan(request)
+        key = (id(messages[0]), replay_provider(request, _thinking(request)[0]))
         with self._lock:
-            prefix = self._entries.get(id(messages[0]), _NO_PREFIX)
+            prefix = self._entries.get(key, _NO_PREFIX)
         size = len(prefix.messages)
         # The prefix holds while the request starts with its very messages and (a new tail
         # may differ from the one it was cut from) goes on with a user's own message.
@@ -390,8 +400,8 @@ class _Prefixes:
         longer = self._extended(request, plan)
         if longer is not None:
             with self._lock:
-                self._entries[id(messages[0])] = longer
-                self._entries.move_to_end(id(messages[0]))
+                self._entries[key] = longer
+                self._entries.move_to_end(key)
                 while len(self._entries) > PREFIX_SESSIONS:
                     self._entries.popitem(last=False)
         return plan

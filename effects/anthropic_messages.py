@@ -25,6 +25,7 @@ from effects.http_errors import error_detail
 from effects.http_shell import Exchange, HttpShell
 from effects.openai_chat import finish_of
 from effects.protocols import CancelToken, DeltaSink
+from effects.reasoning_wire import ContentSplit
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError
 from stages.events import ModelReplied
@@ -56,8 +57,10 @@ def _headers(key: str) -> dict[str, str]:
 class _StreamAssembly:
     """Folds Anthropic stream events (plain dicts) into content blocks."""
 
-    def __init__(self, on_delta: DeltaSink | None) -> None:
+    def __init__(self, on_delta: DeltaSink | None,
+                 on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
+        self.split = ContentSplit(on_delta, on_reasoning)
         self.blocks: dict[int, dict] = {}
         self.usage: dict = {}
         self.model: str | None = None
@@ -88,21 +91,28 @@ class _StreamAssembly:
         kind = delta.get("type")
         if kind == "text_delta":
             block["parts"].append(delta["text"])
-            if self.on_delta is not None and delta["text"]:
-                self.emitted = True
-                self.on_delta(delta["text"])
+            if delta["text"]:  # <think> tags of open models behind the API are reasoning
+                self.split.content(delta["text"])
+                self.emitted = self.split.delivered
         elif kind == "thinking_delta":
             block["parts"].append(delta["thinking"])
+            if delta["thinking"]:
+                self.split.thought(delta["thinking"])
+        elif kind == "signature_delta":  # the signature that authenticates the thinking
+            block["signature"] = (block.get("signature") or "") + delta["signature"]
         elif kind == "input_json_delta":
             block["parts"].append(delta.get("partial_json") or "")
 
     def content(self) -> list[dict]:
+        self.split.finish()
         out = []
         for index in sorted(self.blocks):
             block = dict(self.blocks[index])
             joined = "".join(block.pop("parts"))
             if block.get("type") == "tool_use":
                 block["arguments"] = joined or canonical_json(block.get("input") or {})
+            elif block.get("type") == "redacted_thinking":
+                pass  # its data came whole in content_block_start
             else:
                 block[block.get("type") or "text"] = joined
             out.append(block)
@@ -127,11 +137,12 @@ class AnthropicMessagesClient:
                                code_of=lambda detail: detail.type or detail.code)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
         key = self.shell.key(request.credential_id)
         body = request_body(request)
         started = time.perf_counter()
-        assembly = _StreamAssembly(on_delta)
+        assembly = _StreamAssembly(on_delta, on_reasoning)
         return self.shell.call(
             body, key, lambda exchange: self._read(exchange, request, started, assembly),
             cancel=cancel, delivered=lambda: assembly.emitted)
@@ -154,7 +165,7 @@ class AnthropicMessagesClient:
                 ) from exc
         if not (assembly.stopped or assembly.stop_reason):
             raise self.shell.cut_short(assembly.emitted)
-        message = message_from(assembly.content())
+        message = message_from(assembly.content(), request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
                             usage=usage_from(assembly.usage),
@@ -166,7 +177,7 @@ class AnthropicMessagesClient:
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             raise ModelBehaviourError(
                 f"{self.shell.who} returned a reply without content blocks: {str(raw)[:300]}")
-        message = message_from(raw["content"])
+        message = message_from(raw["content"], request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
                             usage=usage_from(raw.get("usage")),

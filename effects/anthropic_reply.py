@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from stages.events import Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
+from stages.reasoning_parts import ReasoningPart
+from stages.think_tags import split_think
 
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
                 "model_context_window_exceeded": "length", "tool_use": "tool_calls",
@@ -26,14 +28,30 @@ def finish_reason(stop_reason: str | None) -> str:
     return STOP_REASONS.get(stop_reason or "end_turn", "stop")
 
 
-def message_from(blocks: Sequence[Mapping]) -> Message:
+def _part(block: Mapping, provider: str) -> ReasoningPart | None:
+    """The block as a part to send back: signed thinking, or redacted thinking."""
+    if block.get("type") == "thinking" and block.get("signature"):
+        return ReasoningPart(type="thinking", api_mode="anthropic_messages", provider=provider,
+                             text=block.get("thinking") or "", signature=block["signature"])
+    if block.get("type") == "redacted_thinking" and block.get("data"):
+        return ReasoningPart(type="redacted_thinking", api_mode="anthropic_messages",
+                             provider=provider, data=block["data"])
+    return None
+
+
+def message_from(blocks: Sequence[Mapping], provider: str = "") -> Message:
     """A canonical assistant message from Anthropic content blocks (``tool_use`` inputs as
-    dicts, or as JSON text under ``arguments`` when assembled from a stream)."""
+    dicts, or as JSON text under ``arguments`` when assembled from a stream); thinking blocks
+    ``provider`` signed are kept as parts, to be sent back unmodified."""
     text: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
+    parts: list[ReasoningPart] = []
     for block in blocks:
         kind = block.get("type")
+        part = _part(block, provider)
+        if part is not None:
+            parts.append(part)
         if kind == "text":
             text.append(block.get("text") or "")
         elif kind == "thinking":
@@ -44,7 +62,9 @@ def message_from(blocks: Sequence[Mapping]) -> Message:
                          else canonical_arguments(arguments))
             calls.append(ToolCall(id=block.get("id") or f"toolu_{len(calls)}",
                                   name=block.get("name") or "", arguments=arguments))
-    content = "".join(text)
+    # Open models behind a Messages server (llama.cpp) may reason in <think> tags.
+    content, thought = split_think("".join(text))
     return Message(role="assistant", content=content or (None if calls else ""),
                    tool_calls=tuple(calls),
-                   reasoning="\n\n".join(t for t in thoughts if t) or None)
+                   reasoning="\n\n".join(t for t in (*thoughts, thought) if t) or None,
+                   reasoning_parts=tuple(parts))

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from stages.errors import LogCorruptError
-from stages.events import EVENT_TYPES, Event
+from stages.events import EVENT_TYPES, Event, ProviderEntry, SessionSettings, TurnStarted
+from stages.messages import Message
 from stages.upcast import upcast
+
+# Fields added after logs existed: left out of a payload while unset, so an event that does
+# not use them is written exactly as before (readers of the log see no new keys).
+ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
+    Message: ("reasoning_parts",),
+    TurnStarted: ("reasoning_effort", "reasoning_budget"),
+    ProviderEntry: ("reasoning_effort", "reasoning_budget"),
+    SessionSettings: ("reasoning_effort", "reasoning_budget"),
+}
 
 
 def _strict(kind: type, accepted: tuple[type, ...]) -> Callable[[object, type], object]:
@@ -28,6 +40,10 @@ def make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for kind, accepted in ((str, (str,)), (int, (int,)), (float, (float, int)), (bool, (bool,))):
         converter.register_structure_hook(kind, _strict(kind, accepted))
+    for cls, names in ADDITIVE_FIELDS.items():
+        overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
+        converter.register_unstructure_hook(cls, make_dict_unstructure_fn(
+            cls, converter, **overrides))
     return converter
 
 

@@ -58,6 +58,9 @@ class LocalSettings:
     threads: int = DEFAULT_THREADS
     temperature: float = DEFAULT_TEMPERATURE
     chat_template: str | None = None
+    # A GBNF grammar every reply follows unless a request sets its own (tests script a model
+    # that reasons in <think> tags with it).
+    grammar: str | None = None
 
     @property
     def model_name(self) -> str:

@@ -131,7 +131,8 @@ class LocalServer:
         return {"model_path": str(model) if model else None, "hf_repo": s.hf_repo,
                 "hf_file": s.hf_file, "alias": self.model_name, "port": self.port,
                 "n_ctx": s.n_ctx, "threads": s.threads, "temperature": s.temperature,
-                "chat_template": s.template_text(), "api_key": self.api_key}
+                "chat_template": s.template_text(), "api_key": self.api_key,
+                "grammar": s.grammar}
 
     def _command(self, config: dict[str, Any]) -> list[str]:
         del config  # passed in the environment: an API key must not show in the process list
@@ -231,6 +232,8 @@ def _params(config: dict[str, Any]) -> Any:
         params.api_keys = [config["api_key"]]
     if config["chat_template"] is not None:
         params.chat_template = config["chat_template"]
+    if config.get("grammar"):
+        params.sampling.grammar = config["grammar"]
     return params
 
 

@@ -12,14 +12,18 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from effects.http_errors import error_detail
 from effects.http_shell import Exchange, HttpShell
 from effects.protocols import CancelToken, DeltaSink
+from effects.reasoning_wire import ContentSplit, chat_reasoning_fields
 from effects.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments
+from stages.think_tags import split_think
 
 
 def _sent_wire(message: Message) -> str:
@@ -66,6 +70,8 @@ def request_body(request: ModelRequest) -> bytes:
             parts += [',"tool_choice":', json.dumps(_tool_choice(request.tool_choice))]
     if request.max_tokens is not None:
         parts.append(f',"max_tokens":{int(request.max_tokens)}')
+    for name, value in chat_reasoning_fields(request).items():
+        parts += [",", json.dumps(name), ":", json.dumps(value)]
     if request.stream:
         parts.append(',"stream":true,"stream_options":{"include_usage":true}')
     parts.append("}")
@@ -91,19 +97,25 @@ def usage_from(raw: dict | None) -> Usage:
 
 def finish_of(reason: str | None, message: Message) -> str:
     """The provider's finish reason, except that a reply with reasoning and nothing visible is
-    ``incomplete`` (the loop asks the model to go on), as the Responses adapter reports it."""
-    if not message.content and not message.tool_calls and message.reasoning:
+    ``incomplete`` (the loop asks the model to go on), as the Responses adapter reports it;
+    cut at the output limit it stays ``length`` (the reasoning used the limit up)."""
+    if (not message.content and not message.tool_calls and message.reasoning
+            and reason != "length"):
         return "incomplete"
     return reason or "stop"
 
 
 def _message(content: str | None, reasoning: str | None, calls: list[dict]) -> Message:
+    """The reply as a message; reasoning written in ``<think>`` tags in the content is
+    reasoning, after what the server sent apart."""
     tool_calls = tuple(
         ToolCall(id=c.get("id") or f"call_{i}", name=(c.get("function") or {}).get("name") or "",
                  arguments=canonical_arguments((c.get("function") or {}).get("arguments") or ""))
         for i, c in enumerate(calls))
+    content, thought = split_think(content) if isinstance(content, str) else (content, None)
+    reasoning = "\n\n".join(r for r in (reasoning, thought) if r) or None
     return Message(role="assistant", content=content or (None if tool_calls else ""),
-                   tool_calls=tool_calls, reasoning=reasoning or None)
+                   tool_calls=tool_calls, reasoning=reasoning)
 
 
 def _joined_name(name: str, fragment: str) -> str:
@@ -114,10 +126,11 @@ def _joined_name(name: str, fragment: str) -> str:
 class _StreamAssembly:
     """Folds chat.completion.chunk deltas into one reply; tool calls are keyed by index."""
 
-    def __init__(self, on_delta: DeltaSink | None) -> None:
+    def __init__(self, on_delta: DeltaSink | None,
+                 on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
+        self.split = ContentSplit(on_delta, on_reasoning)
+        self.reasoning: list[str] = []  # what the server sent apart
         self.calls: dict[int, dict] = {}
         self.finish_reason: str | None = None
         self.usage: dict | None = None
@@ -130,12 +143,12 @@ class _StreamAssembly:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                self.content.append(delta["content"])
-                if self.on_delta is not None:
-                    self.on_delta(delta["content"])
+                self.split.content(delta["content"])
             thought = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(thought, str):
+            if isinstance(thought, str) and thought:
                 self.reasoning.append(thought)
+                if self.split.on_reasoning is not None:
+                    self.split.on_reasoning(thought)
             for part in delta.get("tool_calls") or ():
                 call = self.calls.setdefault(
                     part.get("index", len(self.calls)),
@@ -148,8 +161,14 @@ class _StreamAssembly:
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
     def message(self) -> Message:
-        return _message("".join(self.content), "".join(self.reasoning),
-                        [self.calls[i] for i in sorted(self.calls)])
+        self.split.finish()
+        message = _message("".join(self.split.text), "".join(self.reasoning),
+                           [self.calls[i] for i in sorted(self.calls)])
+        thought = "".join(self.split.reasoning).strip()
+        if thought:  # the <think> text, as the stream split it
+            joined = "\n\n".join(r for r in ("".join(self.reasoning), thought) if r)
+            message = attrs.evolve(message, reasoning=joined)
+        return message
 
 
 class OpenAIChatClient:
@@ -169,14 +188,15 @@ class OpenAIChatClient:
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
         key = self.shell.key(request.credential_id)
         started = time.perf_counter()
-        assembly = _StreamAssembly(on_delta)
+        assembly = _StreamAssembly(on_delta, on_reasoning)
         return self.shell.call(
             request_body(request), key, lambda exchange: self._read(exchange, request, started,
                                                                     assembly),
-            cancel=cancel, delivered=lambda: bool(assembly.content) and on_delta is not None)
+            cancel=cancel, delivered=lambda: assembly.split.delivered)
 
     def _read(self, exchange: Exchange, request: ModelRequest, started: float,
               assembly: _StreamAssembly) -> ModelReplied:
@@ -192,7 +212,7 @@ class OpenAIChatClient:
                 raise stream_error(self.shell, data, exchange.headers)
             assembly.feed(chunk)
         if assembly.finish_reason is None:
-            raise self.shell.cut_short(bool(assembly.content) and assembly.on_delta is not None)
+            raise self.shell.cut_short(assembly.split.delivered)
         message = assembly.message()
         return ModelReplied(message=message,
                             finish_reason=finish_of(assembly.finish_reason, message),

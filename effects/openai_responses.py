@@ -28,16 +28,29 @@ from typing import Any, ClassVar
 from effects.http_shell import Exchange, HttpShell
 from effects.openai_chat import openai_shell, stream_error
 from effects.protocols import CancelToken, DeltaSink
+from effects.reasoning_wire import ContentSplit, is_openai
 from effects.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderUnavailableError
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall, canonical_arguments, canonical_json
+from stages.reasoning import effort_of
+from stages.reasoning_parts import ReasoningPart
+from stages.think_tags import split_think
 from stages.tools import ToolSpec
 
 # --- request ------------------------------------------------------------------------------------
 
-def _message_items(message: Message) -> list[dict]:
+def _reasoning_item(part: ReasoningPart) -> dict:
+    """A reasoning item as a stateless request sends it back: summary and encrypted content,
+    no id (items are not stored, so an id would name nothing the server has)."""
+    return {"type": "reasoning", "encrypted_content": part.data,
+            "summary": [{"type": "summary_text", "text": text} for text in part.summary]}
+
+
+def _message_items(message: Message, provider: str | None = None) -> list[dict]:
+    """The input items of one message; with ``provider``, an assistant message's reasoning
+    items issued by that provider come first (deduplicated: a continuation repeats none)."""
     message = sendable_message(message)
     if message.role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
@@ -46,6 +59,12 @@ def _message_items(message: Message) -> list[dict]:
         return [{"type": "message", "role": message.role,
                  "content": [{"type": "input_text", "text": message.content or ""}]}]
     items: list[dict] = []
+    if provider is not None:
+        seen: set[str] = set()
+        for part in message.reasoning_parts:
+            if part.replayable_to("codex_responses", provider) and part.data not in seen:
+                seen.add(part.data or "")
+                items.append(_reasoning_item(part))
     if message.content or not message.tool_calls:
         items.append({"type": "message", "role": "assistant",
                       "content": [{"type": "output_text", "text": message.content or ""}]})
@@ -57,6 +76,18 @@ def _message_items(message: Message) -> list[dict]:
 # The message's input items as comma-joined JSON (empty for an empty assistant message).
 _items_json: WireCache[Message, str] = WireCache(
     lambda m: ",".join(canonical_json(item) for item in _message_items(m)))
+# The same with the reasoning items a provider issued, one cache per provider.
+_replay_json: dict[str, WireCache[Message, str]] = {}
+
+
+def _items_for(message: Message, provider: str | None) -> str:
+    if provider is None or not message.reasoning_parts:
+        return _items_json(message)
+    cache = _replay_json.get(provider)
+    if cache is None:
+        cache = _replay_json.setdefault(provider, WireCache(
+            lambda m: ",".join(canonical_json(i) for i in _message_items(m, provider))))
+    return cache(message)
 _tool_json: WireCache[ToolSpec, str] = WireCache(lambda s: canonical_json({
     "type": "function", "name": s.name, "description": s.description,
     "parameters": json.loads(s.parameters), "strict": False}))
@@ -78,14 +109,21 @@ def request_body(request: ModelRequest) -> bytes:
         head["parallel_tool_calls"] = True
     if request.max_tokens is not None:
         head["max_output_tokens"] = int(request.max_tokens)
-    if request.reasoning_effort is not None:
-        head["reasoning"] = {"effort": request.reasoning_effort, "summary": "auto"}
+    effort = effort_of(request.reasoning_effort, request.reasoning_budget)
+    if effort is not None:
+        head["reasoning"] = {"effort": effort, "summary": "auto"}
+        if effort != "none" and request.replay_reasoning:
+            # Stateless: the reasoning comes back encrypted, to be sent again next call.
+            head["include"] = ["reasoning.encrypted_content"]
+    if request.cache_key is not None and is_openai(request):
+        head["prompt_cache_key"] = request.cache_key
     if request.stream:
         head["stream"] = True
     parts = [canonical_json(head)[:-1]]
     if request.tools:
         parts += [',"tools":[', ",".join(_tool_json(t) for t in request.tools), "]"]
-    items = (_items_json(m) for m in request.messages)
+    provider = request.provider if request.replay_reasoning else None
+    items = (_items_for(m, provider) for m in request.messages)
     parts += [',"input":[', ",".join(i for i in items if i), "]}"]
     return "".join(parts).encode()
 
@@ -114,10 +152,12 @@ def responses_usage(raw: dict | None) -> Usage:
 class _Output:
     """What the output items say, in mibyan's terms."""
 
-    def __init__(self, output: list) -> None:
+    def __init__(self, output: list, provider: str = "") -> None:
+        self.provider = provider
         self.texts: list[str] = []
         self.refusals: list[str] = []
         self.thoughts: list[str] = []
+        self.parts: list[ReasoningPart] = []
         self.calls: list[ToolCall] = []
         self.phases: set[str] = set()
         self.incomplete_item = False
@@ -141,13 +181,21 @@ class _Output:
         elif kind == "reasoning":
             summary = [s.get("text") or "" for s in item.get("summary") or ()]
             self.thoughts += summary or [c.get("text") or "" for c in item.get("content") or ()]
+            if item.get("encrypted_content"):
+                self.parts.append(ReasoningPart(
+                    type="reasoning", api_mode="codex_responses", provider=self.provider,
+                    summary=tuple(summary), data=item["encrypted_content"],
+                    item_id=item.get("id")))
         self.incomplete_item |= item.get("status") == "incomplete"
 
     def message(self) -> Message:
-        content = "\n\n".join(self.texts) or "\n\n".join(self.refusals)
+        # Open models behind a Responses server (llama.cpp) may reason in <think> tags.
+        content, thought = split_think("\n\n".join(self.texts))
+        content = content or "\n\n".join(self.refusals)
         return Message(role="assistant", content=content or (None if self.calls else ""),
                        tool_calls=tuple(self.calls),
-                       reasoning="\n\n".join(t for t in self.thoughts if t) or None)
+                       reasoning="\n\n".join(t for t in (*self.thoughts, thought) if t) or None,
+                       reasoning_parts=tuple(self.parts))
 
 
 def finish_reason(status: str, reason: str | None, out: _Output) -> str:
@@ -163,8 +211,8 @@ def finish_reason(status: str, reason: str | None, out: _Output) -> str:
         return "incomplete"
     if "commentary" in out.phases and "final_answer" not in out.phases:
         return "incomplete"
-    if not out.texts:  # only reasoning, no visible text and no call
-        return "incomplete"
+    if not out.texts or not split_think("\n\n".join(out.texts))[0]:
+        return "incomplete"  # only reasoning, no visible text and no call
     return "stop"
 
 
@@ -179,8 +227,11 @@ def _slot(parts: list, index: int, blank: dict) -> dict:
 class _StreamAssembly:
     """Folds Responses SSE events into one response object; items are keyed by output_index."""
 
-    def __init__(self, on_delta: DeltaSink | None, shell: HttpShell) -> None:
+    def __init__(self, on_delta: DeltaSink | None, shell: HttpShell,
+                 on_reasoning: DeltaSink | None = None) -> None:
         self.on_delta = on_delta
+        self.on_reasoning = on_reasoning
+        self.split = ContentSplit(on_delta, on_reasoning)
         self.shell = shell
         self.items: dict[int, dict] = {}
         self.final: dict | None = None
@@ -211,9 +262,9 @@ class _StreamAssembly:
                      {"type": "output_text", "text": ""})
         delta = event.get("delta") or ""
         part["text"] = (part.get("text") or "") + delta
-        if delta and self.on_delta is not None:
-            self.delivered = True
-            self.on_delta(delta)
+        if delta:
+            self.split.content(delta)
+            self.delivered = self.split.delivered
 
     def _arguments(self, event: dict) -> None:
         item = self._item(event, "function_call")
@@ -227,12 +278,18 @@ class _StreamAssembly:
         part = _slot(item.setdefault("summary", []), event.get("summary_index", 0),
                      {"type": "summary_text", "text": ""})
         part["text"] = (part.get("text") or "") + (event.get("delta") or "")
+        self._thought(event.get("delta") or "")
+
+    def _thought(self, delta: str) -> None:
+        if delta:
+            self.split.thought(delta)
 
     def _reasoning_text(self, event: dict) -> None:
         item = self._item(event, "reasoning")
         part = _slot(item.setdefault("content", []), event.get("content_index", 0),
                      {"type": "reasoning_text", "text": ""})
         part["text"] = (part.get("text") or "") + (event.get("delta") or "")
+        self._thought(event.get("delta") or "")
 
     def _done(self, event: dict) -> None:
         if isinstance(event.get("item"), dict):
@@ -268,6 +325,7 @@ class _StreamAssembly:
         """The final response; its output is rebuilt from the items when it came empty."""
         if self.final is None:
             raise self.shell.cut_short(self.delivered)
+        self.split.finish()
         response = dict(self.final)
         if not response.get("output"):
             response["output"] = [self.items[i] for i in sorted(self.items)]
@@ -294,10 +352,11 @@ class OpenAIResponsesClient:
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
         key = self.shell.key(request.credential_id)
         started = time.perf_counter()
-        assembly = _StreamAssembly(on_delta, self.shell)
+        assembly = _StreamAssembly(on_delta, self.shell, on_reasoning)
         return self.shell.call(
             request_body(request), key,
             lambda exchange: self._read(exchange, request, started, assembly),
@@ -327,7 +386,7 @@ class OpenAIResponsesClient:
                 raise ModelBehaviourError(
                     f"{self.shell.who} response {status}: {error.get('code')}: "
                     f"{error.get('message') or 'no message'}")
-            out = _Output(data["output"])
+            out = _Output(data["output"], request.provider)
             if not data["output"] and status == "completed":
                 raise ModelBehaviourError(f"{self.shell.who} returned a response with no output")
             reason = (data.get("incomplete_details") or {}).get("reason")

@@ -15,7 +15,11 @@ DeltaSink = Callable[[str], None]
 
 class ModelClient(Protocol):
     """One provider API. Returns the reply as the event to record; raises ``ProviderError``
-    (or ``ModelBehaviourError`` for an unusable reply) on failure."""
+    (or ``ModelBehaviourError`` for an unusable reply) on failure.
+
+    ``on_delta`` receives the visible text as it streams. The shipped adapters also take
+    ``on_reasoning`` (the reasoning as it streams); the runner passes it only to a caller that
+    listens for reasoning, so a client without it keeps working."""
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:

@@ -44,6 +44,7 @@ from stages.errors import LogError, UsageError
 from stages.events import Event, SessionSettings
 from stages.fold import fold
 from stages.messages import from_openai
+from stages.reasoning_parts import check_setting
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
 Listener = Callable[[Event], None]
@@ -214,8 +215,14 @@ class Agent:
     # --- turns ------------------------------------------------------------------------------
     def run(self, user_message: str, system_message: str | None = None,
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
-            task_id: str | None = None, stream_callback: DeltaSink | None = None) -> TurnResult:
-        """Run one user turn to its end and describe it."""
+            task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
+            reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
+            reasoning_budget: int | None = None) -> TurnResult:
+        """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
+        model's reasoning as it streams (apart from ``stream_callback``'s text);
+        ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
+        provider's."""
+        check_setting(reasoning_effort, reasoning_budget)
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
@@ -230,7 +237,10 @@ class Agent:
             try:
                 state = runner.run_turn(user_message, system_message=system_message,
                                         history=history, task_id=task_id,
-                                        on_delta=stream_callback)
+                                        on_delta=stream_callback,
+                                        on_reasoning=reasoning_callback,
+                                        reasoning_effort=reasoning_effort,
+                                        reasoning_budget=reasoning_budget)
                 self._continue_in_child()
             finally:
                 # An interrupt that came after this turn's last step must not stop the next one.
@@ -260,10 +270,11 @@ class Agent:
     def run_conversation(self, user_message: str, system_message: str | None = None,
                          conversation_history: Sequence[Mapping[str, Any]] | None = None,
                          task_id: str | None = None,
-                         stream_callback: DeltaSink | None = None) -> dict[str, Any]:
+                         stream_callback: DeltaSink | None = None,
+                         **reasoning: Any) -> dict[str, Any]:
         """``run(...)`` as the plain dict of ``TurnResult.as_dict``."""
         return self.run(user_message, system_message, conversation_history, task_id,
-                        stream_callback).as_dict()
+                        stream_callback, **reasoning).as_dict()
 
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run(message, stream_callback=stream_callback).final_response or ""

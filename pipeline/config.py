@@ -38,6 +38,7 @@ import attrs
 from stages.api_mode import resolve_api_mode
 from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.events import ProviderEntry
+from stages.reasoning_parts import parse_setting
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -70,7 +71,7 @@ def load_file(root: Path) -> dict:
 _MODEL_KEYS: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "api_key_env": (str,), "provider": (str,),
     "api_mode": (str,), "credentials": (str, list), "credential_strategy": (str,),
-    "timeout": (int, float), "deadline": (int, float)}
+    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int)}
 _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
 
 
@@ -175,7 +176,7 @@ def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
     if isinstance(raw, ProviderEntry):
         return raw
     unknown = set(raw) - {"provider", "model", "base_url", "api_mode", "key_env", "api_key_env",
-                          "context_length"}
+                          "context_length", "reasoning"}
     if unknown or "provider" not in raw or "model" not in raw:
         raise UsageError(f"a fallback provider needs provider and model (and may have base_url, "
                          f"api_mode, key_env); got {dict(raw)!r}")
@@ -185,7 +186,8 @@ def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
     return ProviderEntry(provider=raw["provider"], model=raw["model"], api_mode=mode,
                          base_url=raw.get("base_url") or DEFAULT_BASE_URLS[mode],
                          credentials=(key_env,) if key_env else (),
-                         context_length=_window(raw.get("context_length")))
+                         context_length=_window(raw.get("context_length")),
+                         **parse_setting(raw.get("reasoning")))
 
 
 def _window(value: object) -> int | None:

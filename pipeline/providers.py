@@ -152,9 +152,12 @@ class ProviderRouter:
                    timeout=self.timeout, deadline=self.deadline)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
+        extra = {} if on_reasoning is None else {"on_reasoning": on_reasoning}
         try:
-            return self._client(request).complete(request, on_delta=on_delta, cancel=cancel)
+            return self._client(request).complete(request, on_delta=on_delta, cancel=cancel,
+                                                  **extra)
         except ProviderError as exc:
             _reported(exc, self.secrets, request.provider,
                       self.base_url(request) or "its default endpoint")

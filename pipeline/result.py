@@ -10,6 +10,7 @@ import attrs
 from stages.events import Usage
 from stages.messages import Message
 from stages.ratelimits import format_usage
+from stages.reasoning import last_reasoning
 from stages.state import State
 
 
@@ -38,6 +39,8 @@ class TurnResult:
     task_id: str
     # Context that was blocked as a prompt injection or truncated this turn.
     warnings: tuple[str, ...] = ()
+    # The most recent non-empty reasoning of this turn (never of an earlier one).
+    last_reasoning: str | None = None
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
@@ -52,7 +55,8 @@ class TurnResult:
             turn_exit_reason=finished.exit_reason, model=answered.model,
             provider=answered.provider, usage=turn.usage, session_usage=state.usage,
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
-            session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings)
+            session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings,
+            last_reasoning=last_reasoning(state))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -75,6 +79,7 @@ class TurnResult:
             "session_id": self.session_id,
             "task_id": self.task_id,
             "warnings": list(self.warnings),
+            "last_reasoning": self.last_reasoning,
         }
 
 

@@ -119,13 +119,15 @@ class SessionRunner:
         self.state = State() if state is None else state
         self.interrupt = interrupt or threading.Event()
         self._on_delta: DeltaSink | None = None
+        self._on_reasoning: DeltaSink | None = None
         # The shell is an interpreter: one performer per effect the turn machine asks for.
         self._performers: dict[type, Callable[[Any], Sequence[Event]]] = {
             LoadHistory: lambda e: (HistoryLoaded(messages=e.messages),),
             BeginTurn: self._begin,
             PollInterrupt: self._poll,
             ReadClock: lambda e: (ClockRead(epoch=self.effects.clock.epoch()),),
-            CallModel: lambda e: (self._call_model(e.request, self._on_delta),),
+            CallModel: lambda e: (self._call_model(e.request, self._on_delta,
+                                                   self._on_reasoning),),
             Wait: lambda e: (self._wait(e),),
             RefreshCredential: lambda e: (self._refresh(e.credential_id),),
             RunTools: self._run_tools,
@@ -184,17 +186,20 @@ class SessionRunner:
     # --- one turn ---------------------------------------------------------------------------
     def run_turn(self, user_message: str, *, system_message: str | None = None,
                  history: tuple[Message, ...] | None = None, task_id: str | None = None,
-                 on_delta: DeltaSink | None = None) -> State:
+                 on_delta: DeltaSink | None = None, on_reasoning: DeltaSink | None = None,
+                 reasoning_effort: str | None = None,
+                 reasoning_budget: int | None = None) -> State:
         flow = turn.run_turn(user_message, system_message=system_message, history=history,
-                             task_id=task_id)
-        self._on_delta = on_delta
+                             task_id=task_id, reasoning_effort=reasoning_effort,
+                             reasoning_budget=reasoning_budget)
+        self._on_delta, self._on_reasoning = on_delta, on_reasoning
         try:
             self._interpret(flow)
         except BaseException as exc:
             self._abort(exc)
             raise
         finally:
-            self._on_delta = None
+            self._on_delta = self._on_reasoning = None
         self.journal.sync()
         return self.state
 
@@ -245,7 +250,9 @@ class SessionRunner:
         ids, clock = self.effects.ids, self.effects.clock
         return (TurnStarted(turn_id=ids.new_id(), task_id=effect.task_id or ids.new_id(),
                             started_at=clock.now(), user_message=effect.user_message,
-                            system_message=effect.system_message),)
+                            system_message=effect.system_message,
+                            reasoning_effort=effect.reasoning_effort,
+                            reasoning_budget=effect.reasoning_budget),)
 
     def _poll(self, effect: PollInterrupt) -> Sequence[Event]:
         if not self.interrupt.is_set():
@@ -290,7 +297,8 @@ class SessionRunner:
         """A model call outside the turn's own (the compression summary), same path."""
         return self._call_model(request, None)
 
-    def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None) -> Event:
+    def _call_model(self, request: ModelRequest, on_delta: DeltaSink | None,
+                    on_reasoning: DeltaSink | None = None) -> Event:
         """The call runs on a worker thread; this thread waits for it or for an interrupt,
         which closes the in-flight response and returns at once (the reply is discarded)."""
         model = self.effects.model
@@ -306,10 +314,12 @@ class SessionRunner:
 
         # Without a sink nothing reaches the user, so a dropped stream stays retryable.
         sink = deliver if on_delta is not None else None
+        # Only a caller that listens for reasoning asks for it: other clients keep working.
+        extra = {} if on_reasoning is None else {"on_reasoning": _guarded(on_reasoning, cancel)}
 
         def work() -> None:
             try:
-                outcome.append(model.complete(request, on_delta=sink, cancel=cancel))
+                outcome.append(model.complete(request, on_delta=sink, cancel=cancel, **extra))
             except (ProviderError, ModelBehaviourError) as exc:
                 outcome.append(_failure(exc, self.effects.clock.monotonic() - started))
             except AssertionError as exc:  # a broken invariant or a strict test double: loud
@@ -366,3 +376,11 @@ class SessionRunner:
         outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
                                           task_id=self.state.turn.task_id)
         return [ToolRan(outcome=o) for o in outcomes]
+
+
+def _guarded(sink: DeltaSink, cancel: CancelToken) -> DeltaSink:
+    """``sink``, silent once the call was cancelled (the reply is discarded)."""
+    def deliver(delta: str) -> None:
+        if not cancel.cancelled:
+            sink(delta)
+    return deliver

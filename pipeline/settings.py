@@ -48,6 +48,7 @@ from stages.events import (
     ProviderEntry,
     SessionSettings,
 )
+from stages.reasoning_parts import parse_setting
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure", "positive_number"]
@@ -182,7 +183,7 @@ def configure(
     memory_provider: MemoryProvider | None = None, compression: bool | None = None,
     preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
     protect_last_n: int | None = None, summary_model: str | None = None,
-    context_engine: str | None = None,
+    context_engine: str | None = None, reasoning: str | int | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
     ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
@@ -214,6 +215,7 @@ def configure(
                          context_engine=context_engine)}
     if values["context_length"] is None:
         values["context_length"] = file.get("context", {}).get("context_length")
+    values.update(parse_setting(_first(reasoning, section.get("reasoning"))))
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:

@@ -81,7 +81,8 @@ class ScriptedModel:
         return len(self._steps)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
-                 cancel: CancelToken | None = None) -> ModelReplied:
+                 cancel: CancelToken | None = None,
+                 on_reasoning: DeltaSink | None = None) -> ModelReplied:
         del cancel
         with self._lock:
             self.requests.append(request)
@@ -101,6 +102,8 @@ class ScriptedModel:
         else:
             raise TypeError(f"a scripted step must be a reply, text, tool calls or an error: "
                             f"{step!r}")
+        if on_reasoning is not None and reply.message.reasoning:
+            on_reasoning(reply.message.reasoning)
         if on_delta is not None and reply.message.content:
             on_delta(reply.message.content)
         return attrs.evolve(reply, streamed=on_delta is not None)

@@ -39,6 +39,13 @@ class ModelRequest:
     cache_marks: tuple[int, ...] = ()
     cache_ttl: str = "5m"
     reasoning_effort: str | None = None
+    # Reasoning as a token budget (Anthropic's ``budget_tokens``, OpenRouter's ``max_tokens``).
+    reasoning_budget: int | None = None
+    # False: send no provider-issued reasoning back (a signature failure, or unreadable
+    # encrypted items); the history keeps it.
+    replay_reasoning: bool = True
+    # OpenAI's ``prompt_cache_key``: the session id, so its prompt cache hits across calls.
+    cache_key: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +123,9 @@ class BeginTurn:
     user_message: str
     system_message: str | None = None
     task_id: str | None = None
+    # This turn's own reasoning setting (rules 4).
+    reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -20,13 +20,14 @@ import attrs
 from stages.api_mode import API_MODES
 from stages.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.messages import Message, ToolCall
+from stages.reasoning_parts import check_budget, check_effort
 from stages.tools import ToolOutcome, ToolSpec
 
 REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
 
-RULES = 3
+RULES = 4
 """The version of the decision rules a new session runs under. A change of what the stages
 decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
 ``config.rules``; old sessions are upcast to the rules they ran under.
@@ -47,7 +48,12 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
   preflight compresses past its threshold (and at turn start past the between-turns one), a
   context overflow compresses and retries once, a reply cut at the length limit is continued,
   an empty reply is retried once, a content-filter stop ends the turn as not completed, and
-  the context-pressure note goes into the request only."""
+  the context-pressure note goes into the request only.
+* 4: reasoning models: a thinking-signature failure resends the request without replayed
+  reasoning (``strip_reasoning``, once a turn), unreadable encrypted reasoning stops its replay
+  for the session (``stop_reasoning_replay``), a reply cut at the output limit with only
+  reasoning ends the turn (``thinking_budget_exhausted``); requests carry the session's
+  ``prompt_cache_key`` and the turn's own reasoning setting."""
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")
@@ -124,6 +130,9 @@ class ProviderEntry:
     credentials: tuple[str, ...] = ()
     # This model's window, when known better than the table (rules 3).
     context_length: int | None = attrs.field(default=None, validator=_at_least(1))
+    # How hard the model reasons: an effort, or a token budget (stages.reasoning).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
 
 
 @attrs.frozen(kw_only=True)
@@ -175,13 +184,18 @@ class SessionSettings:
     between_turns_threshold: float = attrs.field(default=0.85, validator=_fraction)
     context_engine: str = "compressor"
     summary_model: str | None = None
+    # The primary provider's reasoning: an effort, or a token budget (stages.reasoning).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
         """The primary provider, then the fallbacks in order (made once per settings value:
         the stages ask for it several times per model call)."""
         primary = ProviderEntry(provider=self.provider, model=self.model, base_url=self.base_url,
-                                api_mode=self.api_mode, credentials=self.credentials)
+                                api_mode=self.api_mode, credentials=self.credentials,
+                                reasoning_effort=self.reasoning_effort,
+                                reasoning_budget=self.reasoning_budget)
         return (primary, *self.fallback_providers)
 
     @property
@@ -242,6 +256,9 @@ class TurnStarted:
     started_at: str
     user_message: str = attrs.field(metadata=REDACTED)
     system_message: str | None = attrs.field(default=None, metadata=REDACTED)
+    # This turn's own reasoning setting, over the provider's (rules 4).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
 
 
 @attrs.frozen(kw_only=True)

@@ -89,7 +89,8 @@ def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
     turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
                      system_message=e.system_message, first_message=len(state.messages),
-                     provider_index=pools.start_provider(state, e))
+                     provider_index=pools.start_provider(state, e),
+                     reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget)
     state = evolve(state, turns=state.turns + 1, turn=turn)
     return _append(state, Message(role="user", content=e.user_message))
 
@@ -128,6 +129,11 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
     if e.action == "fallback":
         return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
                      credential_id=None)
+    if e.action == "strip_reasoning":  # rules 4
+        return _turn(state, failure=None, reasoning_stripped=True, sticky_credential=True)
+    if e.action == "stop_reasoning_replay":  # rules 4
+        return _turn(evolve(state, reasoning_replay_off=True), failure=None,
+                     sticky_credential=True)
     return _turn(state, failure=None)
 
 

@@ -11,6 +11,8 @@ import json
 
 import attrs
 
+from stages.reasoning_parts import ReasoningPart
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -45,6 +47,7 @@ def _wire(message: Message) -> str:
     strict chat-completions servers reject."""
     out = message.to_openai()
     out.pop("reasoning", None)
+    out.pop("reasoning_parts", None)
     return canonical_json(out)
 
 
@@ -58,6 +61,9 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     reasoning: str | None = None
+    # Provider-issued reasoning to send back to the API that issued it (signed thinking
+    # blocks, encrypted Responses items); never part of the OpenAI shape or the wire text.
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
     wire: str = attrs.field(init=False, eq=False, repr=False,
                             default=attrs.Factory(_wire, takes_self=True))
 
@@ -75,6 +81,8 @@ class Message:
             out["name"] = self.name
         if self.reasoning is not None:
             out["reasoning"] = self.reasoning
+        if self.reasoning_parts:
+            out["reasoning_parts"] = [attrs.asdict(part) for part in self.reasoning_parts]
         return out
 
 
@@ -88,9 +96,12 @@ def from_openai(raw: dict) -> Message:
     content = raw.get("content")
     if content is not None and not isinstance(content, str):
         content = canonical_json(content)
+    parts = tuple(ReasoningPart(**{**p, "summary": tuple(p.get("summary") or ())})
+                  for p in raw.get("reasoning_parts") or ())
     return Message(role=raw["role"], content=content, tool_calls=calls,
                    tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
-                   reasoning=raw.get("reasoning") or raw.get("reasoning_content"))
+                   reasoning=raw.get("reasoning") or raw.get("reasoning_content"),
+                   reasoning_parts=parts)
 
 
 def unique_call_ids(message: Message) -> Message:

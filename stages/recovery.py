@@ -9,6 +9,8 @@ re-issued once part of a streamed answer reached the user.
 
 from __future__ import annotations
 
+import attrs
+
 from stages import credential_pool as cp
 from stages.classify import ClassifiedError, classify_api_error
 from stages.context_engine import engine_for
@@ -16,6 +18,7 @@ from stages.context_tokens import overflow_cap, window_of
 from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
 from stages.events import ModelFailed, RecoveryDecided, SessionSettings
 from stages.preflight import estimate_tokens
+from stages.reasoning import reasoning_move
 from stages.state import State, TurnState
 
 AUTH_REASONS = ("auth", "auth_permanent")
@@ -93,6 +96,11 @@ def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
     at = (state.now or 0.0) + failure.latency_ms / 1000
     if _compress_first(state, c, config):
         return Decision(events=(_decided(turn, failure, c, "compress", at=at),), next=PrepareCall())
+    reasoning = reasoning_move(state, c, config)
+    if reasoning in ("strip_reasoning", "stop_reasoning_replay"):
+        return Decision(events=(_decided(turn, failure, c, reasoning, at=at),), next=PrepareCall())
+    if reasoning == "spent":  # resent without reasoning and failed the same way: no retry
+        c = attrs.evolve(c, retryable=False)
     move = None if failure.partial else _key_move(state, c, at, config)
     if move == "refresh":
         assert turn.credential_id is not None

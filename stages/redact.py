@@ -20,6 +20,7 @@ import attrs
 
 from stages.events import REDACTED_FIELDS, Event
 from stages.messages import Message
+from stages.reasoning_parts import ReasoningPart
 from stages.tools import ToolOutcome
 
 _PREFIXES = (
@@ -200,5 +201,18 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
             value, content=None if value.content is None else redact(value.content, known),
             reasoning=None if value.reasoning is None else redact(value.reasoning, known),
             tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
-                             for c in value.tool_calls))
+                             for c in value.tool_calls),
+            reasoning_parts=tuple(_redact_part(p, known) for p in value.reasoning_parts))
     return value
+
+
+def _redact_part(part: ReasoningPart, known: Iterable[str]) -> ReasoningPart:
+    """Readable reasoning is redacted like any text (opaque data and signatures are not text);
+    a signed thinking block whose text changed loses its signature, which no longer fits it:
+    it is then never sent back."""
+    text = redact(part.text, known)
+    summary = tuple(redact(s, known) for s in part.summary)
+    if text == part.text and summary == part.summary:
+        return part
+    signature = part.signature if text == part.text else None
+    return attrs.evolve(part, text=text, summary=summary, signature=signature)

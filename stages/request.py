@@ -13,18 +13,23 @@ from stages.events import ModelRequested, SessionSettings
 from stages.memory import recall_block, with_recall
 from stages.messages import Message, canonical_json
 from stages.preflight import estimate_tokens
+from stages.reasoning import reasoning_digest_fields, reasoning_for
 from stages.state import State
 
 
 def request_digest(request: ModelRequest, history_digest: str) -> str:
     """SHA-256 over everything a request sends; the history enters through its running digest
     (kept by the fold), so the cost does not grow with the conversation."""
-    summary = canonical_json([
+    fields: list[object] = [
         request.api_mode, request.provider, request.model, request.base_url, request.purpose,
         request.system_prompt, history_digest, len(request.messages),
         [tool.wire for tool in request.tools], request.tool_choice, request.max_tokens,
         request.stream, list(request.cache_marks), request.cache_ttl, request.reasoning_effort,
-    ])
+    ]
+    extra = reasoning_digest_fields(request)
+    if extra:  # only when used: digests of requests that do not use them stay as they were
+        fields.append(extra)
+    summary = canonical_json(fields)
     return hashlib.sha256(summary.encode()).hexdigest()
 
 
@@ -51,7 +56,8 @@ def decide_request(state: State, *, config: SessionSettings,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=credential_id,
                            tool_choice=config.tool_choice if tools else None,
-                           cache_marks=cache_marks, cache_ttl=config.cache_ttl)
+                           cache_marks=cache_marks, cache_ttl=config.cache_ttl,
+                           **reasoning_for(state, config, entry))
     digest = request_digest(request, history_digest) if config.rules >= 2 else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
                            provider=entry.provider, message_count=len(state.messages),

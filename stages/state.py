@@ -64,6 +64,11 @@ class TurnState:
     hints: tuple[tuple[str, str], ...] = ()
     # What the user is told about this turn: blocked or truncated context.
     warnings: tuple[str, ...] = ()
+    # Rules 4: the turn's own reasoning setting; reasoning is no longer replayed this turn (a
+    # provider rejected a replayed thinking signature).
+    reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
+    reasoning_stripped: bool = False
 
     @property
     def is_open(self) -> bool:
@@ -105,6 +110,8 @@ class State:
     prompt_fresh: bool = False
     hint_dirs: frozenset[str] = frozenset()
     context: ContextState = ContextState()
+    # Rules 4: replayed encrypted reasoning was unreadable; none is replayed for the session.
+    reasoning_replay_off: bool = False
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

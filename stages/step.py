@@ -24,6 +24,7 @@ from stages.events import (
     TurnFinished,
 )
 from stages.messages import canonical_json
+from stages.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
 from stages.recovery import decide_recovery, next_provider
 from stages.state import State
 from stages.tool_plan import decide_tool_plan
@@ -127,6 +128,9 @@ def _early_end(state: State) -> str | None:
     if turn.api_calls >= state.settings.max_turns:
         # The iteration budget is used up: the turn ends with what there is.
         return "empty" if _empty(reply) else None
+    if (state.settings.rules >= 4 and reply.finish_reason == "length"
+            and thinking_only(reply.message)):
+        return "thinking"  # the output limit went to reasoning alone: asking again repeats it
     if reply.finish_reason == "length" and not reply.message.tool_calls:
         return "length"
     return "empty" if _empty(reply) else None
@@ -137,7 +141,7 @@ def _asks_again(state: State) -> bool:
     interrupt stops that: the person's stop wins over an automatic continuation)."""
     turn = state.turn
     assert turn is not None and state.settings is not None
-    return (not turn.budget_exhausted and _early_end(state) is not None
+    return (not turn.budget_exhausted and _early_end(state) not in (None, "thinking")
             and turn.api_calls < state.settings.max_turns)
 
 
@@ -161,6 +165,10 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
     why = _early_end(state)
     if why == "empty":
         return _decide_empty(state)
+    if why == "thinking":
+        return Decision(events=(TurnFinished(
+            exit_reason="thinking_budget_exhausted", final_response=None, completed=False,
+            failed=True, error=THINKING_EXHAUSTED_TEXT),), next=Finish())
     ask = (ContinuationRequested(prompt=LENGTH_PROMPT, why="length") if why == "length"
            else ContinuationRequested(prompt=CONTINUE_PROMPT))
     if turn.continuations < MAX_CONTINUATIONS:

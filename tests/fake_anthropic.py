@@ -16,10 +16,20 @@ left the ``default`` reply answers, or (without a default) the request gets a 50
 Streamed replies follow the documented sequence: ``message_start``, then per content block
 ``content_block_start`` / ``content_block_delta``... / ``content_block_stop`` (a ``ping`` after
 the first block start), ``message_delta`` (stop reason, output tokens) and ``message_stop``.
+
+Extended thinking as the real API does it: a thinking block carries a signature the server
+computes over its text (``signature_of``), streamed as a ``signature_delta``; a
+``redacted_thinking`` block carries opaque data. A request is refused with a 400
+``invalid_request_error`` (listed in ``rejections``, taking no scripted reply) when a thinking
+block comes back altered or unsigned (``Invalid `signature` in `thinking` block``), redacted data
+was not issued here, thinking sits outside an assistant turn or carries ``cache_control``, the
+budget is under 1024 or not below ``max_tokens``, or thinking is enabled and the assistant turn
+whose tool calls the last user turn answers does not start with its thinking block.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -27,12 +37,19 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from tests.fake_http import MAX_HANG, FakeHandler, FakeHTTPServer, dumps, http_chunk
 
-__all__ = ["FakeAnthropicServer", "Reply", "Usage"]
+__all__ = ["FakeAnthropicServer", "REDACTED_PREFIX", "Reply", "Usage", "signature_of"]
 
 _dumps = dumps
 _MAX_HANG = MAX_HANG
 _tool_ids = itertools.count(1)
 _DEFAULT_MODEL = "claude-fake"
+_SIGNING_KEY = "fake-anthropic-signing-key"
+REDACTED_PREFIX = "EqQBCkgIARABGAIiQL-fake-redacted-"
+
+
+def signature_of(thinking: str) -> str:
+    """The signature the fake issues for a thinking block's text (and checks on the way back)."""
+    return "Eu" + hashlib.sha256((_SIGNING_KEY + thinking).encode()).hexdigest()[:48]
 # Anthropic's error types and the HTTP status each comes with.
 ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
@@ -74,23 +91,26 @@ class Reply:
     hang_seconds: float = 0.0
     piece_size: int | None = None
     chunk_delay: float = 0.0  # seconds between written pieces (SSE events, or JSON body slices)
+    redacted: bool = False  # a redacted_thinking block follows the thinking block
+    unsigned: bool = False  # the thinking block has no signature (third-party endpoints)
 
     @classmethod
     def text(cls, content: str, *, thinking: str | None = None, stop_reason: str = "end_turn",
              usage: Usage | None = None, headers: Mapping[str, str] | None = None,
-             piece_size: int | None = None, chunk_delay: float = 0.0) -> Reply:
-        """A text answer, optionally preceded by a thinking block. With ``chunk_delay`` the
-        headers go out at once, then each SSE event (or each 64 bytes of a JSON body)
-        after that many seconds."""
+             piece_size: int | None = None, chunk_delay: float = 0.0, redacted: bool = False,
+             unsigned: bool = False) -> Reply:
+        """A text answer, optionally preceded by a (signed) thinking block and a redacted one.
+        With ``chunk_delay`` the headers go out at once, then each SSE event (or each
+        64 bytes of a JSON body) after that many seconds."""
         return cls(kind="message", content=content, thinking=thinking, stop_reason=stop_reason,
                    usage=usage, headers=tuple((headers or {}).items()), piece_size=piece_size,
-                   chunk_delay=chunk_delay)
+                   chunk_delay=chunk_delay, redacted=redacted, unsigned=unsigned)
 
     @classmethod
     def tool_use(cls, calls: Iterable[tuple[str, str]], content: str | None = None,
                  ids: Sequence[str] | None = None, *, thinking: str | None = None,
                  stop_reason: str = "tool_use", usage: Usage | None = None,
-                 headers: Mapping[str, str] | None = None) -> Reply:
+                 headers: Mapping[str, str] | None = None, redacted: bool = False) -> Reply:
         """``tool_use`` blocks for ``[(name, input_json_text), ...]``; ids default ``toolu_<n>``."""
         calls = list(calls)
         ids = list(ids) if ids is not None else [f"toolu_{next(_tool_ids):04d}" for _ in calls]
@@ -98,7 +118,8 @@ class Reply:
             raise ValueError("ids must have one entry per call")
         return cls(kind="message", content=content, thinking=thinking,
                    calls=tuple((i, n, a) for i, (n, a) in zip(ids, calls)),
-                   stop_reason=stop_reason, usage=usage, headers=tuple((headers or {}).items()))
+                   stop_reason=stop_reason, usage=usage, headers=tuple((headers or {}).items()),
+                   redacted=redacted)
 
     @classmethod
     def error(cls, status: int, message: str, *, type: str | None = None,  # noqa: A002
@@ -174,7 +195,11 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
     """The reply's content blocks as a non-streaming message holds them."""
     blocks: list[dict[str, Any]] = []
     if reply.thinking:
-        blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": "sig_fake"})
+        blocks.append({"type": "thinking", "thinking": reply.thinking,
+                       "signature": "" if reply.unsigned else signature_of(reply.thinking)})
+    if reply.redacted:
+        data = REDACTED_PREFIX + hashlib.sha256((reply.thinking or "").encode()).hexdigest()[:16]
+        blocks.append({"type": "redacted_thinking", "data": data})
     if reply.content:
         blocks.append({"type": "text", "text": reply.content})
     blocks.extend({"type": "tool_use", "id": i, "name": n, "input": json.loads(a or "{}")}
@@ -198,7 +223,10 @@ def _block_events(index: int, block: Mapping[str, Any], size: int) -> list[bytes
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p}
                   for p in _pieces(block["thinking"], size)]
-        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        if block["signature"]:
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind == "redacted_thinking":
+        start, deltas = dict(block), []
     else:
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
         text = _dumps(block["input"])
@@ -231,6 +259,66 @@ def stream_events(msg_id: str, reply: Reply, body: Mapping[str, Any],
     return events
 
 
+def _thinking_budget_refusal(body: Mapping[str, Any]) -> str | None:
+    budget = (body.get("thinking") or {}).get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= (body.get("max_tokens") or 0):
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    return None
+
+
+def _block_refusal(i: int, role: str, j: int, block: Mapping[str, Any]) -> str | None:
+    kind = block.get("type")
+    if kind not in ("thinking", "redacted_thinking"):
+        return None
+    where = f"messages.{i}.content.{j}"
+    if role != "assistant":
+        return f"{where}: thinking blocks may only appear in assistant turns"
+    if "cache_control" in block:
+        return f"{where}: cache_control cannot be set for thinking blocks"
+    if kind == "thinking" and block.get("signature") != signature_of(block.get("thinking") or ""):
+        return f"{where}: Invalid `signature` in `thinking` block"
+    if kind == "redacted_thinking" and not str(block.get("data") or "").startswith(
+            REDACTED_PREFIX):
+        return f"{where}: Invalid `data` in `redacted_thinking` block"
+    return None
+
+
+def _loop_refusal(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """With thinking on, the assistant turn a tool_result answers must start with thinking."""
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    answers_tools = isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    if last.get("role") != "user" or not answers_tools or len(messages) < 2:
+        return None
+    assistant = messages[-2].get("content")
+    first = assistant[0].get("type") if isinstance(assistant, list) and assistant else "text"
+    if first in ("thinking", "redacted_thinking"):
+        return None
+    return (f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+            f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
+            "`assistant` message must start with a thinking block (preceeding the lastmost set "
+            "of `tool_use` and `tool_result` blocks). To avoid this requirement, disable "
+            "`thinking`.")
+
+
+def thinking_refusal(body: Mapping[str, Any]) -> str | None:
+    """Why the real API would refuse this request's thinking (None: it would not)."""
+    enabled = (body.get("thinking") or {}).get("type") == "enabled"
+    if enabled and (why := _thinking_budget_refusal(body)):
+        return why
+    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(block, dict) and (why := _block_refusal(
+                    i, str(message.get("role")), j, block)):
+                return why
+    return _loop_refusal(messages) if enabled else None
+
+
 _NO_REPLY = _error_body("api_error", "fake server: no scripted reply left")
 
 
@@ -250,6 +338,10 @@ class _Handler(FakeHandler):
 
     def _wait_seconds(self, reply: Reply) -> float:
         return reply.hang_seconds
+
+    def _reject(self, fake: FakeAnthropicServer, body: dict[str, Any]) -> bytes | None:
+        why = thinking_refusal(body)
+        return None if why is None else _error_body("invalid_request_error", why)
 
     def _answer(self, fake: FakeAnthropicServer, reply: Reply, body: dict[str, Any]) -> None:
         stream = bool(body.get("stream"))

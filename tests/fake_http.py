@@ -102,6 +102,11 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
     def _wait_seconds(self, reply: Any) -> float:
         return 0.0
 
+    def _reject(self, fake: Any, body: dict[str, Any]) -> bytes | None:
+        """A 400 error body for a request the real API refuses (None: served as usual). A
+        refused request is recorded and listed in ``rejections``; it takes no scripted reply."""
+        return None
+
     def _answer(self, fake: Any, reply: Any, body: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -162,6 +167,11 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
             fake._record(None, headers)
             fake._unexpected(f"unparseable request body: {exc}")
             self._send(400, "application/json", self._bad_json_body(exc), self.error_headers)
+            return
+        refused = self._reject(fake, body)
+        if refused is not None:
+            fake._record(body, headers, take=False, refused=refused)
+            self._send(400, "application/json", refused, self.error_headers)
             return
         reply = fake._record(body, headers)
         if reply is None:
@@ -326,6 +336,7 @@ class FakeHTTPServer:
         self._requests: list[dict[str, Any] | None] = []
         self._headers: list[dict[str, str]] = []
         self._unexpected_list: list[str] = []
+        self._rejections: list[str] = []
         self._seconds = 0.0
         self._ids = itertools.count(1)
         self._conns: set[socket.socket] = set()
@@ -402,6 +413,7 @@ class FakeHTTPServer:
             self._queue.clear()
             self._requests.clear()
             self._headers.clear()
+            self._rejections.clear()
             self._unexpected_list.clear()
 
     # ---- inspection ----
@@ -431,6 +443,12 @@ class FakeHTTPServer:
         """Scripted replies not consumed yet."""
         with self._lock:
             return len(self._queue)
+
+    @property
+    def rejections(self) -> list[str]:
+        """The error bodies of requests refused as the real API would (``_reject``)."""
+        with self._lock:
+            return list(self._rejections)
 
     @property
     def unexpected(self) -> list[str]:
@@ -476,12 +494,15 @@ class FakeHTTPServer:
 
     # ---- used by the handler ----
 
-    def _record(self, body: dict[str, Any] | None, headers: dict[str, str]) -> Any:
+    def _record(self, body: dict[str, Any] | None, headers: dict[str, str], *,
+                take: bool = True, refused: bytes | None = None) -> Any:
         """Remember a request; the reply it gets (``None``: answer with the no-reply error)."""
         with self._lock:
             self._requests.append(body)
             self._headers.append(headers)
-            if body is None:
+            if refused is not None:
+                self._rejections.append(refused.decode())
+            if body is None or not take:
                 return None
             if self._queue:
                 return self._queue.popleft()

@@ -14,10 +14,19 @@ The stream of a reply is ``response.created``, ``response.in_progress``, then pe
 (reasoning, message, function calls, in that order) ``response.output_item.added``, its part and
 delta events and ``response.output_item.done``, then ``response.completed`` /
 ``response.incomplete`` / ``response.failed`` (or an ``error`` event). No ``[DONE]`` follows.
+
+Encrypted reasoning as a stateless (``store: false``) client meets it: a reasoning item of an
+``encrypted`` reply carries ``encrypted_content`` only when the request asked for it
+(``include: ["reasoning.encrypted_content"]``). The server remembers what it issued and refuses
+(400, listed in ``rejections``, taking no scripted reply) a request that sends back encrypted
+content it did not issue (``invalid_encrypted_content``), refers to an item by id while
+``store`` is false, or (asking for encrypted reasoning, so replaying it) answers a function call
+whose encrypted reasoning item was not sent back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from dataclasses import dataclass, replace
@@ -66,27 +75,31 @@ class ResponsesReply:
     @classmethod
     def text(cls, content: str, *, reasoning: str | None = None, usage: Usage | None = None,
              phase: str | None = None, empty_final_output: bool = False,
-             piece_size: int | None = None, chunk_delay: float = 0.0) -> ResponsesReply:
-        """A completed response with one assistant message (after a reasoning item if given).
-        With ``chunk_delay`` the headers go out at once, then each SSE event (or each
-        64 bytes of a JSON body) after that many seconds."""
+             piece_size: int | None = None, chunk_delay: float = 0.0,
+             encrypted: bool = False) -> ResponsesReply:
+        """A completed response with one assistant message (after a reasoning item if given,
+        ``encrypted`` when asked for). With ``chunk_delay`` the headers go out at once, then
+        each SSE event (or each 64 bytes of a JSON body) after that many seconds."""
         return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
                    phase=phase, empty_final_output=empty_final_output, piece_size=piece_size,
-                   chunk_delay=chunk_delay)
+                   chunk_delay=chunk_delay, encrypted=encrypted)
 
     @classmethod
     def function_calls(cls, calls: Iterable[tuple[str, str]], *, content: str | None = None,
                        ids: Sequence[str] | None = None, reasoning: str | None = None,
                        usage: Usage | None = None, empty_final_output: bool = False,
-                       piece_size: int | None = None) -> ResponsesReply:
-        """``function_call`` items ``[(name, arguments_json_text), ...]``."""
+                       piece_size: int | None = None, encrypted: bool = False) -> ResponsesReply:
+        """``function_call`` items ``[(name, arguments_json_text), ...]`` (after a reasoning
+        item if given, ``encrypted`` when asked for: then the item must come back with the
+        calls' outputs)."""
         calls = list(calls)
         ids = list(ids) if ids is not None else [f"call_{next(_ids)}" for _ in calls]
         if len(ids) != len(calls):
             raise ValueError("ids must have one entry per call")
         return cls(kind="response", content=content, reasoning=reasoning, usage=usage,
                    calls=tuple((i, n, a) for i, (n, a) in zip(ids, calls)),
-                   empty_final_output=empty_final_output, piece_size=piece_size)
+                   empty_final_output=empty_final_output, piece_size=piece_size,
+                   encrypted=encrypted)
 
     @classmethod
     def reasoning_only(cls, reasoning: str = "", *, usage: Usage | None = None) -> ResponsesReply:
@@ -178,15 +191,22 @@ def _usage(reply: ResponsesReply, body: Mapping[str, Any]) -> dict[str, Any]:
             "total_tokens": u.prompt + u.completion}
 
 
-def _items(reply: ResponsesReply) -> list[dict[str, Any]]:
+def _asked_for_encrypted(body: Mapping[str, Any]) -> bool:
+    return "reasoning.encrypted_content" in (body.get("include") or ())
+
+
+def _items(reply: ResponsesReply, fake: FakeResponsesServer | None = None,
+           body: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The complete output items of a reply."""
     item_status = "incomplete" if reply.status == "incomplete" else "completed"
     items: list[dict[str, Any]] = []
     if reply.reasoning is not None:
         item: dict[str, Any] = {"id": f"rs_fake{next(_ids)}", "type": "reasoning", "summary": (
             [{"type": "summary_text", "text": reply.reasoning}] if reply.reasoning else [])}
-        if reply.encrypted:
-            item["encrypted_content"] = "gAAAAB-opaque-fake"
+        if reply.encrypted and fake is not None and body is not None \
+                and _asked_for_encrypted(body):
+            item["encrypted_content"] = fake._issue(item["id"], reply.reasoning,
+                                                    [i for i, _, _ in reply.calls])
         items.append(item)
     if reply.content is not None:
         message: dict[str, Any] = {
@@ -213,7 +233,7 @@ def _response(fake: FakeResponsesServer, reply: ResponsesReply,
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
         "model": body.get("model") or _DEFAULT_MODEL,
-        "output": [] if failed else _items(reply),
+        "output": [] if failed else _items(reply, fake, body),
         "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
         "previous_response_id": None,
         "reasoning": {"effort": (body.get("reasoning") or {}).get("effort"), "summary": None},
@@ -310,8 +330,38 @@ def _sse_chunk(event: Mapping[str, Any]) -> bytes:
 # ---- the handler and the server ----------------------------------------------------------
 
 
+def _reasoning_refusal(fake: FakeResponsesServer, body: Mapping[str, Any]) -> bytes | None:
+    """Why the real API would refuse the request's replayed reasoning (None: it would not)."""
+    items = [i for i in body.get("input") or () if isinstance(i, dict)]
+    sent = set()
+    for item in items:
+        if item.get("type") != "reasoning":
+            continue
+        if item.get("id") and body.get("store") is False:
+            return error_body(f"Item with id '{item['id']}' not found. Items are not persisted "
+                              "when `store` is set to false.")
+        content = item.get("encrypted_content")
+        if content is not None and not fake._issued_content(content):
+            return error_body("The encrypted content for item could not be verified.",
+                              code="invalid_encrypted_content")
+        sent.add(content)
+    if not _asked_for_encrypted(body):  # the client does not replay reasoning at all
+        return None
+    for item in items:
+        if item.get("type") != "function_call_output":
+            continue
+        needed = fake._reasoning_of_call(str(item.get("call_id")))
+        if needed is not None and needed not in sent:
+            return error_body(f"Item for call '{item.get('call_id')}' of type 'function_call' "
+                              "was provided without its required 'reasoning' item.")
+    return None
+
+
 class _ResponsesHandler(OpenAIErrorsHandler):
     route = "/v1/responses"
+
+    def _reject(self, fake: FakeResponsesServer, body: dict[str, Any]) -> bytes | None:
+        return _reasoning_refusal(fake, body)
 
     def _wait_seconds(self, reply: ResponsesReply) -> float:
         return reply.delay
@@ -349,6 +399,23 @@ class FakeResponsesServer(FakeHTTPServer):
 
     def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3) -> None:
         super().__init__(default, piece_size=piece_size)
+        self._encrypted: dict[str, str] = {}  # encrypted content issued -> its item id
+        self._call_reasoning: dict[str, str] = {}  # call id -> the encrypted content before it
 
     def _next_id(self) -> str:
         return f"resp_fake{next(self._ids)}"
+
+    def _issue(self, item_id: str, reasoning: str, call_ids: list[str]) -> str:
+        content = "gAAAAB" + hashlib.sha256(f"{item_id}:{reasoning}".encode()).hexdigest()
+        with self._lock:
+            self._encrypted[content] = item_id
+            self._call_reasoning.update(dict.fromkeys(call_ids, content))
+        return content
+
+    def _issued_content(self, content: str) -> bool:
+        with self._lock:
+            return content in self._encrypted
+
+    def _reasoning_of_call(self, call_id: str) -> str | None:
+        with self._lock:
+            return self._call_reasoning.get(call_id)

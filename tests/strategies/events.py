@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from stages import events as ev
 from stages.messages import Message, ToolCall, canonical_json
+from stages.reasoning_parts import EFFORTS, ReasoningPart
 from stages.tools import ToolOutcome, ToolSpec
 
 __all__ = [
@@ -109,6 +110,23 @@ def tool_calls(names: st.SearchStrategy[str] = identifiers,
     return _full(ToolCall, id=identifiers, name=names, arguments=args)
 
 
+reasoning_efforts = st.none() | st.sampled_from(EFFORTS)
+reasoning_budgets = st.none() | st.integers(1, 10**6)
+_REASONING = {"reasoning_effort": reasoning_efforts, "reasoning_budget": reasoning_budgets}
+
+reasoning_parts = st.one_of(
+    _full(ReasoningPart, type=st.just("thinking"), api_mode=st.just("anthropic_messages"),
+          provider=identifiers, text=texts, signature=st.none() | identifiers, data=st.none(),
+          summary=st.just(()), item_id=st.none()),
+    _full(ReasoningPart, type=st.just("redacted_thinking"),
+          api_mode=st.just("anthropic_messages"), provider=identifiers, text=st.just(""),
+          signature=st.none(), data=identifiers, summary=st.just(()), item_id=st.none()),
+    _full(ReasoningPart, type=st.just("reasoning"), api_mode=st.just("codex_responses"),
+          provider=identifiers, text=st.just(""), signature=st.none(), data=identifiers,
+          summary=st.lists(texts, max_size=2).map(tuple), item_id=st.none() | identifiers))
+"""Provider-issued reasoning as each API issues it."""
+
+
 def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", "assistant",
                                                                    "tool"))
              ) -> st.SearchStrategy[Message]:
@@ -119,7 +137,9 @@ def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", 
             Message, role=st.just(role), content=st.none() | texts, tool_calls=calls,
             tool_call_id=identifiers if role == "tool" else st.none() | identifiers,
             name=st.none() | identifiers,
-            reasoning=st.none() | texts if role == "assistant" else st.none())
+            reasoning=st.none() | texts if role == "assistant" else st.none(),
+            reasoning_parts=(st.lists(reasoning_parts, max_size=2).map(tuple)
+                             if role == "assistant" else st.just(())))
     return roles.flatmap(build)
 
 
@@ -138,7 +158,8 @@ usages = _full(
 
 provider_entries = _full(
     ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
-    api_mode=st.sampled_from(ev.API_MODES), context_length=st.none() | st.integers(1, 10**7))
+    api_mode=st.sampled_from(ev.API_MODES), context_length=st.none() | st.integers(1, 10**7),
+    **_REASONING)
 
 session_settings = _full(
     ev.SessionSettings, fallback_providers=st.lists(provider_entries, max_size=2).map(tuple),
@@ -155,7 +176,7 @@ session_settings = _full(
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
     platform=st.sampled_from(ev.PLATFORMS),
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
-    memory_provider=st.none() | identifiers)
+    memory_provider=st.none() | identifiers, **_REASONING)
 
 _named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
 _names = st.lists(identifiers, max_size=3).map(tuple)
@@ -183,7 +204,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
     ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
-        user_message=texts, system_message=_opt_text),
+        user_message=texts, system_message=_opt_text, **_REASONING),
     ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
