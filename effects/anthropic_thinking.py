@@ -1,10 +1,13 @@
 """Anthropic extended thinking: when a request enables it, and which thinking blocks go back.
 
 Thinking is enabled (``thinking: {type: enabled, budget_tokens}``, with ``max_tokens`` kept
-above the budget) when the request asks for reasoning and either a turn starts (the last message
-is the user's) or the last assistant message carries the signed thinking this provider issued:
-mid tool loop Anthropic requires the final assistant turn to start with its thinking block,
-unmodified, so without one thinking stays off. A forced tool choice never takes thinking.
+above the budget) when the request asks for reasoning and either a turn starts cleanly (the last
+message is the user's and the last assistant message asked for no tools) or the last assistant
+message carries the signed thinking this provider issued: Anthropic requires the final
+assistant turn to start with its thinking block, unmodified, whenever tool results follow it
+(mid tool loop, and also when the user speaks after an interrupted tool loop, since the user's
+text then shares a message with the tool results), so without one thinking stays off. A forced
+tool choice never takes thinking.
 
 When thinking is on, every assistant message sends back the thinking and ``redacted_thinking``
 blocks this provider issued (exactly as received: text, signature, data), first in its content;
@@ -42,12 +45,7 @@ def _budget(request: ModelRequest) -> int | None:
 
 
 def _last_assistant(request: ModelRequest) -> Message | None:
-    for message in reversed(request.messages):
-        if message.role == "user":
-            return None
-        if message.role == "assistant":
-            return message
-    return None
+    return next((m for m in reversed(request.messages) if m.role == "assistant"), None)
 
 
 def _signed(message: Message, provider: str) -> bool:
@@ -58,9 +56,9 @@ def _may_think(request: ModelRequest) -> bool:
     if request.tool_choice not in (None, "auto", "none"):
         return False
     last = next((m.role for m in reversed(request.messages) if m.role != "system"), None)
-    if last == "user":
-        return True
     assistant = _last_assistant(request)
+    if last == "user" and (assistant is None or not assistant.tool_calls):
+        return True
     return (request.replay_reasoning and assistant is not None
             and _signed(assistant, request.provider))
 
