@@ -168,4 +168,7 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
         return verify(args)
+    if args.command in ("export", "batch"):
+        from pipeline import cmd_export
+        return {"export": cmd_export.export, "batch": cmd_export.batch}[args.command](args)
     return {"run": run, "sessions": sessions, "replay": replay, "sql": sql}[args.command](args)

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from pipeline.export_formats import FORMATS, Sample
+from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export_select import ExportFilters, select_lineages
 from pipeline.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
 from stages.errors import UsageError
@@ -33,8 +34,8 @@ from stages.redact import redact
 __all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
            "lineage_samples"]
 
-LINEAGE_MODES = ("stitched", "segments")
-OUTPUTS = ("jsonl", "parquet")
+LINEAGE_MODES = LINEAGE_NAMES
+OUTPUTS = OUTPUT_NAMES
 # What a redaction leaves behind (stages.redact): a whole mask, a kept head and tail, a marker.
 _MASK = re.compile(r"\*\*\*|[A-Za-z0-9_.\-]{6}\.\.\.[A-Za-z0-9_\-]{4}|\[REDACTED PRIVATE KEY\]")
 

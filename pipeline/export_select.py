@@ -38,6 +38,7 @@ class ExportFilters:
     max_turns: int | None = attrs.field(default=None, validator=_check_turns)
     tool: str | None = None
     task_id: str | None = None
+    task_ids: tuple[str, ...] = ()
     session_ids: tuple[str, ...] = ()
 
 
@@ -79,7 +80,8 @@ SELECT root FROM facts WHERE {where} ORDER BY started_at, root
 
 
 def _where(f: ExportFilters) -> tuple[str, list[Any]]:
-    clauses, params = ["true"], []
+    clauses: list[str] = ["true"]
+    params: list[Any] = []
     checks: list[tuple[bool, str, tuple[Any, ...]]] = [
         (f.completed_only, "turns > 0 AND finished = turns AND all_completed", ()),
         (f.model is not None, "(list_contains(models, ?) OR list_contains(configured, ?))",
@@ -92,6 +94,7 @@ def _where(f: ExportFilters) -> tuple[str, list[Any]]:
         (f.max_turns is not None, "turns <= ?", (f.max_turns,)),
         (f.tool is not None, "list_contains(tools, ?)", (f.tool,)),
         (f.task_id is not None, "list_contains(tasks, ?)", (f.task_id,)),
+        (bool(f.task_ids), "list_has_any(tasks, ?)", (list(f.task_ids),)),
         (bool(f.session_ids), "list_contains(?, root)", (list(f.session_ids),)),
     ]
     for wanted, clause, values in checks:
