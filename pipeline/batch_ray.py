@@ -56,10 +56,15 @@ def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
         else:
             ray.init(num_cpus=job.workers, log_to_driver=False, include_dashboard=False)
     remote = ray.remote(num_cpus=1)(_remote_task)
-    pending = {remote.remote(job, task): task for task in tasks}
+    queue = list(tasks)
+    pending: dict[Any, Any] = {}
     results: list[Any] = []
     root = job.out / "sessions"
-    while pending:
+    while queue or pending:
+        # At most ``workers`` tasks in flight, on a cluster of any size.
+        while queue and len(pending) < job.workers:
+            task = queue.pop(0)
+            pending[remote.remote(job, task)] = task
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             pending.pop(ref)

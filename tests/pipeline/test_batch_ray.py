@@ -16,10 +16,24 @@ from stages.errors import LogConflictError
 from tests.fake_openai import FakeOpenAIServer, Reply
 
 
+def start_ray(num_cpus: int, attempts: int = 3) -> None:
+    """A local Ray. Its raylet must register within a fixed 30 s, which a loaded 2-core box
+    sometimes misses: the start is tried again then (it is the environment, not mibyan)."""
+    import ray
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt == attempts - 1:
+                raise
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
     import ray
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_ray(2)
     yield
     ray.shutdown()
 
