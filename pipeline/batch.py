@@ -168,8 +168,8 @@ def _run_local(job: BatchJob, tasks: list[Task], progress: Progress) -> list[Tas
     # forkserver: the parent may run threads (a progress bar, a server), which fork would copy
     # half-way.
     context = multiprocessing.get_context("forkserver")
-    # Imported once in the fork server, so that each worker starts as a cheap fork.
-    context.set_forkserver_preload(["pipeline.batch", "pipeline.agent"])
+    # Workers fork from a server that has already paid the one-off costs (pipeline.batch_warm).
+    context.set_forkserver_preload(["pipeline.batch_warm"])
     with ProcessPoolExecutor(max_workers=job.workers, mp_context=context) as pool:
         futures = [pool.submit(run_task, job, task) for task in tasks]
         for future in as_completed(futures):
