@@ -98,3 +98,16 @@ def test_trl_reasoning_renders_as_think(home) -> None:
     row = json.loads(_export(home, "trl", "jsonl").read_text().splitlines()[-1])
     text = TEMPLATE.render(messages=row["messages"], tools=row["tools"])
     assert "<think>\nTwo sums; run them together.\n</think>\nLet me add." in text
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+def test_the_logs_of_every_rules_version_export_and_match_the_schemas(version, tmp_path) -> None:
+    corpus = Path(__file__).parent.parent / "corpus" / version
+    for fmt in sorted(SCHEMAS):
+        for lineage in ("stitched", "segments"):
+            out = tmp_path / f"{fmt}.{lineage}.jsonl"
+            report = export_sessions(corpus, out, fmt=fmt, lineage=lineage)
+            rows = [json.loads(line) for line in out.open()]
+            assert report.lineages >= 1 and len(rows) >= report.lineages
+            for row in rows:
+                jsonschema.validate(row, SCHEMAS[fmt])
