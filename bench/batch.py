@@ -58,8 +58,8 @@ def main() -> None:
     with FakeOpenAIServer(Reply.text("an answer")) as server:
         measure("local", 1, 1, server.base_url)  # warm-up: start the fork server
         if "ray" in backends:
-            from tests.pipeline.test_batch_ray import start_ray
-            start_ray(4)
+            from pipeline.batch_ray import start_local_ray
+            start_local_ray(4)
             measure("ray", 4, 4, server.base_url)  # warm-up: start the worker processes
         for backend in backends:
             for workers in WORKERS:

@@ -17,7 +17,7 @@ import attrs
 from effects.envelope import SUFFIX
 from stages.errors import LogConflictError, UsageError
 
-__all__ = ["run_ray", "write_back"]
+__all__ = ["run_ray", "start_local_ray", "write_back"]
 
 
 def _remote_task(job: Any, task: Any) -> Any:
@@ -43,6 +43,20 @@ def write_back(root: Path, logs: tuple[tuple[str, bytes], ...]) -> None:
                                    f"already in {root}") from exc
 
 
+def start_local_ray(num_cpus: int, attempts: int = 3) -> None:
+    """A local Ray. Its raylet must register within a fixed 30 s, which a loaded machine
+    sometimes misses; the start is then tried again."""
+    import ray
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
+            return
+        except Exception:  # Ray raises a bare Exception for a start that timed out
+            ray.shutdown()
+            if attempt == attempts - 1:
+                raise
+
+
 def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
     try:
         import ray
@@ -54,7 +68,7 @@ def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
         if job.ray_address:
             ray.init(address=job.ray_address, log_to_driver=False)
         else:
-            ray.init(num_cpus=job.workers, log_to_driver=False, include_dashboard=False)
+            start_local_ray(job.workers)
     remote = ray.remote(num_cpus=1)(_remote_task)
     queue = list(tasks)
     pending: dict[Any, Any] = {}

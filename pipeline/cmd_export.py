@@ -46,13 +46,13 @@ def batch(args: argparse.Namespace) -> int:
                    provider=args.provider, api_mode=args.api_mode, max_turns=args.max_turns,
                    toolsets=None if args.no_tools else args.toolsets, fmt=args.format,
                    ray_address=args.ray_address)
-    with _progress(enabled=not args.quiet and sys.stderr.isatty()) as progress:
+    with _Progress(enabled=not args.quiet and sys.stderr.isatty()) as progress:
         report = run_batch(job, progress=progress)
     print(report.describe())
     return EXIT_OK if not report.failed else EXIT_FAILED
 
 
-class _progress:
+class _Progress:
     """A rich progress bar on stderr (imported only when shown)."""
 
     def __init__(self, *, enabled: bool) -> None:
