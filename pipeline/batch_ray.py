@@ -44,12 +44,15 @@ def write_back(root: Path, logs: tuple[tuple[str, bytes], ...]) -> None:
 
 
 def start_local_ray(num_cpus: int, attempts: int = 3) -> None:
-    """A local Ray. Its raylet must register within a fixed 30 s, which a loaded machine
-    sometimes misses; the start is then tried again."""
+    """A local Ray. On a loaded machine its agents (Python processes) can take longer to come
+    up than the raylet waits for them by default (15 s, after which it aborts), so it waits
+    longer; and the driver waits a fixed 30 s for the raylet, so a start that misses that is
+    tried again."""
     import ray
     for attempt in range(attempts):
         try:
-            ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
+            ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False,
+                     _system_config={"agent_register_timeout_ms": 120_000})
             return
         except Exception:  # Ray raises a bare Exception for a start that timed out
             ray.shutdown()
