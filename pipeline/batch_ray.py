@@ -43,16 +43,14 @@ def write_back(root: Path, logs: tuple[tuple[str, bytes], ...]) -> None:
                                    f"already in {root}") from exc
 
 
-def start_local_ray(num_cpus: int, attempts: int = 3) -> None:
+def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
     """A local Ray. On a loaded machine its agents (Python processes) can take longer to come
-    up than the raylet waits for them by default (15 s, after which it aborts), so it waits
-    longer; and the driver waits a fixed 30 s for the raylet, so a start that misses that is
-    tried again."""
+    up than the raylet waits for them (it then aborts, and the driver gives up after a fixed
+    30 s), so a start that failed is tried again."""
     import ray
     for attempt in range(attempts):
         try:
-            ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False,
-                     _system_config={"agent_register_timeout_ms": 120_000})
+            ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
             return
         except Exception:  # Ray raises a bare Exception for a start that timed out
             ray.shutdown()
