@@ -199,7 +199,62 @@ def _parser() -> argparse.ArgumentParser:
                                   f" default {','.join(DEFAULT_TOOLSETS)})")
     serve.add_argument("--durability", choices=("durable", "flush"), default="durable",
                        help="fsync the logs at turn ends and before tools (durable) or flush")
+    _export_parsers(commands)
     return parser
+
+
+def _export_parsers(commands: Any) -> None:
+    from pipeline.export_names import FORMAT_NAMES, LINEAGE_NAMES, OUTPUT_NAMES
+    export = commands.add_parser("export", help="write trajectories from the logs as training "
+                                 "data (ShareGPT, OpenAI fine-tuning, TRL)")
+    export.add_argument("out", help="the file to write (.jsonl or .parquet)")
+    _format_options(export, FORMAT_NAMES)
+    export.add_argument("--output", choices=OUTPUT_NAMES, help="jsonl or parquet (else from "
+                        "the file name's suffix)")
+    export.add_argument("--lineage", choices=LINEAGE_NAMES, default="stitched",
+                        help="a compressed session as one stitched sample (default) or one "
+                             "sample per context segment")
+    export.add_argument("--completed", action="store_true", help="only sessions whose turns "
+                        "all completed")
+    export.add_argument("--model", help="only sessions this model served (or was set for)")
+    export.add_argument("--since", metavar="DATE", help="only sessions started on or after")
+    export.add_argument("--until", metavar="DATE", help="only sessions started on or before")
+    export.add_argument("--no-fallback", action="store_true", help="skip sessions that fell "
+                        "back to another provider")
+    export.add_argument("--no-compression", action="store_true",
+                        help="skip sessions whose context was compressed")
+    export.add_argument("--min-turns", type=_positive_int, help="at least this many turns")
+    export.add_argument("--max-turns", type=_positive_int, help="at most this many turns")
+    export.add_argument("--tool", help="only sessions that ran this tool")
+    export.add_argument("--task-id", help="only sessions with a turn of this task id")
+    export.add_argument("--session", action="append", help="only this (root) session; repeat")
+
+    batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "
+                                "in parallel, then export them")
+    batch.add_argument("prompts", help='a JSONL file of {"prompt": ...} lines')
+    batch.add_argument("--out", required=True, help="the batch directory (logs, working "
+                       "directories, the export); run again to resume")
+    batch.add_argument("--workers", type=_positive_int, default=1, help="sessions at a time")
+    batch.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="a local process pool (default) or Ray")
+    batch.add_argument("--ray-address", help="a Ray cluster to join (else a local Ray)")
+    _format_options(batch, FORMAT_NAMES)
+    batch.add_argument("--model", help="model name (else $MIBYAN_MODEL)")
+    batch.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    batch.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    batch.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                              "anthropic_messages"))
+    batch.add_argument("--max-turns", type=_positive_int, default=30,
+                       help="model calls per session (30)")
+    batch.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    batch.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                       help="built-in toolsets, comma-separated")
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    parser.add_argument("--format", choices=names, default="sharegpt",
+                        help="sharegpt (hermes-agent's form, default), openai or trl")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

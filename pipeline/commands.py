@@ -178,4 +178,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command in ("serve", "cron"):
         from pipeline import cmd_cron, cmd_serve
         return {"serve": cmd_serve.serve, "cron": cmd_cron.cron}[args.command](args)
+    if args.command in ("export", "batch"):
+        from pipeline import cmd_export
+        return {"export": cmd_export.export, "batch": cmd_export.batch}[args.command](args)
     return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

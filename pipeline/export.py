@@ -1,0 +1,243 @@
+"""Export trajectories from the event logs as training data.
+
+    from pipeline.export import ExportFilters, export_sessions
+    report = export_sessions(home / "sessions", Path("out.jsonl"), fmt="sharegpt",
+                             filters=ExportFilters(completed_only=True))
+
+Sessions are chosen in DuckDB (``pipeline.export_select``), read back event by event
+(``pipeline.trajectory``), shaped by ``pipeline.export_formats`` and written as JSONL or Parquet
+(pyarrow, the ``export`` extra). A compressed session is exported as its lineage: the stitched
+whole (``lineage="stitched"``, the default) or one sample per context segment
+(``lineage="segments"``). The log is already redacted; every string of a sample goes through
+the redaction once more, with the keys the logs name (their credential labels, looked up in the
+environment) and any ``secrets`` given, before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from pipeline.export_formats import FORMATS, Sample
+from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
+from pipeline.export_select import ExportFilters, select_lineages
+from pipeline.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
+from stages.errors import UsageError
+from stages.redact import redact
+
+__all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
+           "lineage_samples"]
+
+LINEAGE_MODES = LINEAGE_NAMES
+OUTPUTS = OUTPUT_NAMES
+# What a redaction leaves behind (stages.redact): a whole mask, a kept head and tail, a marker.
+_MASK = re.compile(r"\*\*\*|[A-Za-z0-9_.\-]{6}\.\.\.[A-Za-z0-9_\-]{4}|\[REDACTED PRIVATE KEY\]")
+
+
+@attrs.frozen(kw_only=True)
+class ExportReport:
+    path: Path
+    fmt: str
+    output: str
+    lineages: int
+    samples: int
+    session_ids: tuple[str, ...]
+    # Strings the export's own redaction pass changed (0 when the log was clean, as it should).
+    redacted: int = 0
+
+    def describe(self) -> str:
+        return (f"exported {self.samples} sample(s) from {self.lineages} session(s) as "
+                f"{self.fmt} ({self.output}) to {self.path}"
+                + (f"; {self.redacted} string(s) redacted on the way" if self.redacted else ""))
+
+
+def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
+                    filters: ExportFilters | None = None, lineage: str = "stitched",
+                    output: str | None = None, secrets: Iterable[str] = (),
+                    env: Mapping[str, str] | None = None) -> ExportReport:
+    """Write the trajectories of the sessions under ``root`` that pass ``filters`` to ``out``.
+
+    ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
+    (default: from the file's suffix, else JSONL). Raises :class:`UsageError` for an unknown
+    format, output or lineage mode, and when pyarrow is missing for Parquet.
+    """
+    _check(fmt, FORMATS, "format")
+    _check(lineage, LINEAGE_MODES, "lineage mode")
+    output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
+    _check(output, OUTPUTS, "output")
+    ids = select_lineages(root, filters or ExportFilters())
+    lineages = [read_lineage(root, sid) for sid in ids]
+    known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
+    rows, redacted = [], 0
+    for item in lineages:
+        for sample in lineage_samples(item, lineage=lineage):
+            record = FORMATS[fmt](sample)
+            record, changed = _redacted(record, known)
+            redacted += changed
+            record["provenance"]["redactions"] = _marked(record, fmt)
+            record["provenance"]["redacted_on_export"] = changed
+            rows.append(record)
+    (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
+    return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
+                        samples=len(rows), session_ids=tuple(ids), redacted=redacted)
+
+
+def _check(value: str, choices: Iterable[str], what: str) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        raise UsageError(f"unknown {what} {value!r}; choose from {', '.join(choices)}")
+
+
+# --- samples ----------------------------------------------------------------------------------
+
+def lineage_samples(item: Lineage, *, lineage: str = "stitched") -> Iterator[Sample]:
+    """The samples of one lineage: the stitched whole, or one per context segment."""
+    if not item.segments:
+        return
+    if lineage == "stitched":
+        yield _sample(item, item.stitched, item.segments[0].system_prompt, item.spans, None)
+        return
+    for index, segment in enumerate(item.segments):
+        yield _sample(item, segment.entries, segment.system_prompt, segment.spans, index,
+                      segment)
+
+
+def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None,
+            spans: tuple[LogSpan, ...], index: int | None,
+            segment: Segment | None = None) -> Sample:
+    entries, unanswered = answered(entries)
+    inside = [(s.session_id, s.first_seq, s.last_seq) for s in spans]
+
+    def within(session_id: str, seq: int) -> bool:
+        return any(sid == session_id and lo <= seq <= hi for sid, lo, hi in inside)
+
+    compressions = ((segment.compression,) if segment is not None and segment.compression
+                    else () if segment is not None else item.compressions)
+    used = {e.turn for e in entries if e.turn is not None}
+    provenance = {
+        "session_id": item.session_id,
+        "segment": index,
+        "spans": [attrs.asdict(s) for s in spans],
+        "turns": [_turn(t) for i, t in enumerate(item.turns)
+                  if i in used or within(t.session_id, t.seq)],
+        "compressions": [attrs.asdict(c) for c in compressions if c is not None],
+        "approvals": [attrs.asdict(a) for a in item.approvals if within(a.session_id, a.seq)],
+        "unanswered_calls": list(unanswered),
+        "redactions": [],
+        "redacted_on_export": 0,
+    }
+    return Sample(entries=entries, system_prompt=system_prompt, tools=item.tools,
+                  provenance=provenance, completed=item.completed, model=item.model,
+                  timestamp=item.started_at)
+
+
+def _turn(turn: Any) -> dict[str, Any]:
+    return {name: list(value) if isinstance(value, tuple) else value
+            for name, value in attrs.asdict(turn).items()}
+
+
+def answered(entries: Iterable[Entry]) -> tuple[tuple[Entry, ...], tuple[str, ...]]:
+    """``entries`` with every tool call answered: a call whose result never came (a crash or
+    an interrupt between the reply and its tools) is taken out of its message, and a result
+    without its call is dropped. Returns the entries and the ids taken out."""
+    items = list(entries)
+    out: list[Entry] = []
+    missing: list[str] = []
+    for index, entry in enumerate(items):
+        message = entry.message
+        if message.role == "tool":
+            if message.tool_call_id in _open_calls(out):
+                out.append(entry)
+            continue
+        if message.tool_calls:
+            results = _results_after(items, index)
+            kept = tuple(c for c in message.tool_calls if c.id in results)
+            missing.extend(c.id for c in message.tool_calls if c.id not in results)
+            if len(kept) != len(message.tool_calls):
+                entry = attrs.evolve(entry, message=attrs.evolve(
+                    message, tool_calls=kept, content=message.content or ""))
+        out.append(entry)
+    return tuple(out), tuple(missing)
+
+
+def _results_after(items: list[Entry], index: int) -> set[str | None]:
+    results: set[str | None] = set()
+    for entry in items[index + 1:]:
+        if entry.message.role != "tool":
+            break
+        results.add(entry.message.tool_call_id)
+    return results
+
+
+def _open_calls(out: list[Entry]) -> set[str]:
+    """The calls of the last assistant message not yet answered in ``out``."""
+    answered_ids: set[str | None] = set()
+    for entry in reversed(out):
+        if entry.message.role == "tool":
+            answered_ids.add(entry.message.tool_call_id)
+            continue
+        if entry.message.role == "assistant":
+            return {c.id for c in entry.message.tool_calls} - {i for i in answered_ids if i}
+        return set()
+    return set()
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+def _named_keys(lineages: list[Lineage], env: Mapping[str, str]) -> list[str]:
+    """The keys the logs' credential labels name (the labels are environment variables)."""
+    labels = {c for item in lineages for t in item.turns for c in t.credentials}
+    labels |= {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
+    return [env[label] for label in sorted(labels) if env.get(label)]
+
+
+def _redacted(value: Any, known: list[str]) -> tuple[Any, int]:
+    if isinstance(value, str):
+        clean = redact(value, known)
+        return clean, int(clean != value)
+    if isinstance(value, dict):
+        pairs = [(k, _redacted(v, known)) for k, v in value.items()]
+        return {k: v for k, (v, _) in pairs}, sum(n for _, (_, n) in pairs)
+    if isinstance(value, list):
+        items = [_redacted(v, known) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return value, 0
+
+
+def _marked(record: dict[str, Any], fmt: str) -> list[int]:
+    """Positions of the sample's messages (turns, for ShareGPT) that hold a redaction mark."""
+    items = record["conversations"] if fmt == "sharegpt" else record["messages"]
+    return [i for i, item in enumerate(items)
+            if _MASK.search(json.dumps(item, ensure_ascii=False))]
+
+
+# --- writers ------------------------------------------------------------------------------------
+
+def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    tmp.replace(out)
+
+
+def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise UsageError("Parquet output needs pyarrow: install mibyan[export]") from exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
+    tmp.replace(out)

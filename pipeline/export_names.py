@@ -1,0 +1,8 @@
+"""The choices of ``mibyan export`` and ``mibyan batch``, kept apart so that the command line
+can offer them without importing the exporter."""
+
+from __future__ import annotations
+
+FORMAT_NAMES = ("sharegpt", "openai", "trl")
+OUTPUT_NAMES = ("jsonl", "parquet")
+LINEAGE_NAMES = ("stitched", "segments")

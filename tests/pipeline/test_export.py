@@ -1,0 +1,253 @@
+"""Trajectory export: named examples of each format, lineages, provenance, filters, outputs
+and the command line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from effects.envelope import session_path, strict_lines
+from pipeline.cli import main
+from pipeline.export import ExportFilters, answered, export_sessions
+from pipeline.trajectory import Entry, read_lineage
+from stages.errors import UsageError
+from stages.messages import Message, ToolCall
+from tests.pipeline.export_sessions import (
+    GITHUB_TOKEN,
+    KEY,
+    calls_session,
+    compressed_session,
+    simple_session,
+    tool_session,
+)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _export(home: Path, fmt: str, **kw) -> list[dict]:
+    out = home / f"out.{fmt}.jsonl"
+    export_sessions(home / "sessions", out, fmt=fmt, **kw)
+    return _rows(out)
+
+
+@pytest.fixture
+def tools_home(tmp_path) -> Path:
+    tool_session(tmp_path)
+    return tmp_path
+
+
+def test_sharegpt_is_in_the_form_hermes_agent_writes(tools_home) -> None:
+    [row] = _export(tools_home, "sharegpt")
+    turns = row["conversations"]
+    assert [t["from"] for t in turns] == ["system", "human", "gpt", "tool", "gpt", "tool", "gpt",
+                                         "human", "gpt"]
+    assert "<tools>" in turns[0]["value"] and '"name": "lookup"' in turns[0]["value"]
+    first = turns[2]["value"]
+    assert first.startswith("<think>\nTwo sums; run them together.\n</think>\nLet me add.\n")
+    assert first.count("<tool_call>") == 2
+    assert '{"name": "add", "arguments": {"a": 1, "b": 2}}' in first
+    # both results of the step in one tool turn, content parsed when it is JSON
+    assert turns[3]["value"].count("<tool_response>") == 2
+    assert '"tool_call_id": "call_a", "name": "add", "content": "3"' in turns[3]["value"]
+    assert '"content": {"name": "ada"' in turns[5]["value"]
+    assert turns[4]["value"].startswith("<think>\n</think>\n<tool_call>")  # no reasoning: empty
+    assert turns[8]["value"] == "<think>\n</think>\nYou are welcome."
+    assert row["model"] == "model-a" and row["completed"] is True
+    assert row["timestamp"].startswith("2026-01-01T00:00:00")
+
+
+def test_openai_has_tools_weights_and_no_reasoning(tools_home) -> None:
+    [row] = _export(tools_home, "openai")
+    messages = row["messages"]
+    assert messages[0]["role"] == "system"
+    assert [m["role"] for m in messages[1:]] == ["user", "assistant", "tool", "tool", "assistant",
+                                                 "tool", "assistant", "user", "assistant"]
+    assert all(m["weight"] == 1 for m in messages if m["role"] == "assistant")
+    assert all("weight" not in m for m in messages if m["role"] != "assistant")
+    assert messages[2]["tool_calls"][0] == {
+        "id": "call_a", "type": "function",
+        "function": {"name": "add", "arguments": '{"a":1,"b":2}'}}
+    assert not any("reasoning" in json.dumps(m) for m in messages)
+    assert row["parallel_tool_calls"] is True
+    assert [t["function"]["name"] for t in row["tools"]] == ["add", "lookup"]
+
+
+def test_trl_has_object_arguments_and_reasoning_content(tools_home) -> None:
+    [row] = _export(tools_home, "trl")
+    assistant = row["messages"][2]
+    assert assistant["reasoning_content"] == "Two sums; run them together."
+    assert assistant["tool_calls"][1]["function"]["arguments"] == {"a": 2, "b": 2}
+    tool = row["messages"][3]
+    assert tool == {"role": "tool", "name": "add", "tool_call_id": "call_a", "content": "3"}
+    assert row["tools"][0]["function"]["parameters"]["required"] == ["a", "b"]
+
+
+def test_provenance_names_the_log_range_its_hash_and_who_served(tools_home) -> None:
+    [row] = _export(tools_home, "openai")
+    p = row["provenance"]
+    [span] = p["spans"]
+    path = session_path(tools_home / "sessions", span["session_id"])
+    with open(path, "rb") as fh:
+        lines = list(strict_lines(fh, span["session_id"], path))
+    assert (span["first_seq"], span["last_seq"]) == (0, len(lines) - 1)
+    assert span["log_hash"] == lines[-1].digest
+    assert [t["models"] for t in p["turns"]] == [["scripted-1"], ["scripted"]]
+    assert all(t["completed"] and not t["fallback"] for t in p["turns"])
+    assert p["compressions"] == [] and p["approvals"] == [] and p["unanswered_calls"] == []
+    assert p["redactions"] == [1, 6]  # the pasted key, the looked-up token
+
+
+def test_secrets_never_reach_an_export(tools_home) -> None:
+    for fmt in ("sharegpt", "openai", "trl"):
+        _export(tools_home, fmt)
+        text = (tools_home / f"out.{fmt}.jsonl").read_text()
+        assert KEY not in text and GITHUB_TOKEN not in text
+
+
+def test_a_secret_the_log_kept_is_redacted_on_export(tmp_path) -> None:
+    simple_session(tmp_path, "my door code is hunter2-hunter2-hunter2", "noted")
+    out = tmp_path / "out.jsonl"
+    report = export_sessions(tmp_path / "sessions", out, fmt="trl",
+                             secrets=["hunter2-hunter2-hunter2"])
+    assert "hunter2-hunter2-hunter2" not in out.read_text()
+    assert report.redacted == 1
+    assert _rows(out)[0]["provenance"]["redacted_on_export"] == 1
+
+
+def test_a_credential_label_s_key_from_the_environment_is_redacted(tmp_path) -> None:
+    simple_session(tmp_path, "the word is correcthorsebatterystaple", "ok")
+    out = tmp_path / "out.jsonl"
+    export_sessions(tmp_path / "sessions", out, env={"OPENAI_API_KEY": "correcthorsebattery"})
+    assert "correcthorsebattery" not in out.read_text()
+
+
+def test_a_compressed_session_exports_stitched_or_as_segments(tmp_path) -> None:
+    chain = compressed_session(tmp_path)
+    assert len(chain) >= 3
+    [whole] = _export(tmp_path, "openai")
+    roles = [m["role"] for m in whole["messages"][1:]]
+    assert roles == ["user", "assistant"] * 8
+    assert [m["content"].split()[0] for m in whole["messages"][1::2]] == ["question"] * 8
+    p = whole["provenance"]
+    assert [s["session_id"] for s in p["spans"]] == chain
+    assert len(p["compressions"]) == len(chain) - 1
+    assert all(c["after_tokens"] < c["before_tokens"] for c in p["compressions"])
+    segments = _export(tmp_path, "openai", lineage="segments")
+    assert [s["provenance"]["segment"] for s in segments] == list(range(len(chain)))
+    # after a compression the carried-over context is there, but not trained on
+    later = segments[1]["messages"]
+    assert any("summary" in (m["content"] or "") for m in later)
+    weights = [m["weight"] for m in later if m["role"] == "assistant"]
+    assert 0 in weights and weights[-1] == 1
+    assert segments[1]["provenance"]["compressions"][0]["session_id"] == chain[0]
+    lineage = read_lineage(tmp_path / "sessions", chain[0])
+    assert sum(1 for e in lineage.stitched if not e.inherited) == 16
+
+
+def test_unanswered_calls_are_taken_out_and_orphan_results_dropped() -> None:
+    def entry(message: Message) -> Entry:
+        return Entry(message=message, session_id="s", seq=0)
+    calls = (ToolCall(id="a", name="t", arguments="{}"), ToolCall(id="b", name="t",
+                                                                   arguments="{}"))
+    entries = [entry(Message(role="user", content="go")),
+               entry(Message(role="assistant", content=None, tool_calls=calls)),
+               entry(Message(role="tool", content="ok", tool_call_id="a", name="t")),
+               entry(Message(role="tool", content="stray", tool_call_id="z", name="t")),
+               entry(Message(role="assistant", content="done"))]
+    kept, missing = answered(entries)
+    assert missing == ("b",)
+    assert [e.message.role for e in kept] == ["user", "assistant", "tool", "assistant"]
+    assert [c.id for c in kept[1].message.tool_calls] == ["a"]
+
+
+def test_filters_choose_the_sessions(tmp_path) -> None:
+    tool_session(tmp_path)
+    compressed_session(tmp_path)
+    calls_session(tmp_path)
+    simple_session(tmp_path, "hi", "hello", model="model-z", task_id="task-7")
+    root = tmp_path / "sessions"
+
+    def chosen(**kw) -> list[str]:
+        report = export_sessions(root, tmp_path / "x.jsonl", filters=ExportFilters(**kw))
+        return sorted(report.session_ids)
+
+    everything = ["calls_0001", "long_0001", "simple_0001", "tools_0001"]
+    assert chosen() == everything
+    assert chosen(completed_only=True) == everything
+    assert chosen(model="model-z") == ["simple_0001"]
+    assert chosen(model="scripted-1") == ["tools_0001"]
+    assert chosen(no_compression=True) == ["calls_0001", "simple_0001", "tools_0001"]
+    assert chosen(min_turns=2) == ["long_0001", "tools_0001"]
+    assert chosen(max_turns=1) == ["calls_0001", "simple_0001"]
+    assert chosen(min_turns=3, max_turns=8) == ["long_0001"]
+    assert chosen(tool="lookup") == ["tools_0001"]
+    assert chosen(tool="add") == ["calls_0001", "tools_0001"]
+    assert chosen(task_id="task-7") == ["simple_0001"]
+    assert chosen(no_fallback=True) == everything
+    assert chosen(since=dt.date(2026, 1, 1), until=dt.date(2026, 1, 1)) == everything
+    assert chosen(since=dt.date(2026, 1, 2)) == []
+    assert chosen(until=dt.date(2025, 12, 31)) == []
+
+
+def test_a_session_that_did_not_complete_is_left_out_by_completed_only(tmp_path) -> None:
+    from pipeline.agent import Agent
+    from pipeline.testing import CountingIds, FakeClock, ScriptedModel
+    from stages.errors import ProviderHTTPError
+    model = ScriptedModel(ProviderHTTPError("bad request", status=400))
+    with Agent(client=model, clock=FakeClock(), ids=CountingIds(prefix="broken"), home=tmp_path,
+               model="m", stream=False, max_retries=0) as agent:
+        assert agent.run("hi").failed
+    simple_session(tmp_path, "hi", "hello")
+    report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl",
+                             filters=ExportFilters(completed_only=True))
+    assert report.session_ids == ("simple_0001",)
+
+
+def test_parquet_output_reads_back(tools_home) -> None:
+    import pyarrow.parquet as pq
+    out = tools_home / "out.parquet"
+    report = export_sessions(tools_home / "sessions", out, fmt="trl")
+    assert report.output == "parquet"
+    [row] = pq.read_table(out).to_pylist()
+    assert row["messages"][2]["reasoning_content"] == "Two sums; run them together."
+
+
+@pytest.mark.parametrize(("kw", "named"), [({"fmt": "alpaca"}, "format 'alpaca'"),
+                                           ({"lineage": "woven"}, "lineage mode 'woven'"),
+                                           ({"output": "csv"}, "output 'csv'")])
+def test_bad_choices_are_usage_errors(tmp_path, kw, named) -> None:
+    with pytest.raises(UsageError, match=named):
+        export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl", **kw)
+
+
+def test_bad_filters_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="min_turns"):
+        ExportFilters(min_turns=-1)
+
+
+def test_no_sessions_writes_an_empty_file(tmp_path) -> None:
+    report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl")
+    assert report.samples == 0 and (tmp_path / "x.jsonl").read_text() == ""
+
+
+def test_mibyan_export_writes_the_file(tools_home, capsys) -> None:
+    compressed_session(tools_home)
+    out = tools_home / "cli.jsonl"
+    code = main(["--home", str(tools_home), "export", str(out), "--format", "openai",
+                 "--no-compression", "--tool", "lookup", "--since", "2026-01-01"])
+    assert code == 0
+    assert "exported 1 sample(s) from 1 session(s) as openai (jsonl)" in capsys.readouterr().out
+    assert len(_rows(out)) == 1
+    code = main(["--home", str(tools_home), "export", str(out), "--lineage", "segments"])
+    assert code == 0 and len(_rows(out)) == 4
+
+
+def test_mibyan_export_rejects_a_bad_date(tools_home, capsys) -> None:
+    code = main(["--home", str(tools_home), "export", "x.jsonl", "--since", "yesterday"])
+    assert code == 2
+    assert "--since must be a date" in capsys.readouterr().err

@@ -1,0 +1,160 @@
+"""Export properties over real logs: sessions of random scripts (tool calls to known and unknown
+tools, bad arguments, failures, interrupts, resumes, loaded histories) run through the Agent,
+then exported in every format. Every tool call in an export has its response, the roles come
+in an order each format allows, and nothing a redacted field held survives."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.agent import Agent
+from pipeline.export import export_sessions
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel
+from stages.events import ModelReplied, Usage
+from stages.messages import Message, ToolCall
+from tests.pipeline.test_replay_properties import SCRIPTS, run_live
+from tests.strategies.events import texts
+from tests.strategies.scripts import SessionScript
+
+PROPERTY = settings(max_examples=10, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FORMATS = ("sharegpt", "openai", "trl")
+
+
+def _exports(root: Path, out: Path) -> dict[str, list[dict]]:
+    rows = {}
+    for fmt in FORMATS:
+        path = out / f"{fmt}.jsonl"
+        export_sessions(root, path, fmt=fmt)
+        rows[fmt] = [json.loads(line) for line in path.open()]
+    return rows
+
+
+# --- checks of each format ----------------------------------------------------------------------
+
+def check_messages(messages: list[dict], *, weighted: bool) -> None:
+    """OpenAI and TRL: an optional system message, then a user; no two user or assistant
+    messages in a row; an assistant's calls answered, each once, by the tool messages right
+    after it (a turn that failed after its tools ran goes on with the next user message);
+    OpenAI weights every assistant message and nothing else."""
+    roles = [m["role"] for m in messages]
+    body = roles[1:] if roles and roles[0] == "system" else roles
+    assert "system" not in body
+    assert body and body[0] == "user", roles
+    open_calls: list[str] = []
+    previous = None
+    for message in messages[len(roles) - len(body):]:
+        role = message["role"]
+        if role == "tool":
+            assert message["tool_call_id"] in open_calls, (message, open_calls)
+            open_calls.remove(message["tool_call_id"])
+        else:
+            assert not open_calls, f"calls {open_calls} have no result"
+            assert role != previous, roles
+            if role == "assistant":
+                open_calls = [c["id"] for c in message.get("tool_calls") or ()]
+                assert len(set(open_calls)) == len(open_calls)
+        if weighted:
+            assert ("weight" in message) == (role == "assistant")
+        previous = role
+    assert not open_calls, f"calls {open_calls} have no result"
+
+
+def check_sharegpt(turns: list[dict]) -> None:
+    """ShareGPT: system, human, then gpt after human or tool; a gpt turn with calls is followed
+    by one tool turn with a response to each call, in order; a tool turn only there."""
+    sources = [t["from"] for t in turns]
+    assert sources[0] == "system" and "system" not in sources[1:]
+    assert len(sources) == 1 or sources[1] == "human", sources
+    follows = {"human": {"gpt"}, "tool": {"gpt", "human"}}
+    for index, turn in enumerate(turns[1:], 1):
+        calls = [json.loads(block.split("</tool_call>")[0])
+                 for block in turn["value"].split("<tool_call>\n")[1:]]
+        following = turns[index + 1] if index + 1 < len(turns) else None
+        if turn["from"] in follows and following is not None:
+            assert following["from"] in follows[turn["from"]], sources
+        if turn["from"] == "gpt":
+            assert turn["value"].startswith("<think>\n")
+            if calls:
+                assert following is not None and following["from"] == "tool", sources
+                responses = [json.loads(block.split("</tool_response>")[0])
+                             for block in following["value"].split("<tool_response>\n")[1:]]
+                assert [r["name"] for r in responses] == [c["name"] for c in calls]
+            else:
+                assert following is None or following["from"] == "human", sources
+
+
+@PROPERTY
+@given(script=SCRIPTS, data=st.data())
+def test_every_call_is_answered_and_roles_come_in_order(script: SessionScript,
+                                                       data: st.DataObject) -> None:
+    resume_at = None
+    if len(script.turns) > 1:
+        resume_at = data.draw(st.none() | st.integers(1, len(script.turns) - 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        live = run_live(Path(tmp), script, resume_at)
+        rows = _exports(live.root, Path(tmp))
+    for fmt, samples in rows.items():
+        assert len(samples) == 1, fmt
+        if fmt == "sharegpt":
+            check_sharegpt(samples[0]["conversations"])
+        else:
+            check_messages(samples[0]["messages"], weighted=fmt == "openai")
+    # the same conversation in each: as many replies, and as many calls as responses
+    openai, trl = rows["openai"][0]["messages"], rows["trl"][0]["messages"]
+    assert [m["role"] for m in openai] == [m["role"] for m in trl]
+    gpt = [t for t in rows["sharegpt"][0]["conversations"] if t["from"] == "gpt"]
+    assert len(gpt) == sum(m["role"] == "assistant" for m in openai)
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+KNOWN = "Zq9-the-configured-key-4471"  # the provider key: known to the journal, no pattern
+TOKEN = "ghp_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8"  # a GitHub token by its shape
+SECRETS = st.sampled_from((KNOWN, TOKEN, f"password={KNOWN}", f"Authorization: Bearer {TOKEN}"))
+
+
+def _with(secret: str, text: str, where: int) -> str:
+    where = min(where, len(text))
+    return f"{text[:where]} {secret} {text[where:]}"
+
+
+def echo(text: str) -> str:
+    """Say it back.
+
+    Args:
+        text: What to say.
+    """
+    return f"you said: {text}"
+
+
+@PROPERTY
+@given(user=texts, answer=texts, secret=SECRETS, where=st.integers(0, 40),
+       places=st.sets(st.sampled_from(("user", "reasoning", "arguments", "answer")),
+                      min_size=1))
+def test_nothing_from_a_redacted_field_survives(user, answer, secret, where, places) -> None:
+    def put(place: str, text: str) -> str:
+        return _with(secret, text, where) if place in places else text
+    call = ToolCall(id="call_1", name="echo",
+                    arguments=json.dumps({"text": put("arguments", "hello")}))
+    first = ModelReplied(
+        message=Message(role="assistant", content=None, tool_calls=(call,),
+                        reasoning=put("reasoning", "thinking")),
+        finish_reason="tool_calls", usage=Usage(), model="scripted", latency_ms=1.0)
+    model = ScriptedModel(first, put("answer", answer) or "ok")
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        with Agent(client=model, tools=[echo], clock=FakeClock(), ids=CountingIds(),
+                   home=home, model="m", api_key=KNOWN, stream=False) as agent:
+            agent.chat(put("user", user) or "hi")
+        rows = _exports(home / "sessions", home)
+        written = "".join((home / f"{fmt}.jsonl").read_text() for fmt in FORMATS)
+    assert KNOWN not in written and TOKEN not in written
+    for fmt in FORMATS:  # OpenAI's format leaves reasoning out
+        if fmt != "openai" or places - {"reasoning"}:
+            assert rows[fmt][0]["provenance"]["redactions"], fmt
