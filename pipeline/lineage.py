@@ -14,7 +14,7 @@ from pathlib import Path
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from pipeline.journal import LiveJournal
 from pipeline.runner import SessionRunner
-from stages.events import ContextInherited, SessionSplit
+from stages.events import ContextInherited, SessionSplit, TurnStarted
 from stages.state import State
 from stages.tools import ToolSpec
 
@@ -38,6 +38,28 @@ def newest(root: Path, session_id: str) -> str:
         if child is None or not session_path(root, child).exists():
             break
         session_id = child
+    return session_id
+
+
+def _parent_of(path: Path) -> str | None:
+    """The parent named by a child's ``context_inherited``, among its first records."""
+    for envelope in read_envelopes(path):
+        if envelope.kind == ContextInherited.kind:
+            return envelope.payload["parent_session_id"]
+        if envelope.kind == TurnStarted.kind:
+            return None
+    return None
+
+
+def oldest(root: Path, session_id: str) -> str:
+    """The first session of the chain ``session_id`` belongs to (the root of its lineage)."""
+    seen: set[str] = set()
+    while session_id not in seen:
+        seen.add(session_id)
+        parent = _parent_of(session_path(root, session_id))
+        if parent is None or not session_path(root, parent).exists():
+            break
+        session_id = parent
     return session_id
 
 

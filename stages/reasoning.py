@@ -55,14 +55,13 @@ def reasoning_for(state: State, config: SessionSettings, entry: ProviderEntry) -
 
 def reasoning_digest_fields(request: Any) -> dict[str, Any]:
     """What a request's digest adds for the reasoning fields, only those in use (so requests
-    that use none keep the digest they always had)."""
+    that use none keep the digest they always had). The cache key is left out: it is the
+    session's id, which a fork changes while its prefix must replay as the origin's did."""
     extra: dict[str, Any] = {}
     if request.reasoning_budget is not None:
         extra["reasoning_budget"] = request.reasoning_budget
     if not request.replay_reasoning:
         extra["replay_reasoning"] = False
-    if request.cache_key is not None:
-        extra["cache_key"] = request.cache_key
     return extra
 
 

@@ -193,6 +193,47 @@ def _replay(session: ChatSession, arg: str) -> None:
     session.display.notice(f"replay of {target}: {report.describe()}", level)
 
 
+@command("fork", "fork this session after record SEQ (default: its end), maybe with another "
+         "model, and go on in the fork", "[SEQ] [model]")
+def _fork(session: ChatSession, arg: str) -> None:
+    from pipeline.fork import fork_session
+    from stages.errors import UsageError
+    origin = session.session_id
+    if origin is None:
+        raise UsageError("nothing to fork yet: this session has no turn")
+    words = arg.split()
+    at = int(words.pop(0)) if words and words[0].isdigit() else None
+    changes = {"model": words.pop(0)} if words else {}
+    if words:
+        raise UsageError("usage: /fork [SEQ] [model]")
+    fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **changes))
+    if fork is None:
+        return
+    fork.agent.close()
+    session.switch(fork.session_id, model=changes.get("model"))
+    if fork.continued is not None:
+        session.display.end_turn(None)
+    session.display.notice(f"forked {origin}@{fork.origin_seq}: now in {fork.session_id}")
+
+
+@command("export", "write this session's trajectory (sharegpt, openai or trl) to a JSONL "
+         "file", "[format] [path]")
+def _export(session: ChatSession, arg: str) -> None:
+    from pipeline.export import export_sessions
+    from pipeline.export_select import ExportFilters
+    from pipeline.lineage import oldest
+    from stages.errors import UsageError
+    if session.session_id is None:
+        raise UsageError("nothing to export yet: this session has no turn")
+    root = session.home / "sessions"
+    first = oldest(root, session.session_id)
+    fmt, _, path = arg.partition(" ")
+    fmt = fmt or "sharegpt"
+    out = Path(path.strip()) if path.strip() else session.options.workdir / f"{first}.{fmt}.jsonl"
+    report = export_sessions(root, out, fmt=fmt, filters=ExportFilters(session_ids=(first,)))
+    session.display.notice(report.describe())
+
+
 @command("memory", "show the built-in memory (MEMORY.md and USER.md)")
 def _memory(session: ChatSession, arg: str) -> None:
     from effects.memory_store import MemoryStore

@@ -1,7 +1,7 @@
 """The session API: create, list, get, close, send a message (streamed or not), follow a
-session's events, interrupt, replay.
+session's events, interrupt, replay, fork, export.
 
-Each action on an idle session (replay; fork and export plug in the same way) is one handler
+Each action on an idle session (replay, fork, export) is one handler
 built by :func:`idle_action`: it finds the owner's session, claims it (409 while a turn runs),
 and runs the action in a worker thread.
 """
@@ -171,6 +171,50 @@ def replay(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> d
                       "report": r.describe()} for r in reports]}
 
 
+def fork(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
+    """A new session of the same owner: the session's current log up to record ``at`` (all of
+    it when absent), to go on from there with other messages. Its settings stay the
+    gateway's (a reopened session takes the gateway's settings), so a fork changes no model;
+    ``mibyan fork`` and ``Agent.fork`` do."""
+    from pipeline.fork import fork_session
+    unknown = sorted(set(body) - {"at"})
+    if unknown:
+        raise oa.bad(f"A fork takes only 'at' (a record number); not {', '.join(unknown)}.",
+                     param=unknown[0])
+    at = body.get("at")
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool)):
+        raise oa.bad("'at' must be a record number (an integer).", param="at")
+    forked = fork_session(session.agent, session.lineage[-1], at=at)
+    forked.agent.close()
+    pool.adopt(session.owner, forked.session_id, session.platform)
+    answer = None if forked.continued is None else forked.continued.final_response
+    return {"id": forked.session_id, "object": "session.fork", "forked_from": session.id,
+            "origin_log": forked.origin_session_id, "origin_seq": forked.origin_seq,
+            "answer": answer}
+
+
+def export(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
+    """The session's trajectory (its whole lineage, stitched) in ``format`` (sharegpt, openai
+    or trl), as the samples themselves."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from pipeline.export import export_sessions
+    from pipeline.export_select import ExportFilters
+    from pipeline.lineage import oldest
+    fmt = body.get("format", "sharegpt")
+    if not isinstance(fmt, str):
+        raise oa.bad("'format' must be sharegpt, openai or trl.", param="format")
+    root = session.agent.home / "sessions"
+    first = oldest(root, session.lineage[0])
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "export.jsonl"
+        export_sessions(root, out, fmt=fmt, filters=ExportFilters(session_ids=(first,)))
+        samples = [json.loads(line) for line in out.read_text().splitlines()]
+    return {"id": session.id, "object": "session.export", "format": fmt, "samples": samples}
+
+
 SESSION_ROUTES = [
     Route("/v1/sessions", create, methods=["POST"]),
     Route("/v1/sessions", listed, methods=["GET"]),
@@ -180,4 +224,6 @@ SESSION_ROUTES = [
     Route("/v1/sessions/{session_id}/events", events, methods=["GET"]),
     Route("/v1/sessions/{session_id}/interrupt", interrupt, methods=["POST"]),
     Route("/v1/sessions/{session_id}/replay", idle_action(replay), methods=["POST"]),
+    Route("/v1/sessions/{session_id}/fork", idle_action(fork), methods=["POST"]),
+    Route("/v1/sessions/{session_id}/export", idle_action(export), methods=["POST"]),
 ]

@@ -163,6 +163,36 @@ def test_compress_between_turns_continues_in_a_child(summarising, tmp_path):
     assert kinds[-1] == "session_split" and "compression_requested" in kinds
 
 
+def test_fork_goes_on_in_a_fork_with_another_model_and_export_writes_the_trajectory(
+        server, tmp_path):
+    import json
+    server.script(Reply.text("Noted: 4711."), Reply.text("Four."), Reply.text("Seven."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("/fork", "/export", "remember 4711", "what is 2+2?")
+        origin = chat.session.session_id
+        root = tmp_path / "home" / "sessions"
+        cut = next(e.seq for e in read_envelopes(session_path(root, origin))
+                   if e.kind == "turn_started" and e.payload["user_message"] == "what is 2+2?")
+        chat.lines("/fork x y z", f"/fork {cut} gpt-4o", "what is 3+4?",
+                   "/export trl", f"/export sharegpt {tmp_path / 'out.jsonl'}")
+        fork = chat.session.session_id
+    err = chat.err.getvalue()
+    assert "error: /fork: nothing to fork yet" in err and "error: /export: nothing to" in err
+    assert "error: /fork: usage: /fork [SEQ] [model]" in err
+    assert f"forked {origin}@{cut}: now in {fork}" in err and fork != origin
+    last = server.requests[-1]
+    assert last["model"] == "gpt-4o"
+    assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
+        "remember 4711", "what is 3+4?"]  # the fork kept the first turn only
+    assert replay(root, fork).identical and replay(root, origin).identical
+    trl = [json.loads(line) for line in (tmp_path / f"{fork}.trl.jsonl").read_text().splitlines()]
+    assert len(trl) == 1 and trl[0]["messages"][-1]["content"] == "Seven."
+    shared = json.loads((tmp_path / "out.jsonl").read_text())
+    assert shared["conversations"][-1]["value"].endswith("Seven.")
+    assert "exported 1 sample(s) from 1 session(s) as trl" in err
+
+
 def test_memory_skills_and_tools_are_listed(server, tmp_path):
     skill = tmp_path / "home" / "skills" / "deploy"
     skill.mkdir(parents=True)

@@ -17,7 +17,7 @@ from effects.codec import from_payload
 from effects.context_window import probe_context_window
 from effects.eventlog import read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.lineage import newest
+from pipeline.lineage import newest, oldest
 from pipeline.memory import MemoryProvider
 from pipeline.replay import replay
 from pipeline.testing import CountingIds, FakeClock
@@ -115,6 +115,7 @@ def test_resuming_any_session_of_the_chain_opens_the_newest(summarising, home) -
     root = home / "sessions"
     assert first is not None and last is not None and last != first
     assert newest(root, first) == last
+    assert oldest(root, last) == first == oldest(root, first)
     with _agent(summarising, home, ids, session_id=first) as again:
         result = _turn(summarising, again, 99)
         assert result["completed"] and result["session_id"] == last

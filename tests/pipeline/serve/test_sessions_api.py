@@ -142,6 +142,8 @@ def test_one_token_sees_nothing_of_another_s_sessions(gateway):
                 ("POST", f"/v1/sessions/{sid}/messages", {"content": "x"}),
                 ("POST", f"/v1/sessions/{sid}/interrupt", None),
                 ("POST", f"/v1/sessions/{sid}/replay", None),
+                ("POST", f"/v1/sessions/{sid}/fork", {}),
+                ("POST", f"/v1/sessions/{sid}/export", {}),
                 ("GET", f"/v1/sessions/{sid}/events", None)):
             response = bob.request(method, path, json=body)
             assert response.status_code == 404, (method, path)
@@ -186,6 +188,37 @@ def test_replay_through_the_api(gateway):
         report = client.post(f"/v1/sessions/{sid}/replay").json()
     assert report["identical"] is True and report["logs"][0]["session_id"] == sid
     assert report["logs"][0]["report"].startswith("identical (")
+
+
+def test_fork_and_export_through_the_api(gateway):
+    gateway.upstream.script(Reply.text("a"), Reply.text("b"), Reply.text("c"))
+    with gateway.client() as client, gateway.client("bob") as bob:
+        sid = client.post("/v1/sessions").json()["id"]
+        for text in ("one", "two"):
+            client.post(f"/v1/sessions/{sid}/messages", json={"content": text})
+        second = next(e for e in gateway.events(sid)
+                      if getattr(e, "user_message", None) == "two")
+        at = gateway.events(sid).index(second)
+        for body, param in (({"at": "x"}, "at"), ({"model": "other"}, "model"),
+                            ({"base_url": "http://evil"}, "base_url"), ({"at": 10_000}, None)):
+            refused = client.post(f"/v1/sessions/{sid}/fork", json=body)
+            assert refused.status_code == 400, body
+            assert refused.json()["error"]["param"] == param
+        forked = client.post(f"/v1/sessions/{sid}/fork", json={"at": at})
+        assert forked.status_code == 200, forked.text
+        fork = forked.json()
+        assert (fork["forked_from"], fork["origin_seq"], fork["answer"]) == (sid, at, None)
+        answer = client.post(f"/v1/sessions/{fork['id']}/messages", json={"content": "three"})
+        assert answer.json()["final_response"] == "c"
+        assert bob.post(f"/v1/sessions/{fork['id']}/export", json={}).status_code == 404
+        exported = client.post(f"/v1/sessions/{fork['id']}/export", json={"format": "openai"})
+        bad = client.post(f"/v1/sessions/{sid}/export", json={"format": "csv"})
+    sent = gateway.upstream.requests[-1]
+    assert [m["content"] for m in sent["messages"] if m["role"] == "user"] == ["one", "three"]
+    samples = exported.json()["samples"]
+    assert len(samples) == 1 and samples[0]["messages"][-1]["content"] == "c"
+    assert bad.status_code == 400
+    gateway.assert_every_session_replays()
 
 
 @pytest.mark.parametrize(("body", "param"), [
