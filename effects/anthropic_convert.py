@@ -82,7 +82,9 @@ def _merged(turns: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]
         if not blocks:
             continue
         if out and out[-1][0] == role:
-            out[-1] = (role, out[-1][1] + blocks)
+            # Thinking opens an assistant turn: a merged-in turn's own thinking is dropped.
+            kept = [b for b in blocks if b["type"] not in THINKING_TYPES]
+            out[-1] = (role, out[-1][1] + kept)
         else:
             out.append((role, blocks))  # block lists are never changed in place
     return out

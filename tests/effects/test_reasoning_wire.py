@@ -246,3 +246,22 @@ def test_anthropic_bodies_from_the_fakes_own_issue_pass_its_checks(effort):
                Message(role="tool", content="6", tool_call_id="c2", name="add"))
     body = to_anthropic(req("anthropic_messages", *history, reasoning_effort=effort))
     assert thinking_refusal(body) is None
+
+
+THINKING = ("thinking", "redacted_thinking")
+
+
+def test_anthropic_thinking_stays_first_when_an_orphan_result_joins_two_assistant_turns():
+    # The tool result answers no call, so it is dropped and the two assistant turns become one:
+    # the second one's thinking may not land after the first one's text.
+    signed = ReasoningPart(type="redacted_thinking", api_mode="anthropic_messages",
+                           provider="p", data=REDACTED_PREFIX + "0")
+    history = (Message(role="assistant", content="before"),
+               Message(role="tool", content=None, tool_call_id="0"),
+               Message(role="assistant", content="after", reasoning_parts=(signed,)))
+    body = to_anthropic(req("anthropic_messages", *history, reasoning_effort="low"))
+    for message in body["messages"]:
+        kinds = [b["type"] for b in message["content"]] if isinstance(
+            message["content"], list) else ["text"]
+        firsts = kinds[:next((i for i, k in enumerate(kinds) if k not in THINKING), len(kinds))]
+        assert all(k not in THINKING for k in kinds[len(firsts):]), kinds
