@@ -8,6 +8,7 @@ started with ``workers`` CPUs.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,9 @@ def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
 
 
 def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
+    # Under `uv run`, Ray would start every worker through `uv run` (a sync per worker, which
+    # fails offline and uploads the working tree); the workers use this interpreter instead.
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     try:
         import ray
     except ImportError as exc:

@@ -193,8 +193,8 @@ def _replay(session: ChatSession, arg: str) -> None:
     session.display.notice(f"replay of {target}: {report.describe()}", level)
 
 
-@command("fork", "fork this session after record SEQ (default: its end), maybe with another "
-         "model, and go on in the fork", "[SEQ] [model]")
+@command("fork", "go on in a fork of this session (after record SEQ; maybe another model)",
+         "[SEQ] [model]")
 def _fork(session: ChatSession, arg: str) -> None:
     from pipeline.fork import fork_session
     from stages.errors import UsageError
@@ -216,8 +216,8 @@ def _fork(session: ChatSession, arg: str) -> None:
     session.display.notice(f"forked {origin}@{fork.origin_seq}: now in {fork.session_id}")
 
 
-@command("export", "write this session's trajectory (sharegpt, openai or trl) to a JSONL "
-         "file", "[format] [path]")
+@command("export", "write this session's trajectory (sharegpt, openai, trl) as JSONL",
+         "[format] [path]")
 def _export(session: ChatSession, arg: str) -> None:
     from pipeline.export import export_sessions
     from pipeline.export_select import ExportFilters

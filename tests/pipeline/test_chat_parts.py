@@ -89,7 +89,7 @@ def test_the_cost_estimate_knows_a_few_models_and_says_when_it_does_not() -> Non
 
 def test_every_command_has_a_one_line_help_and_exit_comes_last() -> None:
     expected = {"help", "new", "resume", "sessions", "model", "tools", "compress", "usage",
-                "replay", "memory", "skills", "exit"}
+                "replay", "fork", "export", "memory", "skills", "exit"}
     assert expected <= set(slash.COMMANDS)
     for entry in slash.COMMANDS.values():
         assert entry.help and "\n" not in entry.help and len(entry.help) < 80
@@ -99,10 +99,10 @@ def test_every_command_has_a_one_line_help_and_exit_comes_last() -> None:
 def test_a_registered_command_is_one_entry_listed_before_exit(monkeypatch) -> None:
     monkeypatch.setattr(slash, "COMMANDS", dict(slash.COMMANDS))
     calls = []
-    slash.register(slash.SlashCommand("fork", "fork this session", lambda s, a: calls.append(a),
+    slash.register(slash.SlashCommand("mark", "mark this point", lambda s, a: calls.append(a),
                                       "[at]"))
-    assert slash.names()[-2:] == ["/fork", "/exit"]
-    assert slash.run(object(), "/fork 12") is True  # type: ignore[arg-type]
+    assert slash.names()[-2:] == ["/mark", "/exit"]
+    assert slash.run(object(), "/mark 12") is True  # type: ignore[arg-type]
     assert calls == ["12"]
 
 
