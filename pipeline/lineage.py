@@ -9,6 +9,7 @@ parent that still goes on, never a parent pointing nowhere. Resuming any session
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
@@ -29,16 +30,22 @@ def _child_of(path: Path) -> str | None:
     return child
 
 
-def newest(root: Path, session_id: str) -> str:
-    """The newest session of the chain ``session_id`` belongs to (itself when it has none)."""
+def _walk(root: Path, session_id: str, step: Callable[[Path], str | None]) -> str:
+    """Follow ``step`` (a log's next session along the chain) while it names a log that
+    exists; the last session reached (loops are cut)."""
     seen: set[str] = set()
     while session_id not in seen:
         seen.add(session_id)
-        child = _child_of(session_path(root, session_id))
-        if child is None or not session_path(root, child).exists():
+        following = step(session_path(root, session_id))
+        if following is None or not session_path(root, following).exists():
             break
-        session_id = child
+        session_id = following
     return session_id
+
+
+def newest(root: Path, session_id: str) -> str:
+    """The newest session of the chain ``session_id`` belongs to (itself when it has none)."""
+    return _walk(root, session_id, _child_of)
 
 
 def _parent_of(path: Path) -> str | None:
@@ -53,14 +60,7 @@ def _parent_of(path: Path) -> str | None:
 
 def oldest(root: Path, session_id: str) -> str:
     """The first session of the chain ``session_id`` belongs to (the root of its lineage)."""
-    seen: set[str] = set()
-    while session_id not in seen:
-        seen.add(session_id)
-        parent = _parent_of(session_path(root, session_id))
-        if parent is None or not session_path(root, parent).exists():
-            break
-        session_id = parent
-    return session_id
+    return _walk(root, session_id, _parent_of)
 
 
 def inherited(state: State) -> ContextInherited:
