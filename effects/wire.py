@@ -10,7 +10,6 @@ replaces anything else (the history itself, and the log, keep what the model wro
 from __future__ import annotations
 
 import json
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -34,7 +33,6 @@ class WireCache(Generic[K, V]):
 
     def __init__(self, build: Callable[[K], V]) -> None:
         self._build = build
-        self._lock = threading.Lock()
         self._entries: dict[int, tuple[weakref.ref, V]] = {}
 
     def __call__(self, key: K) -> V:
@@ -42,16 +40,17 @@ class WireCache(Generic[K, V]):
         if entry is not None and entry[0]() is key:
             return entry[1]
         value = self._build(key)
-        with self._lock:
-            self._entries[id(key)] = (weakref.ref(key, self._forget(id(key))), value)
+        # No lock: a dead key's callback can run on this very thread, inside any allocation
+        # (the collector), and would deadlock on it. Single dict operations are atomic; a race
+        # between threads can only drop an entry, which costs a rebuild, never a wrong value.
+        self._entries[id(key)] = (weakref.ref(key, self._forget(id(key))), value)
         return value
 
     def _forget(self, ident: int) -> Callable[[weakref.ref], None]:
         def forget(ref: weakref.ref) -> None:
-            with self._lock:
-                entry = self._entries.get(ident)
-                if entry is not None and entry[0] is ref:
-                    del self._entries[ident]
+            entry = self._entries.get(ident)
+            if entry is not None and entry[0] is ref:
+                self._entries.pop(ident, None)
         return forget
 
 
