@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
+import msgspec
 
 from stages.errors import LogCorruptError, UsageError
 
@@ -167,7 +168,17 @@ def decode_line(line: bytes) -> Envelope:
     return _decode(line)[0]
 
 
+_STRICT = msgspec.json.Decoder()
+
+
 def _parse(line: bytes) -> Any:
+    try:
+        # A strict RFC 8259 parser, several times faster; what it accepts, the standard one
+        # reads the same way. Whatever it refuses (a lone surrogate escape, NaN, a byte order
+        # mark, a broken line) the standard parser below decides, and words the error.
+        return _STRICT.decode(line)
+    except msgspec.DecodeError:
+        pass
     if line[:1] == b"{" and line[1:2] != b"\x00":  # UTF-8, as json.loads would detect it
         # One decoder for all lines: json.loads with parse_constant builds one per call.
         return _DECODER.decode(line.decode("utf-8", "surrogatepass"))

@@ -4,6 +4,7 @@ default. Every answer says where it came from."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import attrs
@@ -32,6 +33,7 @@ class Window:
     source: str
 
 
+@functools.lru_cache(maxsize=256)  # asked several times per model call, for few models
 def table_window(model: str) -> Window:
     """The table's window for ``model`` (longest substring match), else the default."""
     name = model.lower()

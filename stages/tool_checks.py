@@ -116,6 +116,8 @@ def halt_on_repeats(state: State, calls: tuple[ToolCall, ...]) -> Decision | Non
     ``MAX_SAME_FAILURES`` times in it: it is stuck in a loop."""
     assert state.turn is not None
     failed = state.turn.failed_calls
+    if not failed:  # the common case: no key to compute
+        return None
     stuck = next((c for c in calls if failed.count(call_key(c)) >= MAX_SAME_FAILURES), None)
     if stuck is None:
         return None
