@@ -4,6 +4,8 @@ about speed and prints one report.
     python bench/replay.py                 # 200 tool turns (about 1,600 events), 5 replays
     python bench/replay.py --turns 40      # a smaller session
     python bench/replay.py --profile       # cProfile of one replay, top functions
+    python bench/replay.py --sessions 8    # also ``replay --all`` of 8 such sessions, on one
+                                           # process and on one per core
 
 A live session is recorded once against the in-tree fake OpenAI server (each turn a tool call,
 its result and a text answer), then replayed ``--repeats`` times; the figures are the medians of the wall time and of the
@@ -81,11 +83,44 @@ def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+def replay_all(home: Path, root: Path, session_id: str, sessions: int) -> None:
+    """``mibyan replay --all`` over ``sessions`` copies of the session (each its own id)."""
+    from effects.eventlog import session_path as path_of
+    from pipeline.cmd_replay import replay_every
+    lines = path_of(root, session_id).read_bytes()
+    for i in range(1, sessions):
+        copy_id = f"{session_id}-{i}"
+        # A copy under another id must chain under that id: re-encode every record.
+        write_copy(lines, path_of(root, copy_id), copy_id)
+    for jobs in sorted({1, os.cpu_count() or 1}):
+        result = replay_every(root, jobs=jobs)
+        assert result.held and result.sessions == sessions, result
+        print(f"  replay --all, {sessions} sessions, {jobs} process{'es' if jobs > 1 else ''}: "
+              f"{result.events / result.seconds:10,.0f} events/s   "
+              f"{result.seconds * 1000:8.1f} ms")
+
+
+def write_copy(lines: bytes, path: Path, session_id: str) -> None:
+    from effects.envelope import decode_line, encode_line, line_hash
+    prev, out = "0" * 64, []
+    for raw in lines.splitlines():
+        e = decode_line(raw)
+        payload = e.payload
+        if e.kind == "session_started":
+            payload = {**payload, "session_id": session_id}
+        line = encode_line(session_id, e.seq, e.kind, e.schema_version, e.recorded_at, prev,
+                           payload)
+        prev = line_hash(line)
+        out.append(line)
+    path.write_bytes(b"\n".join(out) + b"\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sessions", type=int, default=0)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-replay-"))
     try:
@@ -118,6 +153,8 @@ def main() -> int:
             print(f"  {name:16} {n / seconds:10,.0f} events/s   {seconds * 1000:8.1f} ms   "
                   f"{n / cpu:10,.0f} events/s   {cpu * 1000:8.1f} ms")
         print(f"  ({report.describe()}; load average {os.getloadavg()[0]:.2f})")
+        if args.sessions:
+            replay_all(home, root, session_id, args.sessions)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return 0

@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")
     replay.add_argument("session", nargs="?")
     replay.add_argument("--all", action="store_true", help="replay every session and summarise")
+    replay.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="with --all: replay on N processes (default: one per core for a "
+                        "large home, else one)")
     log = commands.add_parser("log", help="event-log maintenance")
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
     verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")

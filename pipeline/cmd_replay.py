@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def replay(args: argparse.Namespace) -> int:
     if args.all == (args.session is not None):
         raise UsageError("name one SESSION to replay, or --all")
     if args.all:
-        return replay_all(_root(args))
+        return replay_all(_root(args), jobs=args.jobs)
     from pipeline.replay import replay as replay_session
     report = replay_session(_root(args), args.session)
     print("\n".join(describe(report)))
@@ -63,31 +64,56 @@ class ReplayAll:
                 f"{d} divergence{'s' if d != 1 else ''}, {rate} events/s")
 
 
-def replay_every(root: Path) -> ReplayAll:
-    """Replay every session under ``root``; a log that cannot be read counts as a failure."""
-    from effects.eventlog import list_session_ids
+def _replay_one(root: Path, session_id: str) -> tuple[int, tuple[str, ...] | None]:
+    """One session's replayed events and, when it did not hold, what went wrong (as printed);
+    a log that cannot be read is a failure."""
     from pipeline.replay import replay as replay_session
     from stages.errors import MibyanError
-    sessions = events = 0
-    failures: list[tuple[str, tuple[str, ...]]] = []
+    try:
+        report = replay_session(root, session_id)
+    except MibyanError as exc:
+        return 0, (f"{session_id}: cannot replay: {type(exc).__name__}: {exc}",)
+    return report.events, None if report.identical else tuple(describe(report, named=True))
+
+
+# Below this much log a process pool costs more to start than it saves.
+PARALLEL_BYTES = 4_000_000
+
+
+def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
+    """Replay every session under ``root``: in this process, or (a large home, or ``jobs``)
+    on a pool of processes, one per core; sessions are independent, so a pool scales."""
+    from effects.eventlog import list_session_ids, session_path
     started = time.perf_counter()
-    for session_id in list_session_ids(root):
-        sessions += 1
-        try:
-            report = replay_session(root, session_id)
-        except MibyanError as exc:
-            failures.append((session_id, (f"{session_id}: cannot replay: "
-                                          f"{type(exc).__name__}: {exc}",)))
-            continue
-        events += report.events
-        if not report.identical:
-            failures.append((session_id, tuple(describe(report, named=True))))
-    return ReplayAll(sessions=sessions, events=events, seconds=time.perf_counter() - started,
-                     failures=tuple(failures))
+    sizes = {s: session_path(root, s).stat().st_size for s in list_session_ids(root)}
+    if jobs is None:
+        large = sum(sizes.values()) >= PARALLEL_BYTES
+        jobs = min(os.cpu_count() or 1, len(sizes)) if large else 1
+    if jobs <= 1:
+        outcomes = {s: _replay_one(root, s) for s in sizes}
+    else:
+        import multiprocessing
+        import threading
+        from concurrent.futures import ProcessPoolExecutor
+        # A fork starts at once, with everything imported; but a caller that runs threads
+        # would be copied half-way, so it gets a fork server instead.
+        if threading.active_count() == 1:
+            context = multiprocessing.get_context("fork")
+        else:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["pipeline.replay"])
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            # Largest first, so that one big session does not start last and run alone.
+            futures = {s: pool.submit(_replay_one, root, s)
+                       for s in sorted(sizes, key=sizes.__getitem__, reverse=True)}
+            outcomes = {s: futures[s].result() for s in sizes}
+    failures = tuple((s, lines) for s, (_, lines) in outcomes.items() if lines is not None)
+    return ReplayAll(sessions=len(sizes), events=sum(n for n, _ in outcomes.values()),
+                     seconds=time.perf_counter() - started, failures=failures)
 
 
-def replay_all(root: Path) -> int:
-    result = replay_every(root)
+def replay_all(root: Path, *, jobs: int | None = None) -> int:
+    result = replay_every(root, jobs=jobs)
     for _, lines in result.failures:
         print("\n".join(lines))
     print(result.summary())

@@ -79,6 +79,11 @@ def test_replay_names_the_first_divergence_field_by_field(server, home):
     assert good not in everything.stdout
     assert "2 sessions, " in everything.stdout and "1 divergence," in everything.stdout
 
+    pooled = mibyan(home, "replay", "--all", "--jobs", "2")  # the same, on two processes
+    assert pooled.returncode == 1
+    assert pooled.stdout.splitlines()[:-1] == everything.stdout.splitlines()[:-1]
+    assert pooled.stdout.splitlines()[-1].startswith("2 sessions, ")
+
 
 def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
     sid = _run(home, server, "hello", "an answer")
