@@ -97,10 +97,9 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
         from concurrent.futures import ProcessPoolExecutor
         # A fork starts at once, with everything imported; but a caller that runs threads
         # would be copied half-way, so it gets a fork server instead.
-        if threading.active_count() == 1:
-            context = multiprocessing.get_context("fork")
-        else:
-            context = multiprocessing.get_context("forkserver")
+        method = "fork" if threading.active_count() == 1 else "forkserver"
+        context = multiprocessing.get_context(method)
+        if method == "forkserver":
             context.set_forkserver_preload(["pipeline.replay"])
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             # Largest first, so that one big session does not start last and run alone.
