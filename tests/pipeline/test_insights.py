@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.index import open_index
 from pipeline.insights import summarise
-from pipeline.prices import Price, PriceTable, parse_price, price_table
+from pipeline.prices import PriceTable
 from pipeline.query import connect
 from pipeline.views import UNITS
 from stages.errors import UsageError
@@ -240,21 +240,6 @@ def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
         assert found.tool_calls["calls"] == 1 and found.compressions["count"] == 0
     with pytest.raises(UsageError, match="days must be at least 1"):
         summarise(sample.root, days=0, index=index)
-
-
-def test_prices_by_name_prefix_and_override(tmp_path: Path) -> None:
-    table = price_table({"prices": {"house-model": {"input": 1, "output": 2}}},
-                        ["gpt-4o-mini=10,20,5"])
-    assert table.find("openai/gpt-4o-mini-2024-07-18") == Price(10.0, 20.0, 5.0)
-    assert table.find("house-model") == Price(1.0, 2.0)
-    assert table.find("claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3, 3.75)
-    assert table.find("unknown") is None
-    assert Price(1, 2).cost(input_tokens=10**6, output_tokens=10**6, cache_read_tokens=10**6) == 4
-    for bad in ("gpt", "gpt=1", "gpt=a,b", "=1,2", "gpt=1,-2"):
-        with pytest.raises(UsageError, match="MODEL=INPUT,OUTPUT"):
-            parse_price(bad)
-    with pytest.raises(UsageError, match="needs input and output"):
-        price_table({"prices": {"m": {"input": 1}}})
 
 
 def _cli_json(capsys, *argv: str) -> dict:
