@@ -125,9 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
     verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
     verify.add_argument("session")
-    sql = commands.add_parser("sql", help="query all event logs with DuckDB "
-                              "(events and its views: sessions, turns, model_calls, ...)")
+    sql = commands.add_parser("sql", help="query all event logs with DuckDB through the "
+                              "insights index (events and its views: sessions, turns, "
+                              "model_calls, ...)")
     sql.add_argument("query")
+    sql.add_argument("--reindex", action="store_true",
+                     help="rebuild the index from the logs first")
 
     fork = commands.add_parser(
         "fork", help="replay a session's first records, then go on live with other settings")

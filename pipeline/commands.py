@@ -145,9 +145,12 @@ def _unreadable_events(path: Path) -> tuple[str, ...]:
 
 
 def sql(args: argparse.Namespace) -> int:
-    from pipeline.query import query
-    columns, rows = query(_root(args), args.query)
+    from pipeline.query import query_index
+    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex)
     _table(columns, rows)
+    for session_id, problem in report.problems:
+        print(f"mibyan: log problem (indexed up to it): {session_id}: {problem}",
+              file=sys.stderr)
     return EXIT_OK
 
 

@@ -7,8 +7,9 @@ indexed record still hashes to what the index holds) and only its new tail is re
 on; one that shrank, changed in place or no longer chains is read again from its start; one
 that is gone leaves the index. A record that does not check (a broken chain, a changed line)
 ends what is indexed of its log, and the log's problem is kept (:attr:`IndexReport.problems`).
-The index has the same ``events`` table as ``mibyan sql`` and the views of
-:mod:`pipeline.views` over it.
+The index has the same ``events`` table as the in-memory connection of
+:func:`pipeline.query.connect` and the views of :mod:`pipeline.views` over it; ``mibyan sql``
+queries it (:func:`pipeline.query.query_index`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """What tokens cost: a table of list prices (US dollars per million tokens), overridable.
 
-A model's price is found by its name: exactly, else by the longest known name it starts with
-(``gpt-4o-mini-2024-07-18`` costs what ``gpt-4o-mini`` costs), with any ``provider/`` prefix
-left off. The table is a snapshot of public list prices and goes out of date: override or add
+A model's price is found by its name: exactly, else by the longest known name it starts with,
+in any case (``gpt-4o-mini-2024-07-18`` costs what ``gpt-4o-mini`` costs), with any
+``provider/`` prefix left off; a model served by the ``local`` provider (on this machine) costs
+nothing. The table is a snapshot of public list prices and goes out of date: override or add
 models in ``config.toml`` (``[prices."my-model"]`` with ``input``, ``output``, ``cache_read``,
 ``cache_write``) or with ``mibyan insights --price MODEL=INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]``.
-A model with no price gets no cost (reported as unpriced), never a guess.
+A model with no price gets no cost (reported as unpriced), never a guess. It is the one table:
+``mibyan insights`` and the chat's cost (after each turn, ``/usage``) read it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from stages.errors import UsageError
+from stages.events import Usage
 
-__all__ = ["DEFAULT_PRICES", "Price", "PriceTable", "parse_price", "price_table"]
+__all__ = ["DEFAULT_PRICES", "FREE_PROVIDERS", "Price", "PriceTable", "parse_price",
+           "price_table"]
 
 
 @attrs.frozen
@@ -52,9 +56,11 @@ DEFAULT_PRICES: Mapping[str, Price] = {
     "claude-opus-4": Price(15.0, 75.0, 1.5, 18.75),
     "claude-sonnet-4": Price(3.0, 15.0, 0.3, 3.75),
     "claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
+    "claude-haiku-4": Price(1.0, 5.0, 0.1, 1.25),
     "claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
     "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
 }
+FREE_PROVIDERS = frozenset({"local"})
 
 
 @attrs.frozen
@@ -68,10 +74,23 @@ class PriceTable:
         for name in (model, model.rsplit("/", 1)[-1]):
             if name in self.prices:
                 return self.prices[name]
-            prefixes = [k for k in self.prices if name.startswith(k)]
+            prefixes = [k for k in self.prices if name.lower().startswith(k.lower())]
             if prefixes:
                 return self.prices[max(prefixes, key=len)]
         return None
+
+    def usage_cost(self, usage: Usage, model: str | None,
+                   provider: str | None = None) -> float | None:
+        """Dollars for ``usage`` on ``model`` served by ``provider``; None when the model has
+        no price."""
+        if provider in FREE_PROVIDERS:
+            return 0.0
+        price = self.find(model)
+        if price is None:
+            return None
+        return price.cost(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                          cache_read_tokens=usage.cache_read_tokens,
+                          cache_write_tokens=usage.cache_write_tokens)
 
     def with_prices(self, extra: Mapping[str, Price]) -> PriceTable:
         return PriceTable({**self.prices, **extra})

@@ -1,22 +1,27 @@
 """DuckDB over every session's event log: ``events`` (one row per envelope) and the views of
 :mod:`pipeline.views` (``sessions``, ``turns``, ``model_calls``, ``tool_calls``, ...).
 
-DuckDB only reads the JSONL logs; the writer never touches it. The logs are loaded into the
-in-memory database first; then the connection is sealed (no file, extension or network access,
-configuration locked), so that SQL from the command line can read the logs and nothing else:
-not ``/etc/passwd``, not a ``COPY ... TO`` over a session's log.
+DuckDB only reads the JSONL logs; the writer never touches it. :func:`connect` loads the logs
+into an in-memory database; :func:`query_index` (``mibyan sql``) brings the insights index
+(:mod:`pipeline.index`) up to date instead and opens it read-only. Either connection is then
+sealed (no file, extension or network access, configuration locked), so that SQL from the
+command line can read the logs and nothing else: not ``/etc/passwd``, not a ``COPY ... TO``
+over a session's log, not a change to the index.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from effects.envelope import SUFFIX
 from pipeline.views import create_views
 from stages.errors import UsageError
 
-__all__ = ["COLUMNS", "connect", "query"]
+if TYPE_CHECKING:
+    from pipeline.index import IndexReport
+
+__all__ = ["COLUMNS", "connect", "query", "query_index"]
 
 COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
             "'schema_version': 'INTEGER', 'recorded_at': 'VARCHAR', 'prev_hash': 'VARCHAR', "
@@ -25,8 +30,10 @@ COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
 _EMPTY_EVENTS = ("SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS seq, NULL::VARCHAR AS kind, "
                  "NULL::INTEGER AS schema_version, NULL::VARCHAR AS recorded_at, "
                  "NULL::VARCHAR AS prev_hash, NULL::JSON AS payload WHERE false")
-_SEAL = ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
-         "SET autoload_known_extensions = false", "SET lock_configuration = true")
+# The progress bar would go to stdout, into the rows.
+_SEAL = ("SET enable_progress_bar = false", "SET enable_external_access = false",
+         "SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+         "SET lock_configuration = true")
 _READ_ONLY = "mibyan's SQL reads the event logs only (events and its views)"
 
 
@@ -39,12 +46,17 @@ def connect(root: Path, *, sealed: bool = True) -> Any:
     try:
         con.execute(f"CREATE TABLE events AS {_events_source(root)}")
         create_views(con)
-        for statement in _SEAL if sealed else ():
-            con.execute(statement)
+        if sealed:
+            _seal(con)
     except duckdb.Error as exc:
         con.close()
         raise UsageError(f"cannot load the event logs under {root}: {_first_line(exc)}") from exc
     return con
+
+
+def _seal(con: Any) -> None:
+    for statement in _SEAL:
+        con.execute(statement)
 
 
 def _events_source(root: Path) -> str:
@@ -59,15 +71,54 @@ def _events_source(root: Path) -> str:
 
 
 def query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run ``sql`` on a sealed connection: the column names and the rows of its last statement.
+    """Run ``sql`` on a sealed in-memory connection: the column names and the rows of its last
+    statement.
 
     Raises :class:`UsageError` with a one-line reason for an empty or failing query, and for one
     that tries to reach files, extensions or settings.
     """
+    _check(sql)
+    con = connect(root)
+    try:
+        return _run(con, sql)
+    finally:
+        con.close()
+
+
+def query_index(root: Path, sql: str, *, index: Path | None = None,
+                rebuild: bool = False) -> tuple[list[str], list[tuple], IndexReport]:
+    """Run ``sql`` over the insights index of the logs under ``root`` (at ``index``, default
+    ``<home>/insights.duckdb``), brought up to date first (rebuilt with ``rebuild``) as
+    ``mibyan insights`` does: the column names, the rows of its last statement, and the
+    update's report. The index is opened read-only and sealed, and refuses what :func:`query`
+    refuses, and any change to itself."""
     import duckdb
+
+    from pipeline.index import connect_index, index_path
+    _check(sql)
+    path = Path(index) if index is not None else index_path(root)
+    updated, report = connect_index(root, path=path, rebuild=rebuild)
+    # Opened again read-only: no query may change what the next update takes for the logs.
+    updated.close()
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise UsageError(f"cannot open the insights index {path}: {_first_line(exc)}") from exc
+    try:
+        _seal(con)
+        columns, rows = _run(con, sql)
+    finally:
+        con.close()
+    return columns, rows, report
+
+
+def _check(sql: str) -> None:
     if not sql.strip():
         raise UsageError("empty query: give a SQL statement, e.g. 'SELECT count(*) FROM events'")
-    con = connect(root)
+
+
+def _run(con: Any, sql: str) -> tuple[list[str], list[tuple]]:
+    import duckdb
     try:
         cursor = con.execute(sql)
         if cursor is None:  # only comments or semicolons
@@ -77,11 +128,9 @@ def query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
         raise UsageError(f"query refused: {_first_line(exc)} ({_READ_ONLY})") from exc
     except duckdb.Error as exc:
         reason = _first_line(exc)
-        if "configuration has been locked" in reason:
+        if "configuration has been locked" in reason or "read-only mode" in reason:
             raise UsageError(f"query refused: {reason} ({_READ_ONLY})") from exc
         raise UsageError(f"query failed: {reason}") from exc
-    finally:
-        con.close()
 
 
 def _first_line(exc: Exception) -> str:

@@ -3,8 +3,9 @@
 ``sessions``, ``turns``, ``model_calls``, ``tool_calls``, ``recoveries``, ``compressions``, and
 ``lineage`` (a compressed session goes on in a child session: every unit names the session its
 chain started in, ``root_session_id``). The same views sit on the in-memory connection of
-``mibyan sql`` (:mod:`pipeline.query`) and on the insights index (:mod:`pipeline.index`); each is
-plain SQL over ``events``, so whatever holds that table gets them. Times are the journal clock's
+:func:`pipeline.query.connect` and on the insights index (:mod:`pipeline.index`, which
+``mibyan insights`` and ``mibyan sql`` read); each is plain SQL over ``events``, so whatever
+holds that table gets them. Times are the journal clock's
 ``recorded_at`` (and ``started_at`` of a turn), as UTC ``TIMESTAMP`` values.
 """
 

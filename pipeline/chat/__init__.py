@@ -5,7 +5,8 @@
 * ``slash``: the table of slash commands (``register`` adds one);
 * ``listen`` and ``display``/``render``: events to what is shown, plain or rich;
 * ``app``: the terminal's prompts; ``piped``: stdin line by line;
-* ``inline``: approvals and ``clarify`` questions asked inline; ``pricing``: the cost estimate.
+* ``inline``: approvals and ``clarify`` questions asked inline;
+* ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.prices`).
 """
 
 from __future__ import annotations

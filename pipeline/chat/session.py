@@ -21,6 +21,7 @@ from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question
 from pipeline.chat.listen import EventRouter
 from pipeline.chat.text import turn_line
+from pipeline.prices import price_table
 from pipeline.result import TurnResult
 from pipeline.toolsets import DEFAULT_TOOLSETS
 from stages.errors import MibyanError
@@ -69,6 +70,8 @@ class ChatSession:
         self.router = EventRouter(display)
         self.inbox = Inbox()
         self.model = options.model
+        # config.toml's [prices] as insights reads them, so both tell the same cost.
+        self.prices = price_table(cfg.load_file(options.state_home))
         self.last: TurnResult | None = None
         self.failed_turns = 0
         self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
@@ -128,7 +131,7 @@ class ChatSession:
         if result is None:
             self.failed_turns += 1
             return None
-        self.display.end_turn(turn_line(result, time.monotonic() - started))
+        self.display.end_turn(turn_line(result, time.monotonic() - started, self.prices))
         self.last, self.interrupted = result, result.interrupted
         self.failed_turns += result.failed
         return result

@@ -177,7 +177,7 @@ def _usage(session: ChatSession, arg: str) -> None:
         return
     usage = last.session_usage
     session.display.text(f"session {last.session_id}: {usage_text(usage)} · "
-                         f"{cost_text(usage, last.model, last.provider)} · "
+                         f"{cost_text(usage, last.model, last.provider, session.prices)} · "
                          f"{usage.total_tokens:,} tokens in all")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.chat.pricing import estimate_cost
+from pipeline.prices import PriceTable
 from pipeline.result import TurnResult
 from stages.events import Usage
 
@@ -51,8 +51,8 @@ def collapsed(output: str, lines: int = PREVIEW_LINES) -> tuple[list[str], int]:
     return shown, max(0, len(all_lines) - lines)
 
 
-def cost_text(usage: Usage, model: str, provider: str) -> str:
-    cost = estimate_cost(usage, model, provider)
+def cost_text(usage: Usage, model: str, provider: str, prices: PriceTable) -> str:
+    cost = prices.usage_cost(usage, model, provider)
     if cost is None:
         return "cost n/a"
     return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
@@ -71,12 +71,13 @@ def usage_text(usage: Usage) -> str:
     return text
 
 
-def turn_line(result: TurnResult, seconds: float) -> str:
+def turn_line(result: TurnResult, seconds: float, prices: PriceTable) -> str:
     """After each turn: tokens, cache hits, estimated cost, model calls, time, and how it
     ended when that was not a plain answer."""
     calls = f"{result.api_calls} call" + ("s" if result.api_calls != 1 else "")
-    parts = [usage_text(result.usage), cost_text(result.usage, result.model, result.provider),
-             calls, f"{seconds:.1f} s"]
+    parts = [usage_text(result.usage),
+             cost_text(result.usage, result.model, result.provider, prices), calls,
+             f"{seconds:.1f} s"]
     if not result.completed:
         parts.append(result.turn_exit_reason)
     return " · ".join(parts)

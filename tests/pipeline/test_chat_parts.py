@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from pipeline.chat import slash
 from pipeline.chat.blocks import BlockSplitter
 from pipeline.chat.inline import approval_choice, clarify_answer
-from pipeline.chat.pricing import estimate_cost, price_of
 from pipeline.chat.text import argument_summary, collapsed, usage_text
 from stages.events import Usage
 
@@ -76,15 +75,6 @@ def test_usage_text_shows_cache_hits_and_reasoning() -> None:
                   reasoning_tokens=20)
     assert usage_text(usage) == "1,000 in (800 cached) · 50 out (20 reasoning)"
     assert usage_text(Usage(input_tokens=5, output_tokens=1)) == "5 in · 1 out"
-
-
-def test_the_cost_estimate_knows_a_few_models_and_says_when_it_does_not() -> None:
-    usage = Usage(input_tokens=1_000_000, cache_read_tokens=1_000_000, output_tokens=1_000_000)
-    assert estimate_cost(usage, "gpt-4o-mini-2024-07-18") == pytest.approx(0.15 + 0.075 + 0.60)
-    assert estimate_cost(usage, "openai/gpt-4o") == pytest.approx(2.50 + 1.25 + 10.00)
-    assert price_of("claude-sonnet-4-20250514") == price_of("claude-sonnet-4")
-    assert estimate_cost(usage, "some-new-model") is None
-    assert estimate_cost(usage, "SmolLM2", "local") == 0.0
 
 
 def test_every_command_has_a_one_line_help_and_exit_comes_last() -> None:

@@ -5,8 +5,10 @@ nested under its parent's call, /compress, /resume, /replay."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from effects.eventlog import read_envelopes, session_path
@@ -225,3 +227,26 @@ def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
     assert done.stderr.count(" in · ") == 2 and "Traceback" not in done.stderr
     missing = mibyan(home, "chat", "--resume", "no_such_session", stdin="hi\n", env=env)
     assert missing.returncode == 2 and "no session 'no_such_session'" in missing.stderr
+
+
+def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server, tmp_path,
+                                                                         capsys):
+    from pipeline.cli import main
+    from tests.fake_openai import Usage
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[prices."gpt-4o-mini"]\ninput = 1000000\n'
+                                      'output = 2000000\n')
+    server.script(Reply.text("Four.", usage=Usage(3, 2)))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("2+2?", "/usage")
+    assert " · $7.00 · 1 call" in chat.err.getvalue()  # 3 in at $1, 2 out at $2
+    assert " · $7.00 · " in chat.out.getvalue().splitlines()[1]
+    assert main(["--home", str(home), "insights", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost_usd"] == 7.0
+    server.script(Reply.text("Six."))
+    unpriced = Chat(attrs.evolve(_options(server, tmp_path), model="house-model"))
+    with unpriced.session:
+        unpriced.lines("3+3?")
+    assert "cost n/a" in unpriced.err.getvalue()

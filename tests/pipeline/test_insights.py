@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,8 +17,8 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.index import open_index
 from pipeline.insights import summarise
-from pipeline.prices import Price, PriceTable, parse_price, price_table
-from pipeline.query import connect
+from pipeline.prices import PriceTable
+from pipeline.query import connect, query, query_index
 from pipeline.views import UNITS
 from stages.errors import UsageError
 from tests.sample_home import Sample, record
@@ -210,6 +211,67 @@ def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_p
     shutil.rmtree(home)
 
 
+# --- mibyan sql, through the index -------------------------------------------------------------
+
+def test_sql_through_the_index_gives_the_rows_of_a_query_over_the_raw_logs(
+        sample: Sample, tmp_path: Path, capsys) -> None:
+    from pipeline.commands import _table
+    home = tmp_path / "home"
+    shutil.copytree(sample.root, home / "sessions")
+    root = home / "sessions"
+    for unit in ("events", *UNITS):
+        sql = f"SELECT * FROM {unit} ORDER BY ALL"
+        assert query_index(root, sql)[:2] == query(root, sql)
+    sql = ("SELECT s.session_id, s.model, count(t.turn) AS turns, sum(t.tokens) AS tokens "
+           "FROM sessions s JOIN turns t USING (session_id) GROUP BY ALL ORDER BY ALL")
+    assert main(["--home", str(home), "sql", sql]) == 0
+    shown = capsys.readouterr()
+    _table(*query(root, sql))
+    assert shown.out == capsys.readouterr().out and shown.err == ""
+    assert "(3 rows)" in shown.out
+    # It was insights' own index that sql brought up to date: nothing left for insights to read.
+    assert _cli_json(capsys, "--home", str(home), "insights", "--json")["index"][
+        "records_added"] == 0
+
+
+def test_sql_sees_a_log_appended_after_the_last_query(copy: Path, sample: Sample,
+                                                      capsys) -> None:
+    home, path = copy.parent, copy / f"{sample.beta}.jsonl"
+    lines = _lines(path)
+    path.write_bytes(b"".join(lines[:5]))
+
+    def count() -> str:
+        assert main(["--home", str(home), "sql", "SELECT count(*) AS n FROM events WHERE "
+                     f"session_id = '{sample.beta}'"]) == 0
+        return capsys.readouterr().out.splitlines()[1].strip()
+
+    assert count() == "5"
+    path.write_bytes(b"".join(lines))
+    assert count() == str(len(lines))
+    with open_index(copy) as (_, report):
+        assert report.records_added == 0 and report.unchanged == 4
+
+
+def test_sql_reindex_rebuilds_as_insights_does(copy: Path, sample: Sample, capsys) -> None:
+    """A change in place that keeps a log's size and time is only seen with --reindex."""
+    home, path = copy.parent, copy / f"{sample.alpha[0]}.jsonl"
+    sql = f"SELECT max(seq) AS last FROM events WHERE session_id = '{sample.alpha[0]}'"
+    assert main(["--home", str(home), "sql", sql]) == 0
+    before = capsys.readouterr().out.splitlines()[1].strip()
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    at = sum(len(line) for line in _lines(path)[:5]) + 30  # inside record 5
+    data[at] = ord("x") if data[at] != ord("x") else ord("y")
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert main(["--home", str(home), "sql", sql]) == 0
+    assert capsys.readouterr().out.splitlines()[1].strip() == before
+    assert main(["--home", str(home), "sql", "--reindex", sql]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1].strip() == "4"
+    assert err.startswith(f"mibyan: log problem (indexed up to it): {sample.alpha[0]}: seq 5: ")
+
+
 # --- summarise, prices and the command ----------------------------------------------------------
 
 def test_summarise_counts_everything(sample: Sample, tmp_path: Path) -> None:
@@ -240,21 +302,6 @@ def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
         assert found.tool_calls["calls"] == 1 and found.compressions["count"] == 0
     with pytest.raises(UsageError, match="days must be at least 1"):
         summarise(sample.root, days=0, index=index)
-
-
-def test_prices_by_name_prefix_and_override(tmp_path: Path) -> None:
-    table = price_table({"prices": {"house-model": {"input": 1, "output": 2}}},
-                        ["gpt-4o-mini=10,20,5"])
-    assert table.find("openai/gpt-4o-mini-2024-07-18") == Price(10.0, 20.0, 5.0)
-    assert table.find("house-model") == Price(1.0, 2.0)
-    assert table.find("claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.3, 3.75)
-    assert table.find("unknown") is None
-    assert Price(1, 2).cost(input_tokens=10**6, output_tokens=10**6, cache_read_tokens=10**6) == 4
-    for bad in ("gpt", "gpt=1", "gpt=a,b", "=1,2", "gpt=1,-2"):
-        with pytest.raises(UsageError, match="MODEL=INPUT,OUTPUT"):
-            parse_price(bad)
-    with pytest.raises(UsageError, match="needs input and output"):
-        price_table({"prices": {"m": {"input": 1}}})
 
 
 def _cli_json(capsys, *argv: str) -> dict:

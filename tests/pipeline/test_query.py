@@ -1,13 +1,16 @@
-"""DuckDB over the logs reads the logs and nothing else (issue 8)."""
+"""DuckDB over the logs reads the logs and nothing else (issue 8): in memory (``query``) and
+through the insights index (``query_index``, ``mibyan sql``), which it cannot change either."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from effects.eventlog import SessionLog, session_path
-from pipeline.query import connect, query
+from pipeline.index import INDEX_NAME
+from pipeline.query import connect, query, query_index
 from stages.errors import UsageError
 
 T0 = "2026-01-01T00:00:00+00:00"
@@ -23,19 +26,33 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def test_queries_read_the_logs(root: Path) -> None:
-    assert query(root, "SELECT kind FROM events ORDER BY seq") == (
+Query = Callable[[Path, str], tuple[list[str], list[tuple]]]
+
+
+def _through_the_index(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
+    columns, rows, _ = query_index(root, sql)
+    return columns, rows
+
+
+@pytest.fixture(params=["memory", "index"])
+def ask(request) -> Query:
+    return query if request.param == "memory" else _through_the_index
+
+
+def test_queries_read_the_logs(root: Path, ask: Query) -> None:
+    assert ask(root, "SELECT kind FROM events ORDER BY seq") == (
         ["kind"], [("session_started",), ("turn_started",), ("turn_finished",)])
-    columns, rows = query(root, "SELECT session_id, model, turns, status FROM sessions")
+    columns, rows = ask(root, "SELECT session_id, model, turns, status FROM sessions")
     assert (columns, rows) == (["session_id", "model", "turns", "status"],
                                [("s1", "m", 1, "completed")])
-    assert query(root, "SELECT 1; SELECT 2 AS two") == (["two"], [(2,)])  # the last statement
-    assert query(root.parent / "none", "SELECT count(*) AS n FROM events") == (["n"], [(0,)])
+    assert ask(root, "SELECT 1; SELECT 2 AS two") == (["two"], [(2,)])  # the last statement
+    none = root.parent / "none" / "sessions"
+    assert ask(none, "SELECT count(*) AS n FROM events") == (["n"], [(0,)])
 
 
-def test_a_garbage_file_among_the_logs_does_not_stop_a_query(root: Path) -> None:
+def test_a_garbage_file_among_the_logs_does_not_stop_a_query(root: Path, ask: Query) -> None:
     (root / "junk.jsonl").write_bytes(b"garbage\n")
-    assert query(root, "SELECT count(*) FROM events")[1] == [(3,)]
+    assert ask(root, "SELECT count(*) FROM events")[1] == [(3,)]
 
 
 @pytest.mark.parametrize("sql", [
@@ -46,29 +63,50 @@ def test_a_garbage_file_among_the_logs_does_not_stop_a_query(root: Path) -> None
     "INSTALL httpfs",
     "LOAD httpfs",
 ])
-def test_nothing_outside_the_logs_can_be_read(root: Path, sql: str) -> None:
+def test_nothing_outside_the_logs_can_be_read(root: Path, ask: Query, sql: str) -> None:
     with pytest.raises(UsageError, match=r"^query refused: .*reads the event logs only"):
-        query(root, sql)
+        ask(root, sql)
 
 
-def test_a_session_log_cannot_be_overwritten(root: Path) -> None:
+def test_a_session_log_cannot_be_overwritten(root: Path, ask: Query) -> None:
     path = session_path(root, "s1")
     before = path.read_bytes()
     for target in (path, root / "new.jsonl", root.parent / "out.csv"):
         for options in ("", " (FORMAT json)", " (FORMAT csv, USE_TMP_FILE false)"):
             with pytest.raises(UsageError, match=r"^query refused: "):
-                query(root, f"COPY (SELECT 'x' AS session_id) TO '{target}'{options}")
+                ask(root, f"COPY (SELECT 'x' AS session_id) TO '{target}'{options}")
     with pytest.raises(UsageError, match=r"^query refused: "):
-        query(root, f"EXPORT DATABASE '{root}'")
+        ask(root, f"EXPORT DATABASE '{root}'")
+    # Over the index open for the query DuckDB says no before it looks at the settings.
+    with pytest.raises(UsageError, match=r"^query (refused|failed): "):
+        ask(root, f"COPY (SELECT 'x' AS session_id) TO '{root.parent / INDEX_NAME}'")
     assert path.read_bytes() == before
-    assert sorted(p.name for p in root.parent.rglob("*")) == ["s1.jsonl", "sessions"]
+    assert ask(root, "SELECT count(*) FROM events")[1] == [(3,)]
+    assert sorted(p.name for p in root.parent.rglob("*") if p.name != INDEX_NAME) == [
+        "s1.jsonl", "sessions"]
 
 
-def test_no_database_file_can_be_attached(root: Path) -> None:
-    for target in (root / "x.db", session_path(root, "s1")):
+def test_no_database_file_can_be_attached(root: Path, ask: Query) -> None:
+    for target in (root / "x.db", session_path(root, "s1"), root.parent / INDEX_NAME):
+        # The open index may come back as another name for itself, read-only as well.
         with pytest.raises(UsageError, match=r"^query refused: "):
-            query(root, f"ATTACH '{target}' AS other")
+            ask(root, f"ATTACH '{target}' AS other; CREATE TABLE other.mine AS SELECT 1")
     assert not (root / "x.db").exists()
+
+
+@pytest.mark.parametrize("sql", [
+    "DROP TABLE events", "DELETE FROM events", "UPDATE logs SET size = 0",
+    "INSERT INTO events SELECT * FROM events", "CREATE TABLE mine AS SELECT 1",
+    "DROP VIEW sessions", "CREATE OR REPLACE VIEW turns AS SELECT 1",
+])
+def test_the_index_cannot_be_changed_by_a_query(root: Path, sql: str) -> None:
+    with pytest.raises(UsageError, match=r"^query refused: .*read-only mode"):
+        query_index(root, sql)
+    assert query_index(root, "SELECT count(*) FROM events")[1] == [(3,)]
+    assert query_index(root, "SELECT turns FROM sessions")[1] == [(1,)]
+    # A temporary table lives in memory with the query, not in the index.
+    assert query_index(root, "CREATE TEMP TABLE t AS SELECT 7 AS x; SELECT x FROM t")[1] == [
+        (7,)]
 
 
 @pytest.mark.parametrize("sql", [
@@ -80,9 +118,9 @@ def test_no_database_file_can_be_attached(root: Path) -> None:
     "PRAGMA enable_profiling",
     "SET enable_external_access = true; SELECT * FROM read_text('/etc/passwd')",
 ])
-def test_the_configuration_cannot_be_changed_back(root: Path, sql: str) -> None:
+def test_the_configuration_cannot_be_changed_back(root: Path, ask: Query, sql: str) -> None:
     with pytest.raises(UsageError, match=r"^query refused: .*configuration has been locked"):
-        query(root, sql)
+        ask(root, sql)
 
 
 @pytest.mark.parametrize(("sql", "reason"), [
@@ -90,9 +128,10 @@ def test_the_configuration_cannot_be_changed_back(root: Path, sql: str) -> None:
     ("SELEC 1", "query failed: Parser Error: syntax error"),
     ("SELECT * FROM nowhere", "query failed: Catalog Error: Table with name nowhere"),
 ])
-def test_a_bad_query_is_a_one_line_usage_error(root: Path, sql: str, reason: str) -> None:
+def test_a_bad_query_is_a_one_line_usage_error(root: Path, ask: Query, sql: str,
+                                               reason: str) -> None:
     with pytest.raises(UsageError) as caught:
-        query(root, sql)
+        ask(root, sql)
     assert str(caught.value).startswith(reason) and "\n" not in str(caught.value)
 
 
