@@ -6,6 +6,7 @@ from typing import Any
 
 from stages import events as ev
 from stages.compression import INEFFECTIVE_SAVING
+from stages.context_state import ContextState
 from stages.context_tokens import overflow_cap, prompt_tokens, request_chars
 from stages.evolve import evolve
 from stages.state import State
@@ -25,16 +26,18 @@ def pressure(state: State, e: ev.ContextPressure) -> State:
     return _context(state, pressure=e.reason)
 
 
-def requested(state: State) -> State:
-    return _context(state, pressure=None, request_chars=request_chars(state))
+# The two rules of every model call return the new context: the fold sets it together with
+# its other changes, in one copy of the state (a replay's fold makes thousands of them).
+def requested(state: State) -> ContextState:
+    return evolve(state.context, pressure=None, request_chars=request_chars(state))
 
 
-def replied(state: State, e: ev.ModelReplied) -> State:
+def replied(state: State, e: ev.ModelReplied) -> ContextState:
     tokens = prompt_tokens(e.usage)
     if tokens <= 0:
-        return _context(state, overflow_retried=False)
-    return _context(state, overflow_retried=False, reported_tokens=tokens,
-                    reported_chars=state.context.request_chars)
+        return evolve(state.context, overflow_retried=False)
+    return evolve(state.context, overflow_retried=False, reported_tokens=tokens,
+                  reported_chars=state.context.request_chars)
 
 
 def recovery(state: State, e: ev.RecoveryDecided) -> State:

@@ -24,10 +24,16 @@ def _digest(digest: str, messages: Iterable[Message]) -> str:
     return digest
 
 
+def _appended(state: State, *messages: Message) -> dict[str, Any]:
+    """The state's changes for ``messages`` appended to the history (for one evolve with the
+    event's other changes: each copy of the state costs microseconds, a replay makes many)."""
+    return {"messages": state.messages.append(*messages),
+            "history_chars": state.history_chars + sum(m.chars for m in messages),
+            "history_digest": _digest(state.history_digest, messages)}
+
+
 def _append(state: State, *messages: Message) -> State:
-    return evolve(state, messages=state.messages.append(*messages),
-                        history_chars=state.history_chars + sum(m.chars for m in messages),
-                        history_digest=_digest(state.history_digest, messages))
+    return evolve(state, **_appended(state, *messages))
 
 
 def _current(state: State) -> TurnState:
@@ -48,26 +54,30 @@ def _called_name(state: State, call_id: str, name: str) -> str:
     return next((c.name for c in calls if c.id == call_id), name)
 
 
-def _answer(state: State, call_id: str, name: str, content: str) -> State:
+def _answer(state: State, call_id: str, name: str, content: str, **turn_changes: Any
+            ) -> State:
+    turn = _current(state)
     name = _called_name(state, call_id, name)
-    hint = dict(_current(state).hints).get(call_id)
+    hint = dict(turn.hints).get(call_id)
     if hint is not None:
         content = f"{content}\n\n{hint}"
-    state = _append(state, Message(role="tool", content=content, tool_call_id=call_id, name=name))
-    pending = list(_current(state).pending)
+    pending = list(turn.pending)
     index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
     if index is not None:
         del pending[index]
-    return _turn(state, pending=tuple(pending))
+    answer = Message(role="tool", content=content, tool_call_id=call_id, name=name)
+    return evolve(state, **_appended(state, answer),
+                  turn=evolve(turn, pending=tuple(pending), **turn_changes))
 
 
 def _tool_ran(state: State, e: ev.ToolRan) -> State:
     turn = _current(state)
+    failed: dict[str, Any] = {}
     if not e.outcome.ok:
         call = next((c for c in turn.pending if c.id == e.outcome.call_id), None)
         if call is not None:
-            state = _turn(state, failed_calls=(*turn.failed_calls, call_key(call)))
-    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content)
+            failed["failed_calls"] = (*turn.failed_calls, call_key(call))
+    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content, **failed)
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
@@ -91,24 +101,25 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
                      system_message=e.system_message, first_message=len(state.messages),
                      provider_index=pools.start_provider(state, e),
                      reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget)
-    state = evolve(state, turns=state.turns + 1, turn=turn)
-    return _append(state, Message(role="user", content=e.user_message))
+    return evolve(state, turns=state.turns + 1, turn=turn,
+                  **_appended(state, Message(role="user", content=e.user_message)))
 
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:
     turn = _current(state)
-    state = cf.requested(evolve(state, api_calls=state.api_calls + 1))
-    return _turn(state, api_calls=turn.api_calls + 1, pending=())
+    return evolve(state, api_calls=state.api_calls + 1, context=cf.requested(state),
+                  turn=evolve(turn, api_calls=turn.api_calls + 1, pending=()))
 
 
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
-    state = cf.replied(pools.on_reply(state, turn, e), e)
-    state = _append(evolve(state, usage=state.usage + e.usage), e.message)
+    state = pools.on_reply(state, turn, e)
     # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
     retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
-    return _turn(state, last_reply=e, usage=turn.usage + e.usage,
-                 pending=e.message.tool_calls, retries=retries)
+    return evolve(state, context=cf.replied(state, e), usage=state.usage + e.usage,
+                  **_appended(state, e.message),
+                  turn=evolve(turn, last_reply=e, usage=turn.usage + e.usage,
+                              pending=e.message.tool_calls, retries=retries))
 
 
 def _credential_selected(state: State, e: ev.CredentialSelected) -> State:
