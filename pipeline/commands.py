@@ -44,6 +44,15 @@ def _tool_line(event: object) -> None:
         print(f"  [tool] {event.call.name} rejected: {event.reason}", file=sys.stderr)
 
 
+def _unshown(answer: str, streamed: str) -> str:
+    """What of the answer the stream did not show: the rest of it (all of it without a
+    stream; nothing when a cut reply's continuations were all streamed), or the whole answer
+    on a line of its own when the stream showed something else (a reply later discarded)."""
+    if answer.startswith(streamed):
+        return answer[len(streamed):]
+    return f"\n{answer}" if answer else ""
+
+
 def _usage_line(result: dict) -> str:
     u = result["usage"]
     return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
@@ -84,15 +93,16 @@ def run(args: argparse.Namespace) -> int:
                approval_callback=approve) as agent:
         if agent.settings.provider == LOCAL:
             print(LOCAL_NOTICE, file=sys.stderr)
+        shown: list[str] = []
+
         def show(delta: str) -> None:
+            shown.append(delta)
             sys.stdout.write(delta)
             sys.stdout.flush()
         with signals_interrupt(agent) as received:
             result = agent.run_conversation(message, system_message=args.system,
                                             stream_callback=show if stream else None)
-    if result["final_response"] and not (stream and result["completed"]):
-        sys.stdout.write(result["final_response"])
-    sys.stdout.write("\n")
+    sys.stdout.write(_unshown(result["final_response"] or "", "".join(shown)) + "\n")
     for warning in result["warnings"]:
         print(f"mibyan: context {warning}", file=sys.stderr)
     if result["failed"]:
