@@ -74,6 +74,8 @@ class _Call:
         self.stream: Any = None
         self.cancelled = False
         self.released = False
+        # Whether a connection was opened for it (not only taken from the pool).
+        self.connected = False
 
     def clamp(self, timeout: float | None, error: type[Exception]) -> float:
         remaining = self.deadline_at - time.monotonic()
@@ -152,6 +154,7 @@ def _guarded_types() -> tuple[type, type, type]:
             call = _current.get()
             if call is not None:
                 timeout = call.clamp(timeout, httpx2.ConnectTimeout)
+                call.connected = True
             return GuardedStream(self._inner.connect_tcp(host, port, timeout, local_address,
                                                          socket_options))
 
@@ -314,12 +317,21 @@ class HttpShell:
             _current.reset(token)
 
     def _exchange(self, call: _Call, body: bytes, key: str, read: Callable[[Exchange], T]) -> T:
+        import httpx2
         client = self._http()
         if call.cancelled:
             raise ProviderUnavailableError(f"the call to {self.who} was interrupted",
                                            provider=self.provider, endpoint=self.endpoint)
         request = client.build_request("POST", self.url, content=body, headers=self._headers(key))
-        response = client.send(request, stream=True)
+        try:
+            response = client.send(request, stream=True)
+        except httpx2.RemoteProtocolError:
+            if call.connected or call.cancelled:
+                raise
+            # A kept-alive connection the server had closed in the pool (llama.cpp's server
+            # closes idle ones): nothing was answered, so the request goes again, once, on a
+            # new connection, as the SDKs' own retries would send it.
+            response = client.send(request, stream=True)
         response.stream = _guarded_types()[1](response.stream, call)
         try:
             if response.status_code >= 300:  # redirects are not followed: keys stay home
