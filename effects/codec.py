@@ -10,7 +10,14 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from stages.errors import LogCorruptError
-from stages.events import EVENT_TYPES, Event, ProviderEntry, SessionSettings, TurnStarted
+from stages.events import (
+    EVENT_TYPES,
+    ContextInherited,
+    Event,
+    ProviderEntry,
+    SessionSettings,
+    TurnStarted,
+)
 from stages.messages import Message
 from stages.upcast import upcast
 
@@ -21,6 +28,7 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     TurnStarted: ("reasoning_effort", "reasoning_budget"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget"),
+    ContextInherited: ("reasoning_replay_off",),
 }
 
 

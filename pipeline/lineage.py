@@ -72,7 +72,8 @@ def inherited(state: State) -> ContextInherited:
                             disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
                             windows=ctx.windows, window_cap=ctx.window_cap,
                             approved_patterns=state.approved_patterns,
-                            hint_dirs=tuple(sorted(state.hint_dirs)))
+                            hint_dirs=tuple(sorted(state.hint_dirs)),
+                            reasoning_replay_off=state.reasoning_replay_off)
 
 
 def split(parent: SessionRunner, root: Path, *, durability: Durability,

@@ -708,6 +708,9 @@ class ContextInherited:
     # directories checked for subdirectory hints.
     approved_patterns: tuple[str, ...] = ()
     hint_dirs: tuple[str, ...] = ()
+    # Rules 4: the provider could not read replayed encrypted reasoning; the child must not
+    # send it again either.
+    reasoning_replay_off: bool = False
 
 
 # --- forks (issue 12) ---------------------------------------------------------------------------

@@ -172,7 +172,8 @@ def _context_compressed(state: State, e: ev.ContextCompressed) -> State:
 
 def _context_inherited(state: State, e: ev.ContextInherited) -> State:
     state = evolve(state, approved_patterns=e.approved_patterns,
-                   hint_dirs=state.hint_dirs | frozenset(e.hint_dirs))
+                   hint_dirs=state.hint_dirs | frozenset(e.hint_dirs),
+                   reasoning_replay_off=state.reasoning_replay_off or e.reasoning_replay_off)
     return cf.inherited(_replace_history(state, e.messages), e)
 
 

@@ -217,6 +217,35 @@ def test_unreadable_encrypted_reasoning_stops_its_replay_for_the_session(respons
     assert_replays(tmp_path, first["session_id"])
 
 
+def test_a_compressed_session_keeps_encrypted_reasoning_off_in_its_child(responses, tmp_path):
+    unreadable = ResponsesReply.error(
+        400, "The encrypted content for item rs_1 could not be verified.",
+        code="invalid_encrypted_content")
+    responses.script(
+        ResponsesReply.function_calls([("add", '{"a": 2, "b": 3}')], reasoning="plan",
+                                      encrypted=True),
+        unreadable, ResponsesReply.text("5."), ResponsesReply.text("Again 5."),
+        ResponsesReply.text("Still 5."),
+        ResponsesReply.text("The user added 2 and 3, thrice."),  # the compression's summary
+        ResponsesReply.function_calls([("add", '{"a": 1, "b": 1}')], reasoning="again",
+                                      encrypted=True),
+        ResponsesReply.text("2."))
+    with agent(responses, tmp_path, "codex_responses", stream=False, reasoning="low",
+               protect_last_n=2) as a:
+        first = a.run_conversation("Add 2 and 3.")
+        a.run_conversation("And again?")
+        a.run_conversation("And once more?")
+        assert a.compress()
+        child = a.run_conversation("And 1 and 1?")
+    assert child["completed"] and child["session_id"] != first["session_id"]
+    # The child goes on without asking for, or sending back, encrypted reasoning.
+    for body in responses.requests[-2:]:
+        assert "include" not in body
+        assert all(i["type"] != "reasoning" for i in body["input"])
+    assert_replays(tmp_path, first["session_id"])
+    assert_replays(tmp_path, child["session_id"])
+
+
 def test_a_reasoning_only_reply_is_continued(responses, tmp_path):
     responses.script(ResponsesReply.reasoning_only("thinking it over"),
                      ResponsesReply.text("Here it is."))
