@@ -2,12 +2,14 @@
 
 Thinking is enabled (``thinking: {type: enabled, budget_tokens}``, with ``max_tokens`` kept
 above the budget) when the request asks for reasoning and either a turn starts cleanly (the last
-message is the user's and the last assistant message asked for no tools) or the last assistant
-message carries the signed thinking this provider issued: Anthropic requires the final
+message is the user's and the final assistant turn asked for no tools) or the final assistant
+turn opens with the signed thinking this provider issued: Anthropic requires the final
 assistant turn to start with its thinking block, unmodified, whenever tool results follow it
 (mid tool loop, and also when the user speaks after an interrupted tool loop, since the user's
-text then shares a message with the tool results), so without one thinking stays off. A forced
-tool choice never takes thinking.
+text then shares a message with the tool results), so without one thinking stays off. The final
+assistant turn is the one sent, which may merge several assistant messages (see
+:func:`_final_turn`): its tool calls are all of theirs, and only the first one's thinking opens
+it. A forced tool choice never takes thinking.
 
 When thinking is on, every assistant message sends back the thinking and ``redacted_thinking``
 blocks this provider issued (exactly as received: text, signature, data), first in its content;
@@ -17,6 +19,9 @@ the API, so what a message becomes does not depend on its position: it is conver
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import groupby
 
 from stages.decision import ModelRequest
 from stages.errors import UsageError
@@ -44,8 +49,25 @@ def _budget(request: ModelRequest) -> int | None:
     return request.reasoning_budget
 
 
-def _last_assistant(request: ModelRequest) -> Message | None:
-    return next((m for m in reversed(request.messages) if m.role == "assistant"), None)
+def _final_turn(messages: Sequence[Message]) -> list[Message]:
+    """The assistant messages the last assistant turn sent is made of, oldest first.
+
+    Consecutive assistant messages (system messages go apart) are sent as one turn, and so are
+    two runs of them with only tool results between when the earlier run made no call: the
+    results answer nothing and are dropped (after a call they stay, answered or stubbed)."""
+    turn: list[Message] = []
+    orphans_between = False
+    sides = groupby((m for m in reversed(messages) if m.role != "system"),
+                    key=lambda m: m.role == "assistant")
+    for assistant, group in sides:
+        run = list(group)
+        if not assistant:
+            orphans_between = all(m.role == "tool" for m in run)
+        elif not turn or (orphans_between and not any(m.tool_calls for m in run)):
+            turn[:0] = reversed(run)
+        else:
+            break
+    return turn
 
 
 def _signed(message: Message, provider: str) -> bool:
@@ -56,11 +78,10 @@ def _may_think(request: ModelRequest) -> bool:
     if request.tool_choice not in (None, "auto", "none"):
         return False
     last = next((m.role for m in reversed(request.messages) if m.role != "system"), None)
-    assistant = _last_assistant(request)
-    if last == "user" and (assistant is None or not assistant.tool_calls):
+    turn = _final_turn(request.messages)
+    if last == "user" and not any(m.tool_calls for m in turn):
         return True
-    return (request.replay_reasoning and assistant is not None
-            and _signed(assistant, request.provider))
+    return request.replay_reasoning and bool(turn) and _signed(turn[0], request.provider)
 
 
 def thinking_config(request: ModelRequest, max_tokens: int,

@@ -4,7 +4,7 @@ reasoning fields and digest, the rules-4 recoveries, the thinking-budget end, la
 from __future__ import annotations
 
 import attrs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from effects.codec import from_payload, to_payload
@@ -36,7 +36,20 @@ def test_think_blocks_are_split_from_the_answer():
     assert split_think("no tags, 2 < 3") == ("no tags, 2 < 3", None)
 
 
+def test_text_on_either_side_of_a_block_joins_even_into_a_tag():
+    # Each stretch of text is free of tags; only their join spells one (found by the property
+    # below under HYPOTHESIS_PROFILE=explore).
+    assert split_think("<th<think></think>ink>") == ("<think>", None)
+
+
+def _text_stretches(content: str) -> list[str]:
+    """The visible text between blocks: one feed emits each stretch as one piece."""
+    splitter = ThinkSplitter()
+    return [p for kind, p in splitter.feed(content) + splitter.finish() if kind == "text"]
+
+
 @settings(max_examples=200, deadline=None)
+@example(parts=["<th", "<think>", "</think>", "ink>"], cuts=[])
 @given(parts=st.lists(st.sampled_from(["<think>", "</think>", "<thinking>", "</thinking>", "<",
                                        "<th", "ink>", " ", "\n", "a", "bc", "Answer."]),
                       max_size=12),
@@ -51,7 +64,8 @@ def test_a_stream_split_anywhere_agrees_with_the_whole_split(parts, cuts):
     text = "".join(p for kind, p in pieces if kind == "text")
     thought = "".join(p for kind, p in pieces if kind == "reasoning").strip() or None
     assert (text, thought) == split_think(content)
-    assert "<think>" not in text and "<thinking>" not in text
+    assert not any(tag in stretch for stretch in _text_stretches(content)
+                   for tag in ("<think>", "<thinking>"))
 
 
 # --- the request ------------------------------------------------------------------------------
