@@ -14,12 +14,8 @@ def warm() -> None:
 
     import pipeline.agent
     import pipeline.batch  # noqa: F401
-    from effects.codec import make_converter
-    from stages.events import EVENT_TYPES
-    converter = make_converter()
-    for cls in EVENT_TYPES.values():
-        converter.get_structure_hook(cls)
-        converter.get_unstructure_hook(cls)
+    from effects import codec
+    codec.warm()
     # No request is made: building the client and its resources is the one-off part.
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused")
     client.chat.completions  # noqa: B018

@@ -92,9 +92,15 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
     if jobs <= 1:
         outcomes = {s: _replay_one(root, s) for s in sizes}
     else:
+        import importlib
         import multiprocessing
         import threading
         from concurrent.futures import ProcessPoolExecutor
+
+        from effects import codec
+        # Before the fork: the workers start with the replay imported and the codec built.
+        importlib.import_module("pipeline.replay")
+        codec.warm()
         # A fork starts at once, with everything imported; but a caller that runs threads
         # would be copied half-way, so it gets a fork server instead.
         method = "fork" if threading.active_count() == 1 else "forkserver"
