@@ -85,36 +85,44 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
     on a pool of processes, one per core; sessions are independent, so a pool scales."""
     from effects.eventlog import list_session_ids, session_path
     started = time.perf_counter()
-    sizes = {s: session_path(root, s).stat().st_size for s in list_session_ids(root)}
+    sizes: dict[str, int] = {}
+    for session_id in list_session_ids(root):
+        try:
+            sizes[session_id] = session_path(root, session_id).stat().st_size
+        except OSError:  # gone since it was listed: its replay says so
+            sizes[session_id] = 0
     if jobs is None:
         large = sum(sizes.values()) >= PARALLEL_BYTES
         jobs = min(os.cpu_count() or 1, len(sizes)) if large else 1
-    if jobs <= 1:
-        outcomes = {s: _replay_one(root, s) for s in sizes}
-    else:
-        import importlib
-        import multiprocessing
-        import threading
-        from concurrent.futures import ProcessPoolExecutor
-
-        from effects import codec
-        # Before the fork: the workers start with the replay imported and the codec built.
-        importlib.import_module("pipeline.replay")
-        codec.warm()
-        # A fork starts at once, with everything imported; but a caller that runs threads
-        # would be copied half-way, so it gets a fork server instead.
-        method = "fork" if threading.active_count() == 1 else "forkserver"
-        context = multiprocessing.get_context(method)
-        if method == "forkserver":
-            context.set_forkserver_preload(["pipeline.replay"])
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            # Largest first, so that one big session does not start last and run alone.
-            futures = {s: pool.submit(_replay_one, root, s)
-                       for s in sorted(sizes, key=sizes.__getitem__, reverse=True)}
-            outcomes = {s: futures[s].result() for s in sizes}
+    outcomes = (_in_pool(root, sizes, jobs) if jobs > 1
+                else {s: _replay_one(root, s) for s in sizes})
     failures = tuple((s, lines) for s, (_, lines) in outcomes.items() if lines is not None)
     return ReplayAll(sessions=len(sizes), events=sum(n for n, _ in outcomes.values()),
                      seconds=time.perf_counter() - started, failures=failures)
+
+
+def _in_pool(root: Path, sizes: dict[str, int], jobs: int
+             ) -> dict[str, tuple[int, tuple[str, ...] | None]]:
+    import importlib
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from effects import codec
+    # Before the fork: the workers start with the replay imported and the codec built.
+    importlib.import_module("pipeline.replay")
+    codec.warm()
+    # A fork starts at once, with everything imported; but a caller that runs threads would
+    # be copied half-way, so it gets a fork server instead.
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["pipeline.replay"])
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        # Largest first, so that one big session does not start last and run alone.
+        futures = {s: pool.submit(_replay_one, root, s)
+                   for s in sorted(sizes, key=sizes.__getitem__, reverse=True)}
+        return {s: futures[s].result() for s in sizes}
 
 
 def replay_all(root: Path, *, jobs: int | None = None) -> int:
