@@ -181,6 +181,21 @@ def test_a_log_corrupted_in_place_is_read_again_up_to_the_damage(copy: Path,
         assert report.unchanged == 4 and len(report.problems) == 1
 
 
+def test_a_changed_closing_brace_is_a_problem_not_a_crash(copy: Path, sample: Sample) -> None:
+    """The seal is followed by the line's last two bytes; one changed there is a bad line (it
+    used to pass the fast check and then break the index's JSON read with a traceback)."""
+    path = copy / f"{sample.alpha[0]}.jsonl"
+    data = bytearray(path.read_bytes())
+    data[-2] = ord("]")  # the last line's closing brace
+    path.write_bytes(bytes(data))
+    with open_index(copy) as (con, report):
+        [(sid, problem)] = report.problems
+        assert sid == sample.alpha[0] and "does not parse" in problem
+        records = len(_lines(path))
+        assert con.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                           [sid]).fetchone() == (records - 2,)
+
+
 def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
     assert _indexed(copy) == _raw(copy)
     (copy / f"{sample.beta}.jsonl").unlink()
