@@ -188,6 +188,8 @@ class _Reader:
             self.compressions.append(self.compression)
         self.entries = [Entry(message=m, session_id=session_id, seq=seq, inherited=True)
                         for m in after.messages]
+        if not self.segments:  # what a lineage begins with is the start of the stitched whole
+            self.stitched += len(self.entries)
 
     def appended(self, event: ev.Event, before: State, messages: tuple[Message, ...],
                  session_id: str, seq: int) -> None:

@@ -149,6 +149,21 @@ def test_a_compressed_session_exports_stitched_or_as_segments(tmp_path) -> None:
     assert sum(1 for e in lineage.stitched if not e.inherited) == 16
 
 
+@pytest.mark.parametrize("history", [None, [{"role": "user", "content": "earlier"},
+                                             {"role": "assistant", "content": "noted"}]])
+def test_a_compression_s_index_is_where_the_compressed_context_starts(tmp_path,
+                                                                      history) -> None:
+    """Messages a session began with (a loaded history) are part of the stitched whole, so
+    they count for where each compression falls in it."""
+    chain = compressed_session(tmp_path, history=history)
+    lineage = read_lineage(tmp_path / "sessions", chain[0])
+    order = [(chain.index(e.session_id), e.seq) for e in lineage.stitched]
+    assert lineage.compressions
+    for c in lineage.compressions:
+        at = (chain.index(c.session_id), c.seq)
+        assert order[c.message_index - 1] < at < order[c.message_index]
+
+
 def test_unanswered_calls_are_taken_out_and_orphan_results_dropped() -> None:
     def entry(message: Message) -> Entry:
         return Entry(message=message, session_id="s", seq=0)
