@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from effects.envelope import session_path, strict_lines
+from pipeline.agent import Agent
 from pipeline.cli import main
 from pipeline.export import ExportFilters, answered, export_sessions
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.trajectory import Entry, read_lineage
 from stages.errors import UsageError
 from stages.messages import Message, ToolCall
@@ -20,6 +22,7 @@ from tests.pipeline.export_sessions import (
     KEY,
     calls_session,
     compressed_session,
+    lookup,
     simple_session,
     tool_session,
 )
@@ -117,6 +120,32 @@ def test_a_secret_the_log_kept_is_redacted_on_export(tmp_path) -> None:
     assert "hunter2-hunter2-hunter2" not in out.read_text()
     assert report.redacted == 1
     assert _rows(out)[0]["provenance"]["redacted_on_export"] == 1
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_a_secret_is_redacted_in_every_place_and_every_format(tmp_path) -> None:
+    """System prompt, user text, tool-call arguments and tool results: also where a format
+    writes them as JSON inside a string (a quote or backslash in the secret is escaped
+    there, so the plain secret is not what the text holds)."""
+    secret = 'Tr0ub4dor"&3\\horse'
+    scripted = ScriptedModel(tool_calls(("lookup", {"name": secret})), f"found {secret}")
+    with Agent(client=scripted, tools=[lookup], clock=FakeClock(), ids=CountingIds(),
+               home=tmp_path, model="model-c", stream=False) as agent:
+        agent.run(f"look up {secret}", f"the vault word is {secret}")
+    escaped = json.dumps(secret)[1:-1]
+    for fmt in ("sharegpt", "openai", "trl"):
+        [row] = _export(tmp_path, fmt, secrets=[secret])
+        leaks = [s for s in _strings(row) if secret in s or escaped in s]
+        assert leaks == [], fmt
 
 
 def test_a_credential_label_s_key_from_the_environment_is_redacted(tmp_path) -> None:
