@@ -26,7 +26,8 @@ def _check_turns(instance: ExportFilters, attribute: attrs.Attribute[Any], value
 @attrs.frozen(kw_only=True)
 class ExportFilters:
     """What a session (lineage) must be to be exported; every filter left at its default lets
-    everything through. ``since``/``until`` are inclusive days of the root session's start."""
+    everything through. ``since``/``until`` are inclusive days (UTC, as the logs' clock) of the
+    root session's start."""
 
     completed_only: bool = False
     model: str | None = None
@@ -57,7 +58,7 @@ chain(session_id, root, depth) AS (
     WHERE c.depth < 10000
 ), facts AS (
     SELECT c.root,
-        min(CAST(e.payload->>'started_at' AS TIMESTAMPTZ))
+        min(timezone('UTC', CAST(e.payload->>'started_at' AS TIMESTAMPTZ)))
             FILTER (WHERE e.kind = 'session_started' AND c.depth = 0) AS started_at,
         count(*) FILTER (WHERE e.kind = 'turn_started') AS turns,
         count(*) FILTER (WHERE e.kind = 'turn_finished') AS finished,

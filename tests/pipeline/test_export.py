@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -236,6 +238,26 @@ def test_filters_choose_the_sessions(tmp_path) -> None:
     assert chosen(since=dt.date(2026, 1, 1), until=dt.date(2026, 1, 1)) == everything
     assert chosen(since=dt.date(2026, 1, 2)) == []
     assert chosen(until=dt.date(2025, 12, 31)) == []
+
+
+@pytest.fixture
+def los_angeles(monkeypatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_since_and_until_are_utc_days_whatever_the_machine_s_zone(tmp_path,
+                                                                  los_angeles) -> None:
+    """The logs' clock is UTC (and so are the days of ``mibyan insights``): the same logs
+    and dates choose the same sessions on any machine."""
+    del los_angeles
+    sid = simple_session(tmp_path, "hi", "hello")  # 2026-01-01 00:00 UTC, 16:00 the day before
+    report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl", filters=ExportFilters(
+        since=dt.date(2026, 1, 1), until=dt.date(2026, 1, 1)))
+    assert report.session_ids == (sid,)
 
 
 def test_a_session_that_did_not_complete_is_left_out_by_completed_only(tmp_path) -> None:
