@@ -319,6 +319,11 @@ def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
         summarise(sample.root, days=0, index=index)
 
 
+def test_a_model_name_is_data_not_sql(sample: Sample, tmp_path: Path) -> None:
+    found = summarise(sample.root, model="x' OR true OR model = '", index=tmp_path / "i.duckdb")
+    assert found.sessions == 0 and found.models == () and found.turns["turns"] == 0
+
+
 def _cli_json(capsys, *argv: str) -> dict:
     assert main(list(argv)) == 0
     return json.loads(capsys.readouterr().out)
