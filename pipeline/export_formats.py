@@ -8,8 +8,9 @@ out.
   one step form a single ``tool`` turn of ``<tool_response>`` blocks.
 * ``openai``: OpenAI chat fine-tuning: ``messages`` (with the session's system prompt),
   ``tools``, ``parallel_tool_calls``; each assistant message has a ``weight``: 1 for a reply
-  the model produced here, 0 for context carried over by a compression and for notes the engine
-  wrote. Reasoning is left out: the format has no field for it.
+  the model produced here, 0 for context carried over by a compression, for the replies a fork
+  repeats from its origin and for notes the engine wrote. Reasoning is left out: the format
+  has no field for it.
 * ``trl``: Hugging Face TRL conversational ``messages`` with ``tools``; tool-call ``arguments``
   are objects and an assistant's reasoning is ``reasoning_content``, as transformers' chat
   templates read them.
@@ -128,7 +129,7 @@ def sharegpt(sample: Sample) -> dict[str, Any]:
 
 
 def _weight(entry: Entry) -> int:
-    return 0 if entry.inherited or entry.synthetic else 1
+    return 0 if entry.inherited or entry.synthetic or entry.copied else 1
 
 
 def _openai_message(entry: Entry) -> dict[str, Any]:

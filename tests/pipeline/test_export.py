@@ -195,6 +195,26 @@ def test_a_compression_s_index_is_where_the_compressed_context_starts(tmp_path,
         assert order[c.message_index - 1] < at < order[c.message_index]
 
 
+def test_a_fork_trains_only_on_what_it_added(tmp_path) -> None:
+    """A fork's log repeats its origin's records; those replies are the origin's (exported
+    with it), context in the fork: weight 0 there."""
+    scripted = ScriptedModel("one", "two", "three")
+    with Agent(client=scripted, clock=FakeClock(), ids=CountingIds(), home=tmp_path,
+               model="model-c", stream=False) as agent:
+        agent.chat("first")
+        agent.chat("second")
+        origin = agent.session_id
+        assert origin is not None
+        with agent.fork(origin) as fork:
+            fork.chat("third")
+            forked = fork.session_id
+    rows = {r["provenance"]["session_id"]: r for r in _export(tmp_path, "openai")}
+    weights = {sid: [(m["content"], m["weight"]) for m in row["messages"]
+                     if m["role"] == "assistant"] for sid, row in rows.items()}
+    assert weights == {origin: [("one", 1), ("two", 1)],
+                       forked: [("one", 0), ("two", 0), ("three", 1)]}
+
+
 def test_unanswered_calls_are_taken_out_and_orphan_results_dropped() -> None:
     def entry(message: Message) -> Entry:
         return Entry(message=message, session_id="s", seq=0)
