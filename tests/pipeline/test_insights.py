@@ -196,6 +196,30 @@ def test_a_changed_closing_brace_is_a_problem_not_a_crash(copy: Path, sample: Sa
                            [sid]).fetchone() == (records - 2,)
 
 
+def test_a_log_cut_while_it_is_copied_is_left_for_the_next_update(
+        copy: Path, sample: Sample, monkeypatch) -> None:
+    """Bytes copied before the log shrank under the reader are not indexed (they used to
+    reach the index, a line cut in half breaking its JSON read)."""
+    import pipeline.index as index_module
+    real = index_module.scan
+    path = copy / f"{sample.alpha[0]}.jsonl"
+
+    def scan_then_cut(fh, session_id, start):
+        found = real(fh, session_id, start)
+        if session_id == sample.alpha[0]:
+            with open(path, "r+b") as log:
+                log.truncate(found.position.offset // 2)
+        return found
+
+    monkeypatch.setattr(index_module, "scan", scan_then_cut)
+    with open_index(copy) as (con, report):
+        assert sample.alpha[0] not in report.indexed
+        assert con.execute("SELECT count(*) FROM events WHERE session_id = ?",
+                           [sample.alpha[0]]).fetchone() == (0,)
+    monkeypatch.setattr(index_module, "scan", real)
+    assert _indexed(copy) == _raw(copy)
+
+
 def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
     assert _indexed(copy) == _raw(copy)
     (copy / f"{sample.beta}.jsonl").unlink()
