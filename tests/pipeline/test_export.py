@@ -280,6 +280,16 @@ def test_since_and_until_are_utc_days_whatever_the_machine_s_zone(tmp_path,
     assert report.session_ids == (sid,)
 
 
+def test_any_session_of_a_lineage_chooses_it(tmp_path) -> None:
+    """The id mibyan shows after a compression is the child's: it names its lineage too."""
+    chain = compressed_session(tmp_path)
+    simple_session(tmp_path, "hi", "hello")
+    for sid in (chain[0], chain[-1]):
+        report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl",
+                                 filters=ExportFilters(session_ids=(sid,)))
+        assert report.session_ids == (chain[0],)
+
+
 def test_a_session_that_did_not_complete_is_left_out_by_completed_only(tmp_path) -> None:
     from pipeline.agent import Agent
     from pipeline.testing import CountingIds, FakeClock, ScriptedModel
