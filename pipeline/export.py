@@ -117,8 +117,10 @@ def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None
     def within(session_id: str, seq: int) -> bool:
         return any(sid == session_id and lo <= seq <= hi for sid, lo, hi in inside)
 
-    compressions = ((segment.compression,) if segment is not None and segment.compression
-                    else () if segment is not None else item.compressions)
+    if segment is None:
+        compressions = item.compressions
+    else:  # the one that began the segment, if any
+        compressions = () if segment.compression is None else (segment.compression,)
     used = {e.turn for e in entries if e.turn is not None}
     provenance = {
         "session_id": item.session_id,
@@ -126,7 +128,7 @@ def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None
         "spans": [attrs.asdict(s) for s in spans],
         "turns": [_turn(t) for i, t in enumerate(item.turns)
                   if i in used or within(t.session_id, t.seq)],
-        "compressions": [attrs.asdict(c) for c in compressions if c is not None],
+        "compressions": [attrs.asdict(c) for c in compressions],
         "approvals": [attrs.asdict(a) for a in item.approvals if within(a.session_id, a.seq)],
         "unanswered_calls": list(unanswered),
         "redactions": [],
