@@ -130,9 +130,12 @@ def _optional(item: dict[str, Any], key: str, kinds: tuple[type, ...], where: st
 def read_prompts(path: Path) -> list[Task]:
     """The tasks of a prompts file; a bad line is a :class:`UsageError` naming it."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: editors on Windows start the file with a byte order mark.
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise UsageError(f"cannot read the prompts file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
     tasks: list[Task] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

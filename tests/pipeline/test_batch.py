@@ -111,6 +111,20 @@ def test_task_ids_of_any_characters_resume_and_stay_inside_the_work_directory(
     assert (again.skipped, again.ran) == (6, 0)
 
 
+def test_a_prompts_file_saved_with_a_byte_order_mark_reads(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"prompt": "hi", "task_id": "t1"}).encode()
+                     + b"\n")
+    assert [(t.task_id, t.prompt) for t in read_prompts(path)] == [("t1", "hi")]
+
+
+def test_a_prompts_file_not_in_utf_8_is_a_usage_error(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes('{"prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(UsageError, match=r"prompts\.jsonl: not UTF-8"):
+        read_prompts(path)
+
+
 @pytest.mark.parametrize(("text", "named"), [
     ("not json\n", "prompts.jsonl:1: not JSON"),
     ('{"prompt": "a"}\n{"text": "b"}\n', "prompts.jsonl:2: expected"),
