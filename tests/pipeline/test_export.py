@@ -15,6 +15,7 @@ from effects.envelope import session_path, strict_lines
 from pipeline.agent import Agent
 from pipeline.cli import main
 from pipeline.export import ExportFilters, answered, export_sessions
+from pipeline.export_formats import Sample, sharegpt
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.trajectory import Entry, read_lineage
 from stages.errors import UsageError
@@ -64,6 +65,42 @@ def test_sharegpt_is_in_the_form_hermes_agent_writes(tools_home) -> None:
     assert turns[8]["value"] == "<think>\n</think>\nYou are welcome."
     assert row["model"] == "model-a" and row["completed"] is True
     assert row["timestamp"].startswith("2026-01-01T00:00:00")
+
+
+def test_the_sharegpt_system_turn_is_hermes_agent_s_own(tools_home) -> None:
+    """hermes-agent's trajectory preamble, word for word: the tools as one JSON array, the
+    FunctionCall schema and the example as it writes them (Python-style quotes)."""
+    [row] = _export(tools_home, "sharegpt")
+    system = row["conversations"][0]["value"]
+    head, rest = system.split("<tools>\n", 1)
+    listed, tail = rest.split("\n</tools>\n", 1)
+    assert head.endswith("<tool_response> </tool_response> XML tags. Here are the available "
+                         "tools:\n")
+    assert [t["name"] for t in json.loads(listed)] == ["add", "lookup"]
+    assert all(t["required"] is None for t in json.loads(listed))
+    assert tail == (
+        "For each function call return a JSON object, with the following pydantic model json "
+        "schema for each:\n"
+        "{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', "
+        "'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': 'object'}}, "
+        "'required': ['name', 'arguments']}\n"
+        "Each function call should be enclosed within <tool_call> </tool_call> XML tags.\n"
+        "Example:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n"
+        "</tool_call>")
+
+
+def test_sharegpt_gpt_turns_are_trimmed_as_hermes_agent_trims_them() -> None:
+    """Blank reasoning is no reasoning, blank text no text, and no turn ends in whitespace."""
+    def gpt(message: Message) -> str:
+        entry = Entry(message=message, session_id="s", seq=0)
+        sample = Sample(entries=(entry,), system_prompt=None, tools=(), provenance={},
+                        completed=True, model=None, timestamp=None)
+        return sharegpt(sample)["conversations"][1]["value"]
+    assert gpt(Message(role="assistant", content="Done.\n", reasoning=" \n")) == (
+        "<think>\n</think>\nDone.")
+    call = ToolCall(id="c", name="t", arguments="{}")
+    assert gpt(Message(role="assistant", content="\n", tool_calls=(call,))) == (
+        '<think>\n</think>\n<tool_call>\n{"name": "t", "arguments": {}}\n</tool_call>')
 
 
 def test_openai_has_tools_weights_and_no_reasoning(tools_home) -> None:
