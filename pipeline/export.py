@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -147,47 +148,54 @@ def _turn(turn: Any) -> dict[str, Any]:
 def answered(entries: Iterable[Entry]) -> tuple[tuple[Entry, ...], tuple[str, ...]]:
     """``entries`` with every tool call answered: a call whose result never came (a crash or
     an interrupt between the reply and its tools) is taken out of its message, and a result
-    without its call is dropped. Returns the entries and the ids taken out."""
+    without its call is dropped. Ids are counted, not just matched: some servers give every
+    call of a reply the same id. Returns the entries and the ids taken out."""
     items = list(entries)
     out: list[Entry] = []
     missing: list[str] = []
     for index, entry in enumerate(items):
         message = entry.message
         if message.role == "tool":
-            if message.tool_call_id in _open_calls(out):
+            if _open_calls(out)[message.tool_call_id] > 0:
                 out.append(entry)
             continue
         if message.tool_calls:
             results = _results_after(items, index)
-            kept = tuple(c for c in message.tool_calls if c.id in results)
-            missing.extend(c.id for c in message.tool_calls if c.id not in results)
+            kept = []
+            for call in message.tool_calls:
+                if results[call.id] > 0:
+                    results[call.id] -= 1
+                    kept.append(call)
+                else:
+                    missing.append(call.id)
             if len(kept) != len(message.tool_calls):
                 entry = attrs.evolve(entry, message=attrs.evolve(
-                    message, tool_calls=kept, content=message.content or ""))
+                    message, tool_calls=tuple(kept), content=message.content or ""))
         out.append(entry)
     return tuple(out), tuple(missing)
 
 
-def _results_after(items: list[Entry], index: int) -> set[str | None]:
-    results: set[str | None] = set()
+def _results_after(items: list[Entry], index: int) -> Counter[str | None]:
+    results: Counter[str | None] = Counter()
     for entry in items[index + 1:]:
         if entry.message.role != "tool":
             break
-        results.add(entry.message.tool_call_id)
+        results[entry.message.tool_call_id] += 1
     return results
 
 
-def _open_calls(out: list[Entry]) -> set[str]:
-    """The calls of the last assistant message not yet answered in ``out``."""
-    answered_ids: set[str | None] = set()
+def _open_calls(out: list[Entry]) -> Counter[str | None]:
+    """The calls of the last assistant message not yet answered in ``out``, by id."""
+    answered_ids: Counter[str | None] = Counter()
     for entry in reversed(out):
         if entry.message.role == "tool":
-            answered_ids.add(entry.message.tool_call_id)
+            answered_ids[entry.message.tool_call_id] += 1
             continue
         if entry.message.role == "assistant":
-            return {c.id for c in entry.message.tool_calls} - {i for i in answered_ids if i}
-        return set()
-    return set()
+            calls: Counter[str | None] = Counter(c.id for c in entry.message.tool_calls)
+            return calls - answered_ids
+        return Counter()
+    return Counter()
 
 
 # --- secrets ------------------------------------------------------------------------------------

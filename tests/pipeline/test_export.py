@@ -252,20 +252,23 @@ def test_a_fork_trains_only_on_what_it_added(tmp_path) -> None:
                        forked: [("one", 0), ("two", 0), ("three", 1)]}
 
 
-def test_unanswered_calls_are_taken_out_and_orphan_results_dropped() -> None:
-    def entry(message: Message) -> Entry:
-        return Entry(message=message, session_id="s", seq=0)
-    calls = (ToolCall(id="a", name="t", arguments="{}"), ToolCall(id="b", name="t",
-                                                                   arguments="{}"))
-    entries = [entry(Message(role="user", content="go")),
-               entry(Message(role="assistant", content=None, tool_calls=calls)),
-               entry(Message(role="tool", content="ok", tool_call_id="a", name="t")),
-               entry(Message(role="tool", content="stray", tool_call_id="z", name="t")),
-               entry(Message(role="assistant", content="done"))]
-    kept, missing = answered(entries)
-    assert missing == ("b",)
-    assert [e.message.role for e in kept] == ["user", "assistant", "tool", "assistant"]
-    assert [c.id for c in kept[1].message.tool_calls] == ["a"]
+@pytest.mark.parametrize(("ids", "results", "missing", "kept"), [
+    (("a", "b"), ("a", "z"), ("b",), ["c0"]),  # b never answered; z answers nothing
+    # some servers give every call of a reply the same id: each call keeps one result
+    (("call_0",) * 3, ("call_0", "call_0"), ("call_0",), ["c0", "c1"]),
+])
+def test_unanswered_calls_are_taken_out_and_orphan_results_dropped(ids, results, missing,
+                                                                   kept) -> None:
+    calls = tuple(ToolCall(id=i, name=f"c{n}", arguments="{}") for n, i in enumerate(ids))
+    messages = [Message(role="user", content="go"),
+                Message(role="assistant", content=None, tool_calls=calls),
+                *(Message(role="tool", content="ok", tool_call_id=i, name="t") for i in results),
+                Message(role="assistant", content="done")]
+    out, taken = answered(Entry(message=m, session_id="s", seq=0) for m in messages)
+    assert taken == missing
+    assert [e.message.role for e in out] == ["user", "assistant", *["tool"] * len(kept),
+                                             "assistant"]
+    assert [c.name for c in out[1].message.tool_calls] == kept
 
 
 def test_filters_choose_the_sessions(tmp_path) -> None:
