@@ -6,17 +6,18 @@
 
 ``prompts.jsonl`` holds one JSON object per line: ``{"prompt": ...}``, optionally ``task_id``
 and ``system``. Each prompt runs in its own session under ``<out>/sessions`` with its own empty
-working directory ``<out>/work/<task_id>``, in a local process pool (``backend="local"``) or
-on Ray (``backend="ray"``, ``pipeline.batch_ray``). The task id is recorded in the session's
-turn, so a batch that crashed or was stopped resumes where it was: a prompt whose turn
-completed in a log under ``<out>/sessions`` is skipped. At the end the completed sessions of
-the batch are exported to ``<out>/trajectories.<fmt>.jsonl``.
+working directory under ``<out>/work`` (named after its task id, :func:`work_dir_name`), in a
+local process pool (``backend="local"``) or on Ray (``backend="ray"``, ``pipeline.batch_ray``).
+The task id is recorded in the session's turn, so a batch that crashed or was stopped resumes
+where it was: a prompt whose turn completed in a log under ``<out>/sessions`` is skipped. At the
+end the completed sessions of the batch are exported to ``<out>/trajectories.<fmt>.jsonl``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -30,7 +31,7 @@ from pipeline.export_select import ExportFilters
 from stages.errors import MibyanError, UsageError
 
 __all__ = ["BACKENDS", "BatchJob", "BatchReport", "Task", "TaskResult", "finished_tasks",
-           "read_prompts", "run_batch", "run_task"]
+           "read_prompts", "run_batch", "run_task", "work_dir_name"]
 
 BACKENDS = ("local", "ray")
 Progress = Callable[[int, int], None]  # (done, total)
@@ -96,15 +97,45 @@ class BatchReport:
 
 
 def _task_id(index: int, prompt: str) -> str:
-    return f"task_{index:05d}_{hashlib.sha256(prompt.encode()).hexdigest()[:10]}"
+    return f"task_{index:05d}_{_digest(prompt)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+_DIR_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
+
+
+def work_dir_name(task_id: str) -> str:
+    """The task's working directory under ``<out>/work``: the id itself when it is a plain
+    file name; else (dataset ids like ``HumanEval/0``, ``..``) its plain characters and a
+    digest of it, so that no id reaches outside and no two ids share a directory."""
+    if _DIR_NAME.fullmatch(task_id):
+        return task_id
+    plain = re.sub(r"[^A-Za-z0-9_\-]+", "_", task_id).strip("_")[:60]
+    return f"{plain}_{_digest(task_id)}" if plain else f"task_{_digest(task_id)}"
+
+
+def _optional(item: dict[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kinds) or value == "":
+        raise UsageError(f"{where}: {key} must be a non-empty "
+                         f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
+    return value
 
 
 def read_prompts(path: Path) -> list[Task]:
     """The tasks of a prompts file; a bad line is a :class:`UsageError` naming it."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: editors on Windows start the file with a byte order mark.
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise UsageError(f"cannot read the prompts file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
     tasks: list[Task] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -117,8 +148,11 @@ def read_prompts(path: Path) -> list[Task]:
                 or not item["prompt"].strip():
             raise UsageError(f'{path}:{number}: expected {{"prompt": "..."}} with a non-empty '
                              "prompt")
-        task_id = str(item.get("task_id") or _task_id(len(tasks), item["prompt"]))
-        tasks.append(Task(task_id=task_id, prompt=item["prompt"], system=item.get("system")))
+        where = f"{path}:{number}"
+        task_id = _optional(item, "task_id", (str, int), where)
+        system = _optional(item, "system", (str,), where)
+        tasks.append(Task(task_id=_task_id(len(tasks), item["prompt"]) if task_id is None
+                          else str(task_id), prompt=item["prompt"], system=system))
     ids = [t.task_id for t in tasks]
     if len(set(ids)) != len(ids):
         repeated = sorted({i for i in ids if ids.count(i) > 1})
@@ -144,7 +178,7 @@ def run_task(job: BatchJob, task: Task, home: Path | None = None) -> TaskResult:
     """Run one prompt in a session of its own (in a worker process)."""
     from pipeline.agent import Agent
     home = home or job.out
-    workdir = home / "work" / task.task_id
+    workdir = home / "work" / work_dir_name(task.task_id)
     workdir.mkdir(parents=True, exist_ok=True)
     tools: Any = ()
     if job.toolsets is not None:

@@ -233,7 +233,8 @@ def _export_parsers(commands: Any) -> None:
     export.add_argument("--max-turns", type=_positive_int, help="at most this many turns")
     export.add_argument("--tool", help="only sessions that ran this tool")
     export.add_argument("--task-id", help="only sessions with a turn of this task id")
-    export.add_argument("--session", action="append", help="only this (root) session; repeat")
+    export.add_argument("--session", action="append",
+                        help="only the lineage of this session (any of its sessions); repeat")
 
     batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "
                                 "in parallel, then export them")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     _check(output, OUTPUTS, "output")
     ids = select_lineages(root, filters or ExportFilters())
     lineages = [read_lineage(root, sid) for sid in ids]
-    known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
+    known = _escaped([*secrets, *_named_keys(lineages, os.environ if env is None else env)])
     rows, redacted = [], 0
     for item in lineages:
         for sample in lineage_samples(item, lineage=lineage):
@@ -117,8 +118,10 @@ def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None
     def within(session_id: str, seq: int) -> bool:
         return any(sid == session_id and lo <= seq <= hi for sid, lo, hi in inside)
 
-    compressions = ((segment.compression,) if segment is not None and segment.compression
-                    else () if segment is not None else item.compressions)
+    if segment is None:
+        compressions = item.compressions
+    else:  # the one that began the segment, if any
+        compressions = () if segment.compression is None else (segment.compression,)
     used = {e.turn for e in entries if e.turn is not None}
     provenance = {
         "session_id": item.session_id,
@@ -126,7 +129,7 @@ def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None
         "spans": [attrs.asdict(s) for s in spans],
         "turns": [_turn(t) for i, t in enumerate(item.turns)
                   if i in used or within(t.session_id, t.seq)],
-        "compressions": [attrs.asdict(c) for c in compressions if c is not None],
+        "compressions": [attrs.asdict(c) for c in compressions],
         "approvals": [attrs.asdict(a) for a in item.approvals if within(a.session_id, a.seq)],
         "unanswered_calls": list(unanswered),
         "redactions": [],
@@ -145,47 +148,54 @@ def _turn(turn: Any) -> dict[str, Any]:
 def answered(entries: Iterable[Entry]) -> tuple[tuple[Entry, ...], tuple[str, ...]]:
     """``entries`` with every tool call answered: a call whose result never came (a crash or
     an interrupt between the reply and its tools) is taken out of its message, and a result
-    without its call is dropped. Returns the entries and the ids taken out."""
+    without its call is dropped. Ids are counted, not just matched: some servers give every
+    call of a reply the same id. Returns the entries and the ids taken out."""
     items = list(entries)
     out: list[Entry] = []
     missing: list[str] = []
     for index, entry in enumerate(items):
         message = entry.message
         if message.role == "tool":
-            if message.tool_call_id in _open_calls(out):
+            if _open_calls(out)[message.tool_call_id] > 0:
                 out.append(entry)
             continue
         if message.tool_calls:
             results = _results_after(items, index)
-            kept = tuple(c for c in message.tool_calls if c.id in results)
-            missing.extend(c.id for c in message.tool_calls if c.id not in results)
+            kept = []
+            for call in message.tool_calls:
+                if results[call.id] > 0:
+                    results[call.id] -= 1
+                    kept.append(call)
+                else:
+                    missing.append(call.id)
             if len(kept) != len(message.tool_calls):
                 entry = attrs.evolve(entry, message=attrs.evolve(
-                    message, tool_calls=kept, content=message.content or ""))
+                    message, tool_calls=tuple(kept), content=message.content or ""))
         out.append(entry)
     return tuple(out), tuple(missing)
 
 
-def _results_after(items: list[Entry], index: int) -> set[str | None]:
-    results: set[str | None] = set()
+def _results_after(items: list[Entry], index: int) -> Counter[str | None]:
+    results: Counter[str | None] = Counter()
     for entry in items[index + 1:]:
         if entry.message.role != "tool":
             break
-        results.add(entry.message.tool_call_id)
+        results[entry.message.tool_call_id] += 1
     return results
 
 
-def _open_calls(out: list[Entry]) -> set[str]:
-    """The calls of the last assistant message not yet answered in ``out``."""
-    answered_ids: set[str | None] = set()
+def _open_calls(out: list[Entry]) -> Counter[str | None]:
+    """The calls of the last assistant message not yet answered in ``out``, by id."""
+    answered_ids: Counter[str | None] = Counter()
     for entry in reversed(out):
         if entry.message.role == "tool":
-            answered_ids.add(entry.message.tool_call_id)
+            answered_ids[entry.message.tool_call_id] += 1
             continue
         if entry.message.role == "assistant":
-            return {c.id for c in entry.message.tool_calls} - {i for i in answered_ids if i}
-        return set()
-    return set()
+            calls: Counter[str | None] = Counter(c.id for c in entry.message.tool_calls)
+            return calls - answered_ids
+        return Counter()
+    return Counter()
 
 
 # --- secrets ------------------------------------------------------------------------------------
@@ -195,6 +205,13 @@ def _named_keys(lineages: list[Lineage], env: Mapping[str, str]) -> list[str]:
     labels = {c for item in lineages for t in item.turns for c in t.credentials}
     labels |= {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
     return [env[label] for label in sorted(labels) if env.get(label)]
+
+
+def _escaped(secrets: list[str]) -> list[str]:
+    """The secrets and their forms inside a JSON string: tool-call arguments and results are
+    JSON text, where a quote or a backslash of a secret is escaped."""
+    forms = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
+    return list(dict.fromkeys([*secrets, *forms]))
 
 
 def _redacted(value: Any, known: list[str]) -> tuple[Any, int]:

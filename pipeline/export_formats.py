@@ -2,14 +2,16 @@
 out.
 
 * ``sharegpt``: as hermes-agent writes it: ``conversations`` of ``{"from", "value"}`` turns; the
-  system turn is a function-calling preamble listing the tools in ``<tools>`` (the session's own
-  system prompt is not training data); every ``gpt`` turn opens with a ``<think>`` block (empty
-  when the model gave no reasoning), then the text, then ``<tool_call>`` blocks; the results of
-  one step form a single ``tool`` turn of ``<tool_response>`` blocks.
+  system turn is hermes-agent's function-calling preamble with the tools in ``<tools>`` (the
+  session's own system prompt is not training data); every ``gpt`` turn opens with a
+  ``<think>`` block (empty when the model gave no reasoning), then the text, then
+  ``<tool_call>`` blocks; the results of one step form a single ``tool`` turn of
+  ``<tool_response>`` blocks.
 * ``openai``: OpenAI chat fine-tuning: ``messages`` (with the session's system prompt),
   ``tools``, ``parallel_tool_calls``; each assistant message has a ``weight``: 1 for a reply
-  the model produced here, 0 for context carried over by a compression and for notes the engine
-  wrote. Reasoning is left out: the format has no field for it.
+  the model produced here, 0 for context carried over by a compression, for the replies a fork
+  repeats from its origin and for notes the engine wrote. Reasoning is left out: the format
+  has no field for it.
 * ``trl``: Hugging Face TRL conversational ``messages`` with ``tools``; tool-call ``arguments``
   are objects and an assistant's reasoning is ``reasoning_content``, as transformers' chat
   templates read them.
@@ -69,37 +71,38 @@ def _tool_schema(spec: ToolSpec) -> dict[str, Any]:
 
 
 def hermes_system_prompt(tools: tuple[ToolSpec, ...]) -> str:
-    """The function-calling preamble of a ShareGPT sample: the tools as JSON in ``<tools>``."""
-    listed = "\n".join(_dumps({"name": t.name, "description": t.description,
-                               "parameters": json.loads(t.parameters), "required": None})
-                       for t in tools)
+    """The function-calling preamble of a ShareGPT sample, as hermes-agent's trajectories have
+    it (its quirks kept: a sample trains best on the prompt its kind is run with): the tools
+    as one JSON array in ``<tools>``."""
+    listed = _dumps([{"name": t.name, "description": t.description,
+                      "parameters": json.loads(t.parameters), "required": None}
+                     for t in tools])
     return ("You are a function calling AI model. You are provided with function signatures "
             "within <tools> </tools> XML tags. You may call one or more functions to assist "
             "with the user query. If available tools are not relevant in assisting with user "
             "query, just respond in natural conversational language. Don't make assumptions "
             "about what values to plug into functions. After calling & executing the "
             "functions, you will be provided with function results within <tool_response> "
-            "</tool_response> XML tags.\n"
+            "</tool_response> XML tags. Here are the available tools:\n"
             f"<tools>\n{listed}\n</tools>\n"
             "For each function call return a JSON object, with the following pydantic model "
-            "json schema for each tool call: "
-            '{"title": "FunctionCall", "type": "object", "properties": {"name": {"title": '
-            '"Name", "type": "string"}, "arguments": {"title": "Arguments", "type": '
-            '"object"}}, "required": ["name", "arguments"]}\n'
+            "json schema for each:\n"
+            "{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': "
+            "'Name', 'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': "
+            "'object'}}, 'required': ['name', 'arguments']}\n"
             "Each function call should be enclosed within <tool_call> </tool_call> XML tags.\n"
-            "Example:\n<tool_call>\n"
-            '{"name": <function-name>, "arguments": <args-dict>}\n'
+            "Example:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n"
             "</tool_call>")
 
 
 def _gpt_value(message: Message) -> str:
-    parts = [f"<think>\n{message.reasoning.strip()}\n</think>" if message.reasoning
-             else "<think>\n</think>"]
-    if message.content:
+    reasoning = (message.reasoning or "").strip()
+    parts = [f"<think>\n{reasoning}\n</think>" if reasoning else "<think>\n</think>"]
+    if message.content and message.content.strip():
         parts.append(message.content)
     parts.extend(f"<tool_call>\n{_dumps({'name': c.name, 'arguments': _parsed(c.arguments)})}"
                  "\n</tool_call>" for c in message.tool_calls)
-    return "\n".join(parts)
+    return "\n".join(parts).rstrip()
 
 
 def _tool_response(message: Message) -> str:
@@ -128,7 +131,7 @@ def sharegpt(sample: Sample) -> dict[str, Any]:
 
 
 def _weight(entry: Entry) -> int:
-    return 0 if entry.inherited or entry.synthetic else 1
+    return 0 if entry.inherited or entry.synthetic or entry.copied else 1
 
 
 def _openai_message(entry: Entry) -> dict[str, Any]:

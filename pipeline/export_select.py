@@ -26,7 +26,8 @@ def _check_turns(instance: ExportFilters, attribute: attrs.Attribute[Any], value
 @attrs.frozen(kw_only=True)
 class ExportFilters:
     """What a session (lineage) must be to be exported; every filter left at its default lets
-    everything through. ``since``/``until`` are inclusive days of the root session's start."""
+    everything through. ``since``/``until`` are inclusive days (UTC, as the logs' clock) of the
+    root session's start."""
 
     completed_only: bool = False
     model: str | None = None
@@ -39,7 +40,7 @@ class ExportFilters:
     tool: str | None = None
     task_id: str | None = None
     task_ids: tuple[str, ...] = ()
-    session_ids: tuple[str, ...] = ()
+    session_ids: tuple[str, ...] = ()  # any session of a lineage names it
 
 
 # Lineage roots, each session's root, and one row of facts per lineage.
@@ -57,7 +58,7 @@ chain(session_id, root, depth) AS (
     WHERE c.depth < 10000
 ), facts AS (
     SELECT c.root,
-        min(CAST(e.payload->>'started_at' AS TIMESTAMPTZ))
+        min(timezone('UTC', CAST(e.payload->>'started_at' AS TIMESTAMPTZ)))
             FILTER (WHERE e.kind = 'session_started' AND c.depth = 0) AS started_at,
         count(*) FILTER (WHERE e.kind = 'turn_started') AS turns,
         count(*) FILTER (WHERE e.kind = 'turn_finished') AS finished,
@@ -71,7 +72,8 @@ chain(session_id, root, depth) AS (
         list(DISTINCT e.payload->'settings'->>'model')
             FILTER (WHERE e.kind IN ('session_started', 'session_resumed')) AS configured,
         list(DISTINCT e.payload->'outcome'->>'name') FILTER (WHERE e.kind = 'tool_ran') AS tools,
-        list(DISTINCT e.payload->>'task_id') FILTER (WHERE e.kind = 'turn_started') AS tasks
+        list(DISTINCT e.payload->>'task_id') FILTER (WHERE e.kind = 'turn_started') AS tasks,
+        list(DISTINCT c.session_id) AS members
     FROM events e JOIN chain c USING (session_id)
     GROUP BY c.root
 )
@@ -95,7 +97,7 @@ def _where(f: ExportFilters) -> tuple[str, list[Any]]:
         (f.tool is not None, "list_contains(tools, ?)", (f.tool,)),
         (f.task_id is not None, "list_contains(tasks, ?)", (f.task_id,)),
         (bool(f.task_ids), "list_has_any(tasks, ?)", (list(f.task_ids),)),
-        (bool(f.session_ids), "list_contains(?, root)", (list(f.session_ids),)),
+        (bool(f.session_ids), "list_has_any(members, ?)", (list(f.session_ids),)),
     ]
     for wanted, clause, values in checks:
         if wanted:

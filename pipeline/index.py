@@ -201,6 +201,7 @@ def _valid(session_id: str) -> bool:
 
 def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
     path = session_path(root, session_id)
+    mark = work.out.tell()
     try:
         with open(path, "rb", buffering=1 << 16) as fh:
             stat = os.fstat(fh.fileno())
@@ -209,7 +210,10 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
             found = scan(fh, session_id, start)
             _copy(fh, start.offset, found.position.offset, work.out)
     except OSError:
-        return  # removed while we looked: the next update drops it
+        # Removed or cut while we looked: what was copied of it goes, the next update sees it.
+        work.out.seek(mark)
+        work.out.truncate()
+        return
     pos = found.position
     if start.offset == 0:
         if known is not None:

@@ -66,7 +66,9 @@ def scan(fh: IO[bytes], session_id: str, start: Position) -> Scan:
 def _canonical(raw: bytes, session_id: str, pos: Position) -> tuple[str, bool] | str | None:
     """(digest, sealed) or a problem for a canonical line; None when it is not one."""
     head = _HEAD.match(raw)
-    if head is None or raw[-_SEAL_LEN:-_SEAL_LEN + len(_SEAL_OPEN)] != _SEAL_OPEN:
+    # The closing bytes are outside the seal's hash: a line must end in them to be canonical.
+    if head is None or raw[-_SEAL_LEN:-_SEAL_LEN + len(_SEAL_OPEN)] != _SEAL_OPEN \
+            or not raw.endswith(b'"}'):
         return None
     body = memoryview(raw)[:-_SEAL_LEN]
     running = hashlib.sha256(body)

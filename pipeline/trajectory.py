@@ -12,7 +12,7 @@ compression continued in a child (``session_split``) is read with its descendant
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -37,7 +37,8 @@ _REPLACING = (ev.ContextCompressed, ev.ContextInherited, ev.HistoryLoaded)
 class Entry:
     """One history message and where it came from. ``inherited`` messages were carried over by
     a compression or a loaded history: context for what follows, not produced here.
-    ``synthetic`` marks a note the engine wrote (a turn that ended without a reply)."""
+    ``synthetic`` marks a note the engine wrote (a turn that ended without a reply);
+    ``copied``, what a fork's log repeats of the session it was forked from."""
 
     message: Message
     session_id: str
@@ -45,6 +46,7 @@ class Entry:
     turn: int | None = None
     inherited: bool = False
     synthetic: bool = False
+    copied: bool = False
     model: str | None = None
     provider: str | None = None
     credential: str | None = None
@@ -188,6 +190,8 @@ class _Reader:
             self.compressions.append(self.compression)
         self.entries = [Entry(message=m, session_id=session_id, seq=seq, inherited=True)
                         for m in after.messages]
+        if not self.segments:  # what a lineage begins with is the start of the stitched whole
+            self.stitched += len(self.entries)
 
     def appended(self, event: ev.Event, before: State, messages: tuple[Message, ...],
                  session_id: str, seq: int) -> None:
@@ -202,6 +206,15 @@ class _Reader:
                 self._served(event.model, self.provider, credential)
             self.entries.append(entry)
             self.stitched += 1
+
+    def forked(self) -> None:
+        """A fork's records so far repeat its origin's (exported with the origin): context
+        here, not produced here."""
+        def copied(entries: Iterable[Entry]) -> list[Entry]:
+            return [attrs.evolve(e, copied=True) for e in entries]
+        self.entries = copied(self.entries)
+        self.segments = [attrs.evolve(s, entries=tuple(copied(s.entries)))
+                         for s in self.segments]
 
     def _served(self, model: str, provider: str | None, credential: str | None) -> None:
         if not self.turns:
@@ -222,6 +235,8 @@ class _Reader:
                 self.system_prompt, self.prompt_seen = after.system_prompt, True
         elif isinstance(event, ev.SessionSplit):
             self.split_to = event.child_session_id
+        elif isinstance(event, ev.SessionForked):
+            self.forked()
         elif isinstance(event, ev.ToolsDeclared):
             self.tools.update((spec.name, spec) for spec in event.tools)
         elif isinstance(event, ev.ApprovalAnswered):

@@ -79,15 +79,17 @@ class Summarising:
         return reply(f"answer {self.calls} " + "z" * 600, model="long")
 
 
-def compressed_session(home: Path, turns: int = 8) -> list[str]:
-    """A session driven past a small window until compression continued it in children;
-    returns the chain of session ids, root first."""
+def compressed_session(home: Path, turns: int = 8,
+                       history: list[dict[str, str]] | None = None) -> list[str]:
+    """A session driven past a small window until compression continued it in children
+    (its first turn given ``history``); returns the chain of session ids, root first."""
     seen: list[str] = []
     with Agent(client=Summarising(), clock=FakeClock(), ids=CountingIds(prefix="long"),
                home=home,
                model="model-b", context_length=2048, stream=False, max_retries=0) as agent:
         for n in range(turns):
-            agent.chat(f"question {n} " + "q" * 500)
+            agent.run(f"question {n} " + "q" * 500,
+                      conversation_history=history if n == 0 else None)
             assert agent.session_id is not None
             seen.append(agent.session_id)
     return list(dict.fromkeys(seen))

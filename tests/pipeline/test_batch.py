@@ -89,10 +89,49 @@ def test_a_session_cut_off_by_a_crash_runs_again(tmp_path, server) -> None:
     assert report.export is not None and report.export.samples == 2
 
 
+def test_task_ids_of_any_characters_resume_and_stay_inside_the_work_directory(
+        tmp_path, server) -> None:
+    """Dataset ids such as ``HumanEval/0`` name their task as they are; the working directory
+    is a name made from them, always one directory below ``<out>/work``."""
+    ids = ["HumanEval/0", "../../escaped", "..", "a b", 0, 7]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"question {i}", "task_id": task}) + "\n"
+                            for i, task in enumerate(ids)))
+    assert [t.task_id for t in read_prompts(path)] == [str(i) for i in ids]
+    job = BatchJob(prompts=path, out=tmp_path / "deep" / "run", model="gpt-fake",
+                   base_url=server.base_url, workers=2)
+    report = run_batch(job)
+    assert (report.ran, report.completed) == (6, 6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "prompts.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "deep").iterdir()) == ["run"]
+    work = list((job.out / "work").iterdir())
+    assert len(work) == 6 and all(p.is_dir() for p in work)
+    assert sorted(_task_ids(job.out).values()) == sorted(str(i) for i in ids)
+    again = run_batch(job)
+    assert (again.skipped, again.ran) == (6, 0)
+
+
+def test_a_prompts_file_saved_with_a_byte_order_mark_reads(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"prompt": "hi", "task_id": "t1"}).encode()
+                     + b"\n")
+    assert [(t.task_id, t.prompt) for t in read_prompts(path)] == [("t1", "hi")]
+
+
+def test_a_prompts_file_not_in_utf_8_is_a_usage_error(tmp_path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes('{"prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(UsageError, match=r"prompts\.jsonl: not UTF-8"):
+        read_prompts(path)
+
+
 @pytest.mark.parametrize(("text", "named"), [
     ("not json\n", "prompts.jsonl:1: not JSON"),
     ('{"prompt": "a"}\n{"text": "b"}\n', "prompts.jsonl:2: expected"),
     ('{"prompt": "a", "task_id": "t"}\n{"prompt": "b", "task_id": "t"}\n', "task ids repeat"),
+    ('{"prompt": "a", "task_id": ""}\n', "prompts.jsonl:1: task_id must be"),
+    ('{"prompt": "a", "task_id": ["t"]}\n', "prompts.jsonl:1: task_id must be"),
+    ('{"prompt": "a", "system": 3}\n', "prompts.jsonl:1: system must be"),
 ])
 def test_a_bad_prompts_file_is_a_usage_error(tmp_path, text, named) -> None:
     path = tmp_path / "prompts.jsonl"

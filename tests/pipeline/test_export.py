@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from effects.envelope import session_path, strict_lines
+from pipeline.agent import Agent
 from pipeline.cli import main
 from pipeline.export import ExportFilters, answered, export_sessions
+from pipeline.export_formats import Sample, sharegpt
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.trajectory import Entry, read_lineage
 from stages.errors import UsageError
 from stages.messages import Message, ToolCall
@@ -20,6 +25,7 @@ from tests.pipeline.export_sessions import (
     KEY,
     calls_session,
     compressed_session,
+    lookup,
     simple_session,
     tool_session,
 )
@@ -59,6 +65,42 @@ def test_sharegpt_is_in_the_form_hermes_agent_writes(tools_home) -> None:
     assert turns[8]["value"] == "<think>\n</think>\nYou are welcome."
     assert row["model"] == "model-a" and row["completed"] is True
     assert row["timestamp"].startswith("2026-01-01T00:00:00")
+
+
+def test_the_sharegpt_system_turn_is_hermes_agent_s_own(tools_home) -> None:
+    """hermes-agent's trajectory preamble, word for word: the tools as one JSON array, the
+    FunctionCall schema and the example as it writes them (Python-style quotes)."""
+    [row] = _export(tools_home, "sharegpt")
+    system = row["conversations"][0]["value"]
+    head, rest = system.split("<tools>\n", 1)
+    listed, tail = rest.split("\n</tools>\n", 1)
+    assert head.endswith("<tool_response> </tool_response> XML tags. Here are the available "
+                         "tools:\n")
+    assert [t["name"] for t in json.loads(listed)] == ["add", "lookup"]
+    assert all(t["required"] is None for t in json.loads(listed))
+    assert tail == (
+        "For each function call return a JSON object, with the following pydantic model json "
+        "schema for each:\n"
+        "{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', "
+        "'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': 'object'}}, "
+        "'required': ['name', 'arguments']}\n"
+        "Each function call should be enclosed within <tool_call> </tool_call> XML tags.\n"
+        "Example:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n"
+        "</tool_call>")
+
+
+def test_sharegpt_gpt_turns_are_trimmed_as_hermes_agent_trims_them() -> None:
+    """Blank reasoning is no reasoning, blank text no text, and no turn ends in whitespace."""
+    def gpt(message: Message) -> str:
+        entry = Entry(message=message, session_id="s", seq=0)
+        sample = Sample(entries=(entry,), system_prompt=None, tools=(), provenance={},
+                        completed=True, model=None, timestamp=None)
+        return sharegpt(sample)["conversations"][1]["value"]
+    assert gpt(Message(role="assistant", content="Done.\n", reasoning=" \n")) == (
+        "<think>\n</think>\nDone.")
+    call = ToolCall(id="c", name="t", arguments="{}")
+    assert gpt(Message(role="assistant", content="\n", tool_calls=(call,))) == (
+        '<think>\n</think>\n<tool_call>\n{"name": "t", "arguments": {}}\n</tool_call>')
 
 
 def test_openai_has_tools_weights_and_no_reasoning(tools_home) -> None:
@@ -119,6 +161,32 @@ def test_a_secret_the_log_kept_is_redacted_on_export(tmp_path) -> None:
     assert _rows(out)[0]["provenance"]["redacted_on_export"] == 1
 
 
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_a_secret_is_redacted_in_every_place_and_every_format(tmp_path) -> None:
+    """System prompt, user text, tool-call arguments and tool results: also where a format
+    writes them as JSON inside a string (a quote or backslash in the secret is escaped
+    there, so the plain secret is not what the text holds)."""
+    secret = 'Tr0ub4dor"&3\\horse'
+    scripted = ScriptedModel(tool_calls(("lookup", {"name": secret})), f"found {secret}")
+    with Agent(client=scripted, tools=[lookup], clock=FakeClock(), ids=CountingIds(),
+               home=tmp_path, model="model-c", stream=False) as agent:
+        agent.run(f"look up {secret}", f"the vault word is {secret}")
+    escaped = json.dumps(secret)[1:-1]
+    for fmt in ("sharegpt", "openai", "trl"):
+        [row] = _export(tmp_path, fmt, secrets=[secret])
+        leaks = [s for s in _strings(row) if secret in s or escaped in s]
+        assert leaks == [], fmt
+
+
 def test_a_credential_label_s_key_from_the_environment_is_redacted(tmp_path) -> None:
     simple_session(tmp_path, "the word is correcthorsebatterystaple", "ok")
     out = tmp_path / "out.jsonl"
@@ -149,20 +217,58 @@ def test_a_compressed_session_exports_stitched_or_as_segments(tmp_path) -> None:
     assert sum(1 for e in lineage.stitched if not e.inherited) == 16
 
 
-def test_unanswered_calls_are_taken_out_and_orphan_results_dropped() -> None:
-    def entry(message: Message) -> Entry:
-        return Entry(message=message, session_id="s", seq=0)
-    calls = (ToolCall(id="a", name="t", arguments="{}"), ToolCall(id="b", name="t",
-                                                                   arguments="{}"))
-    entries = [entry(Message(role="user", content="go")),
-               entry(Message(role="assistant", content=None, tool_calls=calls)),
-               entry(Message(role="tool", content="ok", tool_call_id="a", name="t")),
-               entry(Message(role="tool", content="stray", tool_call_id="z", name="t")),
-               entry(Message(role="assistant", content="done"))]
-    kept, missing = answered(entries)
-    assert missing == ("b",)
-    assert [e.message.role for e in kept] == ["user", "assistant", "tool", "assistant"]
-    assert [c.id for c in kept[1].message.tool_calls] == ["a"]
+@pytest.mark.parametrize("history", [None, [{"role": "user", "content": "earlier"},
+                                             {"role": "assistant", "content": "noted"}]])
+def test_a_compression_s_index_is_where_the_compressed_context_starts(tmp_path,
+                                                                      history) -> None:
+    """Messages a session began with (a loaded history) are part of the stitched whole, so
+    they count for where each compression falls in it."""
+    chain = compressed_session(tmp_path, history=history)
+    lineage = read_lineage(tmp_path / "sessions", chain[0])
+    order = [(chain.index(e.session_id), e.seq) for e in lineage.stitched]
+    assert lineage.compressions
+    for c in lineage.compressions:
+        at = (chain.index(c.session_id), c.seq)
+        assert order[c.message_index - 1] < at < order[c.message_index]
+
+
+def test_a_fork_trains_only_on_what_it_added(tmp_path) -> None:
+    """A fork's log repeats its origin's records; those replies are the origin's (exported
+    with it), context in the fork: weight 0 there."""
+    scripted = ScriptedModel("one", "two", "three")
+    with Agent(client=scripted, clock=FakeClock(), ids=CountingIds(), home=tmp_path,
+               model="model-c", stream=False) as agent:
+        agent.chat("first")
+        agent.chat("second")
+        origin = agent.session_id
+        assert origin is not None
+        with agent.fork(origin) as fork:
+            fork.chat("third")
+            forked = fork.session_id
+    rows = {r["provenance"]["session_id"]: r for r in _export(tmp_path, "openai")}
+    weights = {sid: [(m["content"], m["weight"]) for m in row["messages"]
+                     if m["role"] == "assistant"] for sid, row in rows.items()}
+    assert weights == {origin: [("one", 1), ("two", 1)],
+                       forked: [("one", 0), ("two", 0), ("three", 1)]}
+
+
+@pytest.mark.parametrize(("ids", "results", "missing", "kept"), [
+    (("a", "b"), ("a", "z"), ("b",), ["c0"]),  # b never answered; z answers nothing
+    # some servers give every call of a reply the same id: each call keeps one result
+    (("call_0",) * 3, ("call_0", "call_0"), ("call_0",), ["c0", "c1"]),
+])
+def test_unanswered_calls_are_taken_out_and_orphan_results_dropped(ids, results, missing,
+                                                                   kept) -> None:
+    calls = tuple(ToolCall(id=i, name=f"c{n}", arguments="{}") for n, i in enumerate(ids))
+    messages = [Message(role="user", content="go"),
+                Message(role="assistant", content=None, tool_calls=calls),
+                *(Message(role="tool", content="ok", tool_call_id=i, name="t") for i in results),
+                Message(role="assistant", content="done")]
+    out, taken = answered(Entry(message=m, session_id="s", seq=0) for m in messages)
+    assert taken == missing
+    assert [e.message.role for e in out] == ["user", "assistant", *["tool"] * len(kept),
+                                             "assistant"]
+    assert [c.name for c in out[1].message.tool_calls] == kept
 
 
 def test_filters_choose_the_sessions(tmp_path) -> None:
@@ -192,6 +298,36 @@ def test_filters_choose_the_sessions(tmp_path) -> None:
     assert chosen(since=dt.date(2026, 1, 1), until=dt.date(2026, 1, 1)) == everything
     assert chosen(since=dt.date(2026, 1, 2)) == []
     assert chosen(until=dt.date(2025, 12, 31)) == []
+
+
+@pytest.fixture
+def los_angeles(monkeypatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_since_and_until_are_utc_days_whatever_the_machine_s_zone(tmp_path,
+                                                                  los_angeles) -> None:
+    """The logs' clock is UTC (and so are the days of ``mibyan insights``): the same logs
+    and dates choose the same sessions on any machine."""
+    del los_angeles
+    sid = simple_session(tmp_path, "hi", "hello")  # 2026-01-01 00:00 UTC, 16:00 the day before
+    report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl", filters=ExportFilters(
+        since=dt.date(2026, 1, 1), until=dt.date(2026, 1, 1)))
+    assert report.session_ids == (sid,)
+
+
+def test_any_session_of_a_lineage_chooses_it(tmp_path) -> None:
+    """The id mibyan shows after a compression is the child's: it names its lineage too."""
+    chain = compressed_session(tmp_path)
+    simple_session(tmp_path, "hi", "hello")
+    for sid in (chain[0], chain[-1]):
+        report = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl",
+                                 filters=ExportFilters(session_ids=(sid,)))
+        assert report.session_ids == (chain[0],)
 
 
 def test_a_session_that_did_not_complete_is_left_out_by_completed_only(tmp_path) -> None:

@@ -181,6 +181,45 @@ def test_a_log_corrupted_in_place_is_read_again_up_to_the_damage(copy: Path,
         assert report.unchanged == 4 and len(report.problems) == 1
 
 
+def test_a_changed_closing_brace_is_a_problem_not_a_crash(copy: Path, sample: Sample) -> None:
+    """The seal is followed by the line's last two bytes; one changed there is a bad line (it
+    used to pass the fast check and then break the index's JSON read with a traceback)."""
+    path = copy / f"{sample.alpha[0]}.jsonl"
+    data = bytearray(path.read_bytes())
+    data[-2] = ord("]")  # the last line's closing brace
+    path.write_bytes(bytes(data))
+    with open_index(copy) as (con, report):
+        [(sid, problem)] = report.problems
+        assert sid == sample.alpha[0] and "does not parse" in problem
+        records = len(_lines(path))
+        assert con.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                           [sid]).fetchone() == (records - 2,)
+
+
+def test_a_log_cut_while_it_is_copied_is_left_for_the_next_update(
+        copy: Path, sample: Sample, monkeypatch) -> None:
+    """Bytes copied before the log shrank under the reader are not indexed (they used to
+    reach the index, a line cut in half breaking its JSON read)."""
+    import pipeline.index as index_module
+    real = index_module.scan
+    path = copy / f"{sample.alpha[0]}.jsonl"
+
+    def scan_then_cut(fh, session_id, start):
+        found = real(fh, session_id, start)
+        if session_id == sample.alpha[0]:
+            with open(path, "r+b") as log:
+                log.truncate(found.position.offset // 2)
+        return found
+
+    monkeypatch.setattr(index_module, "scan", scan_then_cut)
+    with open_index(copy) as (con, report):
+        assert sample.alpha[0] not in report.indexed
+        assert con.execute("SELECT count(*) FROM events WHERE session_id = ?",
+                           [sample.alpha[0]]).fetchone() == (0,)
+    monkeypatch.setattr(index_module, "scan", real)
+    assert _indexed(copy) == _raw(copy)
+
+
 def test_a_removed_log_leaves_the_index(copy: Path, sample: Sample) -> None:
     assert _indexed(copy) == _raw(copy)
     (copy / f"{sample.beta}.jsonl").unlink()
@@ -302,6 +341,11 @@ def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
         assert found.tool_calls["calls"] == 1 and found.compressions["count"] == 0
     with pytest.raises(UsageError, match="days must be at least 1"):
         summarise(sample.root, days=0, index=index)
+
+
+def test_a_model_name_is_data_not_sql(sample: Sample, tmp_path: Path) -> None:
+    found = summarise(sample.root, model="x' OR true OR model = '", index=tmp_path / "i.duckdb")
+    assert found.sessions == 0 and found.models == () and found.turns["turns"] == 0
 
 
 def _cli_json(capsys, *argv: str) -> dict:
