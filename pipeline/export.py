@@ -74,7 +74,7 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     _check(output, OUTPUTS, "output")
     ids = select_lineages(root, filters or ExportFilters())
     lineages = [read_lineage(root, sid) for sid in ids]
-    known = _escaped([*secrets, *_named_keys(lineages, os.environ if env is None else env)])
+    known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
     rows, redacted = [], 0
     for item in lineages:
         for sample in lineage_samples(item, lineage=lineage):
@@ -205,13 +205,6 @@ def _named_keys(lineages: list[Lineage], env: Mapping[str, str]) -> list[str]:
     labels = {c for item in lineages for t in item.turns for c in t.credentials}
     labels |= {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
     return [env[label] for label in sorted(labels) if env.get(label)]
-
-
-def _escaped(secrets: list[str]) -> list[str]:
-    """The secrets and their forms inside a JSON string: tool-call arguments and results are
-    JSON text, where a quote or a backslash of a secret is escaped."""
-    forms = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
-    return list(dict.fromkeys([*secrets, *forms]))
 
 
 def _redacted(value: Any, known: list[str]) -> tuple[Any, int]:

@@ -12,6 +12,7 @@ Redaction is idempotent: a masked value is never masked again.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any, cast
@@ -67,7 +68,7 @@ _COLON = re.compile(
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
-    r"private_key|credentials?)\"\s*:\s*\")([^\"]{4,})(\")")
+    r"private_key|credentials?)\"\s*:\s*\")((?:[^\"\\]|\\.){4,})(\")")
 # Credentials in a URL's userinfo (https://user:pa@ss@host): up to the authority's last '@'.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
 _PRIVATE_KEY = re.compile(
@@ -128,6 +129,20 @@ def _shape(match: re.Match[str]) -> str:
     return groups[0] + _hidden(groups[1]) + "".join(groups[2:])
 
 
+def _in_json(text: str) -> str:
+    """``text`` as it stands inside a JSON string."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _unescaped(text: str) -> str:
+    """The text a JSON string's inside stands for (itself when it is not one)."""
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text
+
+
 # (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
     (_PRIVATE_KEY, "[REDACTED PRIVATE KEY]", ("private key",)),
@@ -137,7 +152,8 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
     (_BEARER, _shape, ("bearer",)),
     (_AUTH, _shape, ("authorization",)),
     (_KEY_HEADER, _shape, ("-key", "-token")),
-    (_JSON_FIELD, _shape, _NAME_HINTS),
+    (_JSON_FIELD, lambda m: m.group(1) + _in_json(_hidden(_unescaped(m.group(2)))) + m.group(3),
+     _NAME_HINTS),
 )
 
 
@@ -157,10 +173,20 @@ def _names_in_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+
+
 def redact(text: str, known: Iterable[str] = ()) -> str:
     text = scrub_surrogates(text)
     for secret in known:
-        if secret and len(secret) >= 8 and secret in text:
+        if not secret or len(secret) < 8:
+            continue
+        # Inside a JSON string (tool-call arguments and results are JSON text) a secret's
+        # quotes and backslashes are escaped; its mask there is escaped alike. That form
+        # goes first: the plain one can be a part of it.
+        escaped = _in_json(secret)
+        if escaped != secret and escaped in text:
+            text = text.replace(escaped, _in_json(mask(secret)))
+        if secret in text:
             text = text.replace(secret, mask(secret))
     lowered = text.lower()
     for pattern, replacement, hints in _SUBSTITUTIONS:

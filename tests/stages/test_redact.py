@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,6 +79,20 @@ def test_lowercase_prose_is_untouched(text: str) -> None:
                                           "r8_", "npm_", "pypi-", "bearer", "github_pat_")))
     assume(not any(w in lowered for w in ("key", "token", "secret", "passw", "credential")))
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("secret", ['pa"ss-word-2024!x', "back\\slash-secret-0042\\",
+                                    'both"\\and-1234567890ab"'])
+def test_a_known_secret_is_hidden_inside_json_text_too(secret: str) -> None:
+    """Tool-call arguments are JSON text: a quote or backslash of the secret is escaped
+    there, and the masked text must stay valid JSON."""
+    arguments = json.dumps({"password": secret, "user": "me"})
+    event = reply("logging in", call("c1", "login", arguments))
+    out = redact_event(event, known=(secret,))
+    sent = out.message.tool_calls[0].arguments
+    assert secret not in sent and json.dumps(secret)[1:-1] not in sent
+    assert json.loads(sent)["user"] == "me"  # still JSON
+    assert secret not in json.loads(sent)["password"]
 
 
 def test_redact_event_on_tool_ran() -> None:
