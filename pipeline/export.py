@@ -29,7 +29,7 @@ from pipeline.export_formats import FORMATS, Sample
 from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export_select import ExportFilters, select_lineages
 from pipeline.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
-from stages.errors import UsageError
+from stages.errors import LogError, UsageError
 from stages.redact import redact
 
 __all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
@@ -51,11 +51,14 @@ class ExportReport:
     session_ids: tuple[str, ...]
     # Strings the export's own redaction pass changed (0 when the log was clean, as it should).
     redacted: int = 0
+    # Sessions left out because a log of theirs cannot be read: (session id, why).
+    skipped: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         return (f"exported {self.samples} sample(s) from {self.lineages} session(s) as "
                 f"{self.fmt} ({self.output}) to {self.path}"
-                + (f"; {self.redacted} string(s) redacted on the way" if self.redacted else ""))
+                + (f"; {self.redacted} string(s) redacted on the way" if self.redacted else "")
+                + "".join(f"\nskipped {sid}: {why}" for sid, why in self.skipped))
 
 
 def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
@@ -72,8 +75,13 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
     _check(output, OUTPUTS, "output")
-    ids = select_lineages(root, filters or ExportFilters())
-    lineages = [read_lineage(root, sid) for sid in ids]
+    lineages: list[Lineage] = []
+    skipped: list[tuple[str, str]] = []
+    for sid in select_lineages(root, filters or ExportFilters()):
+        try:
+            lineages.append(read_lineage(root, sid))
+        except LogError as exc:  # one bad log must not keep a dataset of thousands back
+            skipped.append((sid, str(exc)))
     known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
     rows, redacted = [], 0
     for item in lineages:
@@ -86,7 +94,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
             rows.append(record)
     (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
-                        samples=len(rows), session_ids=tuple(ids), redacted=redacted)
+                        samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
+                        redacted=redacted, skipped=tuple(skipped))
 
 
 def _check(value: str, choices: Iterable[str], what: str) -> None:

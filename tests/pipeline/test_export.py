@@ -387,3 +387,20 @@ def test_mibyan_export_rejects_a_bad_date(tools_home, capsys) -> None:
     code = main(["--home", str(tools_home), "export", "x.jsonl", "--since", "yesterday"])
     assert code == 2
     assert "--since must be a date" in capsys.readouterr().err
+
+
+def test_a_corrupt_log_is_skipped_and_named_the_rest_exported(tmp_path, capsys) -> None:
+    good = simple_session(tmp_path, "hello", "fine", ids=CountingIds(prefix="good"))
+    bad = simple_session(tmp_path, "hi", "also fine", ids=CountingIds(prefix="bad"))
+    path = session_path(tmp_path / "sessions", bad)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:-2], b'{"not": "a record"}\n', lines[-1]]))
+    out = tmp_path / "out.jsonl"
+    report = export_sessions(tmp_path / "sessions", out, fmt="openai")
+    assert report.session_ids == (good,) and report.samples == 1
+    [(sid, why)] = report.skipped
+    assert sid == bad and "corrupt" in why
+    assert len(_rows(out)) == 1
+    assert main(["--home", str(tmp_path), "export", "--format", "openai",
+                 str(tmp_path / "again.jsonl")]) == 0
+    assert f"skipped {bad}: " in capsys.readouterr().out
