@@ -197,14 +197,19 @@ def test_responses_tool_loop_replays_encrypted_reasoning(responses, tmp_path, st
     assert_replays(tmp_path, result["session_id"])
 
 
-def test_unreadable_encrypted_reasoning_stops_its_replay_for_the_session(responses, tmp_path):
+def _rejected_replay() -> tuple[ResponsesReply, ...]:
+    """A tool call with encrypted reasoning, the provider refusing it when it comes back, and
+    the answer to the call once it is sent without it."""
     unreadable = ResponsesReply.error(
         400, "The encrypted content for item rs_1 could not be verified.",
         code="invalid_encrypted_content")
-    responses.script(
-        ResponsesReply.function_calls([("add", '{"a": 2, "b": 3}')], reasoning="plan",
-                                      encrypted=True),
-        unreadable, ResponsesReply.text("5."), ResponsesReply.text("Again 5."))
+    return (ResponsesReply.function_calls([("add", '{"a": 2, "b": 3}')], reasoning="plan",
+                                          encrypted=True),
+            unreadable, ResponsesReply.text("5."))
+
+
+def test_unreadable_encrypted_reasoning_stops_its_replay_for_the_session(responses, tmp_path):
+    responses.script(*_rejected_replay(), ResponsesReply.text("Again 5."))
     with agent(responses, tmp_path, "codex_responses", stream=False, reasoning="low") as a:
         first = a.run_conversation("Add 2 and 3.")
         second = a.run_conversation("And again?")
@@ -218,13 +223,7 @@ def test_unreadable_encrypted_reasoning_stops_its_replay_for_the_session(respons
 
 
 def test_a_compressed_session_keeps_encrypted_reasoning_off_in_its_child(responses, tmp_path):
-    unreadable = ResponsesReply.error(
-        400, "The encrypted content for item rs_1 could not be verified.",
-        code="invalid_encrypted_content")
-    responses.script(
-        ResponsesReply.function_calls([("add", '{"a": 2, "b": 3}')], reasoning="plan",
-                                      encrypted=True),
-        unreadable, ResponsesReply.text("5."), ResponsesReply.text("Again 5."),
+    responses.script(*_rejected_replay(), ResponsesReply.text("Again 5."),
         ResponsesReply.text("Still 5."),
         ResponsesReply.text("The user added 2 and 3, thrice."),  # the compression's summary
         ResponsesReply.function_calls([("add", '{"a": 1, "b": 1}')], reasoning="again",
