@@ -101,7 +101,7 @@ class SessionPool:
         """Close the agent (the caller holds the claim); its log stays."""
         with self._lock:
             self._open.pop(session.id, None)
-        session.agent.close()
+        session.close()
 
     def _keep(self, session: ServedSession) -> None:
         with self._lock:
@@ -132,4 +132,4 @@ class SessionPool:
             session.interrupt()
         self._executor.shutdown(wait=True)
         for session in sessions:
-            session.agent.close()
+            session.close()

@@ -123,6 +123,12 @@ class ServedSession:
                 self.agent.interrupt()
             return self._running
 
+    def close(self) -> None:
+        """Close the agent (the caller holds the claim); its followers are told, so that their
+        event streams end rather than wait on a session that will run no more turns."""
+        self.publish({"type": "closed", "id": self.id})
+        self.agent.close()
+
     def describe(self, *, messages: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {
             "id": self.id, "object": "session", "created": self.created,
