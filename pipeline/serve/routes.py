@@ -18,8 +18,14 @@ from starlette.routing import Route
 
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import sse
-from pipeline.serve.plumbing import (KEEPALIVE_SECONDS, drain, failure, json_body, owner_of,
-                                     until_done)
+from pipeline.serve.plumbing import (
+    KEEPALIVE_SECONDS,
+    drain,
+    failure,
+    json_body,
+    owner_of,
+    until_done,
+)
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession, Subscriber
 
@@ -72,8 +78,8 @@ async def get(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     session, pool = await _session(request), _pool(request)
-    session.claim()
-    await pool.call(pool.close, session)
+    with session.claimed():
+        await pool.call(pool.close, session)
     return JSONResponse({"id": session.id, "object": "session.deleted", "deleted": True})
 
 
