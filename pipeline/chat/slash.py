@@ -202,7 +202,7 @@ def _fork(session: ChatSession, arg: str) -> None:
     if origin is None:
         raise UsageError("nothing to fork yet: this session has no turn")
     words = arg.split()
-    at = int(words.pop(0)) if words and words[0].isdigit() else None
+    at = int(words.pop(0)) if words and words[0].isdecimal() else None
     changes = {"model": words.pop(0)} if words else {}
     if words:
         raise UsageError("usage: /fork [SEQ] [model]")

@@ -207,6 +207,15 @@ def test_an_export_to_a_path_that_cannot_be_written_is_an_error_and_the_chat_goe
     assert f"error: /export: [Errno 17] File exists: '{blocker}'" in chat.err.getvalue()
 
 
+def test_a_fork_seq_that_is_a_digit_but_no_number_does_not_end_the_chat(server, tmp_path):
+    server.script(Reply.text("Four."), Reply.text("Five."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        assert chat.lines("2+2?", "/fork ² x", "2+3?") == 0  # "²".isdigit(), int("²") fails
+    assert chat.out.getvalue().splitlines() == ["Four.", "Five."]
+    assert "error: /fork: usage: /fork [SEQ] [model]" in chat.err.getvalue()
+
+
 def test_memory_skills_and_tools_are_listed(server, tmp_path):
     skill = tmp_path / "home" / "skills" / "deploy"
     skill.mkdir(parents=True)
