@@ -52,7 +52,7 @@ async def _body(request: Request) -> bytes:
     """The body, refused (413) past ``MAX_BODY_BYTES`` before more of it is read: a chunked
     body has no length to check first."""
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+    if length.isdecimal() and int(length) > MAX_BODY_BYTES:
         raise _too_large()
     chunks, size = [], 0
     async for chunk in request.stream():
