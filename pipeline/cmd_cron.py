@@ -14,7 +14,7 @@ import attrs
 
 from pipeline import config as cfg
 from pipeline.approval import Approver
-from pipeline.cron import CronStore, Job, Runner, next_run, tick
+from pipeline.cron import CronStore, Job, Runner, next_run, run_job, tick
 from pipeline.toolsets import DEFAULT_TOOLSETS
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -68,11 +68,7 @@ def _run(store: CronStore, args: argparse.Namespace, home: Path) -> int:
         if job is None:
             from stages.errors import UsageError
             raise UsageError(f"no cron job {args.job!r} (see mibyan cron list)")
-        store.update(attrs.evolve(job, last_run=now.isoformat()))
-        session, status = runner(job, now)
-        store.update(attrs.evolve(job, last_run=now.isoformat(), last_session=session,
-                                  last_status=status))
-        done = [attrs.evolve(job, last_session=session, last_status=status)]
+        done = [run_job(store, job, now, runner)]
     else:
         done = tick(store, now, runner)
     for job in done:

@@ -40,6 +40,9 @@ def check_schedule(expression: str) -> str:
     """The expression, or a ``UsageError`` saying what is wrong with it."""
     from cronsim import CronSim, CronSimError
     try:
+        # cronsim also takes six fields, the first being seconds: not what a crontab means.
+        if len(expression.split()) != 5:
+            raise CronSimError("Wrong number of fields")
         CronSim(expression, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     except CronSimError as exc:
         raise UsageError(f"not a cron schedule {expression!r}: {exc} (expected five fields: "
@@ -132,17 +135,17 @@ def tick(store: CronStore, now: dt.datetime, run: Runner) -> list[Job]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return []  # another tick is running these jobs
-        done = []
-        for job in store.jobs():
-            if not is_due(job, now):
-                continue
-            job = attrs.evolve(job, last_run=now.isoformat(), last_status="running")
-            store.update(job)
-            try:
-                session, status = run(job, now)
-            except Exception as exc:  # one job's failure must not stop the others
-                session, status = None, f"error: {type(exc).__name__}: {exc}"
-            job = attrs.evolve(job, last_session=session, last_status=status)
-            store.update(job)
-            done.append(job)
-        return done
+        return [run_job(store, job, now, run) for job in store.jobs() if is_due(job, now)]
+
+
+def run_job(store: CronStore, job: Job, now: dt.datetime, run: Runner) -> Job:
+    """Run ``job`` now (marked run first); the job as it is after its run."""
+    job = attrs.evolve(job, last_run=now.isoformat(), last_status="running")
+    store.update(job)
+    try:
+        session, status = run(job, now)
+    except Exception as exc:  # one job's failure must not stop the others
+        session, status = None, f"error: {type(exc).__name__}: {exc}"
+    job = attrs.evolve(job, last_session=session, last_status=status)
+    store.update(job)
+    return job

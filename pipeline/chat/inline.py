@@ -77,6 +77,6 @@ def approval_choice(typed: str) -> str:
 def clarify_answer(typed: str, choices: Sequence[str]) -> str:
     """A choice's number picks it; anything else is the answer as typed."""
     text = typed.strip()
-    if text.isdigit() and 1 <= int(text) <= len(choices):
+    if text.isdecimal() and 1 <= int(text) <= len(choices):
         return choices[int(text) - 1]
     return text

@@ -2,7 +2,7 @@
 handler). ``register`` adds an entry (``/fork`` and ``/export`` plug in this way).
 
 A handler gets the chat session and the text after the command's name; it returns False to end
-the chat. A ``MibyanError`` it raises is shown, and the chat goes on.
+the chat. A ``MibyanError`` or ``OSError`` it raises is shown, and the chat goes on.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def run(session: ChatSession, line: str) -> bool:
         return True
     try:
         return entry.run(session, arg.strip()) is not False
-    except MibyanError as exc:
+    except (MibyanError, OSError) as exc:  # a path the user typed may not be writable
         session.display.notice(f"/{entry.name}: {exc}", "error")
         return True
 
@@ -202,7 +202,7 @@ def _fork(session: ChatSession, arg: str) -> None:
     if origin is None:
         raise UsageError("nothing to fork yet: this session has no turn")
     words = arg.split()
-    at = int(words.pop(0)) if words and words[0].isdigit() else None
+    at = int(words.pop(0)) if words and words[0].isdecimal() else None
     changes = {"model": words.pop(0)} if words else {}
     if words:
         raise UsageError("usage: /fork [SEQ] [model]")

@@ -158,9 +158,11 @@ def finish_reason(result: Any) -> str:
 
 
 def usage_body(usage: Any) -> dict[str, Any]:
-    """A turn's ``Usage`` as OpenAI's usage object (every model call of the turn summed)."""
-    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
+    """A turn's ``Usage`` as OpenAI's usage object (every model call of the turn summed).
+    OpenAI's prompt tokens include the cached ones, which mibyan's input tokens leave out."""
+    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    return {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens,
+            "total_tokens": prompt + usage.output_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
             "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens}}
 

@@ -21,6 +21,9 @@ from stages.errors import MibyanError, UsageError
 T = TypeVar("T")
 ANONYMOUS = "anonymous"
 KEEPALIVE_SECONDS = 15.0
+# Far above any text conversation (a whole long context is a few MB of JSON), and below what
+# would let a few clients exhaust the process's memory; Anthropic's Messages API allows 32 MB.
+MAX_BODY_BYTES = 32 * 1024 * 1024
 log = get_logger(__name__)
 
 
@@ -40,9 +43,29 @@ def owner_of(request: Request) -> str:
     raise oa.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
 
+def _too_large() -> oa.ApiError:
+    return oa.ApiError(413, f"The request body is larger than {MAX_BODY_BYTES:,} bytes.",
+                       code="request_too_large")
+
+
+async def _body(request: Request) -> bytes:
+    """The body, refused (413) past ``MAX_BODY_BYTES`` before more of it is read: a chunked
+    body has no length to check first."""
+    length = request.headers.get("content-length", "")
+    if length.isdecimal() and int(length) > MAX_BODY_BYTES:
+        raise _too_large()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def json_body(request: Request) -> Any:
     try:
-        return json.loads(await request.body() or b"null")
+        return json.loads(await _body(request) or b"null")
     except ValueError as exc:
         raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
 

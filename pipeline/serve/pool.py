@@ -85,7 +85,7 @@ class SessionPool:
             session = ServedSession(session_id, owner, platform, agent)
             holder.append(session)
             self._open[session_id] = session
-        self._evict()
+        self._evict(spare=session)
         return session
 
     def adopt(self, owner: str, session_id: str, platform: str = "gateway") -> None:
@@ -101,17 +101,20 @@ class SessionPool:
         """Close the agent (the caller holds the claim); its log stays."""
         with self._lock:
             self._open.pop(session.id, None)
-        session.agent.close()
+        session.close()
 
     def _keep(self, session: ServedSession) -> None:
         with self._lock:
             self._open[session.id] = session
-        self._evict()
+        self._evict(spare=session)
 
-    def _evict(self) -> None:
+    def _evict(self, *, spare: ServedSession) -> None:
+        """Close the least recently used idle sessions past ``max_open``, never ``spare``: it
+        was opened for a request about to use it (while the others are busy, the pool is over
+        its bound until one of them goes idle)."""
         with self._lock:
             excess = len(self._open) - self.max_open
-            idle = sorted((s for s in self._open.values() if not s.busy),
+            idle = sorted((s for s in self._open.values() if not s.busy and s is not spare),
                           key=lambda s: s.last_used)[:max(excess, 0)]
         for session in idle:
             try:
@@ -129,4 +132,4 @@ class SessionPool:
             session.interrupt()
         self._executor.shutdown(wait=True)
         for session in sessions:
-            session.agent.close()
+            session.close()

@@ -18,7 +18,14 @@ from starlette.routing import Route
 
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import sse
-from pipeline.serve.plumbing import drain, failure, json_body, owner_of, until_done
+from pipeline.serve.plumbing import (
+    KEEPALIVE_SECONDS,
+    drain,
+    failure,
+    json_body,
+    owner_of,
+    until_done,
+)
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession, Subscriber
 
@@ -71,8 +78,8 @@ async def get(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     session, pool = await _session(request), _pool(request)
-    session.claim()
-    await pool.call(pool.close, session)
+    with session.claimed():
+        await pool.call(pool.close, session)
     return JSONResponse({"id": session.id, "object": "session.deleted", "deleted": True})
 
 
@@ -127,7 +134,8 @@ async def message(request: Request) -> Response:
 
 
 async def events(request: Request) -> Response:
-    """The session's events and deltas as they happen, until the client leaves."""
+    """The session's events and deltas as they happen, until the client leaves or the session
+    is closed."""
     session = await _session(request)
     subscriber = Subscriber(asyncio.get_running_loop())
     session.subscribers.add(subscriber)
@@ -137,11 +145,15 @@ async def events(request: Request) -> Response:
             yield sse.KEEPALIVE
             while True:
                 try:
-                    item = await asyncio.wait_for(subscriber.queue.get(), timeout=15.0)
+                    item = await asyncio.wait_for(subscriber.queue.get(),
+                                                  timeout=KEEPALIVE_SECONDS)
                 except TimeoutError:
                     yield sse.KEEPALIVE
                     continue
                 yield sse.encode(item, event=item["type"])
+                if item["type"] == "closed":
+                    yield sse.DONE
+                    return
         finally:
             session.subscribers.discard(subscriber)
     return sse.EventStream(body(), on_disconnect=lambda: None)

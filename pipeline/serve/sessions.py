@@ -55,6 +55,7 @@ class ServedSession:
         self.last_used = time.monotonic()
         self.subscribers: set[Subscriber] = set()
         self._claim = threading.Lock()
+        self._closed = False
         self._running = False
         self._state = threading.Lock()
 
@@ -63,12 +64,17 @@ class ServedSession:
         return self._claim.locked()
 
     def claim(self) -> None:
-        """The session for one request; 409 when another has it. ``release`` gives it back
+        """The session for one request; 409 when another has it, or when it was closed
+        after the request found it. ``release`` gives it back
         (from any thread: a streamed turn's worker releases it when the turn ends)."""
         if not self._claim.acquire(blocking=False):
             raise ApiError(409, f"Session {self.id} is busy with another request; retry when "
                            "it is done (or interrupt it).", type="conflict_error",
                            code="session_busy")
+        if self._closed:  # found by a request before it was closed: its agent is gone
+            self._claim.release()
+            raise ApiError(409, f"Session {self.id} was closed meanwhile; retry (it reopens "
+                           "from its log).", type="conflict_error", code="session_closed")
 
     def release(self) -> None:
         self.last_used = time.monotonic()
@@ -122,6 +128,13 @@ class ServedSession:
             if self._running:
                 self.agent.interrupt()
             return self._running
+
+    def close(self) -> None:
+        """Close the agent (the caller holds the claim); its followers are told, so that their
+        event streams end rather than wait on a session that will run no more turns."""
+        self._closed = True
+        self.publish({"type": "closed", "id": self.id})
+        self.agent.close()
 
     def describe(self, *, messages: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {

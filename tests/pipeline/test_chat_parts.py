@@ -107,3 +107,4 @@ def test_clarify_answers_pick_a_choice_by_number_or_are_free_text() -> None:
     assert clarify_answer("2", ("red", "blue")) == "blue"
     assert clarify_answer("3", ("red", "blue")) == "3"
     assert clarify_answer(" green ", ("red", "blue")) == "green"
+    assert clarify_answer("²", ("red", "blue")) == "²"  # a digit, but no number

@@ -195,6 +195,27 @@ def test_fork_goes_on_in_a_fork_with_another_model_and_export_writes_the_traject
     assert "exported 1 sample(s) from 1 session(s) as trl" in err
 
 
+def test_an_export_to_a_path_that_cannot_be_written_is_an_error_and_the_chat_goes_on(
+        server, tmp_path):
+    server.script(Reply.text("Four."), Reply.text("Five."))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        assert chat.lines("2+2?", f"/export sharegpt {blocker / 'out.jsonl'}", "2+3?") == 0
+    assert chat.out.getvalue().splitlines() == ["Four.", "Five."]
+    assert f"error: /export: [Errno 17] File exists: '{blocker}'" in chat.err.getvalue()
+
+
+def test_a_fork_seq_that_is_a_digit_but_no_number_does_not_end_the_chat(server, tmp_path):
+    server.script(Reply.text("Four."), Reply.text("Five."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        assert chat.lines("2+2?", "/fork ² x", "2+3?") == 0  # "²".isdigit(), int("²") fails
+    assert chat.out.getvalue().splitlines() == ["Four.", "Five."]
+    assert "error: /fork: usage: /fork [SEQ] [model]" in chat.err.getvalue()
+
+
 def test_memory_skills_and_tools_are_listed(server, tmp_path):
     skill = tmp_path / "home" / "skills" / "deploy"
     skill.mkdir(parents=True)

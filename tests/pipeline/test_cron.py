@@ -98,11 +98,29 @@ def test_a_job_is_marked_run_before_it_runs(tmp_path, clock):
     assert tick(store, at(clock), Recorder()) == []
 
 
-@pytest.mark.parametrize("schedule", ["bad", "0 9 * *", "61 * * * *", "* * * * * * *"])
+# Six fields are cronsim's seconds-first form: "*/5 * * * * *" would fire every 5 seconds.
+@pytest.mark.parametrize("schedule", ["bad", "0 9 * *", "61 * * * *", "* * * * * * *",
+                                      "*/5 * * * * *"])
 def test_a_bad_schedule_is_a_usage_error(tmp_path, clock, schedule):
     with pytest.raises(UsageError, match="not a cron schedule"):
         CronStore(tmp_path).add(schedule, "x", at(clock))
     assert CronStore(tmp_path).jobs() == []
+
+
+def test_a_job_run_now_that_fails_says_so_in_its_status(tmp_path, clock, monkeypatch):
+    import argparse
+
+    from pipeline import cmd_cron
+    store = CronStore(tmp_path)
+    job = store.add("0 9 * * *", "broken", at(clock))
+    monkeypatch.setattr(cmd_cron, "job_runner", lambda *a, **k: Recorder(fail="broken"))
+    monkeypatch.setattr(cmd_cron, "_now", lambda: at(clock))
+    args = argparse.Namespace(job=job.id, workdir=None, toolsets=None, model=None,
+                              base_url=None, provider=None)
+    assert cmd_cron._run(store, args, tmp_path) == cmd_cron.EXIT_FAILED
+    [after] = store.jobs()
+    assert after.last_status == "error: RuntimeError: the provider is down"
+    assert after.last_run == at(clock).isoformat() and after.last_session is None
 
 
 def test_remove_and_its_errors(tmp_path, clock):

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from effects.openai_chat import usage_from
 from pipeline.serve import openai_compat as oa
 from stages.events import Usage
 
@@ -59,14 +60,17 @@ def test_finish_reasons(reason, finish):
 
 
 def test_the_completion_and_the_usage_chunk():
+    """OpenAI counts cached tokens inside prompt_tokens (mibyan's input_tokens leaves them
+    out): the inverse of ``effects.openai_chat.usage_from``."""
     body = oa.completion_body("chatcmpl-1", 5, "m", Result("text_response(finish_reason=stop)"))
-    assert body["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10,
+    assert body["usage"] == {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12,
                              "prompt_tokens_details": {"cached_tokens": 2},
                              "completion_tokens_details": {"reasoning_tokens": 1}}
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "x",
                                              "refusal": None}
     last = oa.usage_chunk("chatcmpl-1", 5, "m", Result("x").usage)
-    assert last["choices"] == [] and last["usage"]["total_tokens"] == 10
+    assert last["choices"] == [] and last["usage"]["total_tokens"] == 12
+    assert usage_from(body["usage"]) == Result("x").usage
 
 
 texts = st.text(min_size=1, max_size=20)

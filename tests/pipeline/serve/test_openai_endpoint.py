@@ -196,3 +196,21 @@ def test_the_sdk_raises_its_errors_for_refused_requests(gateway):
     with pytest.raises(openai.BadRequestError):
         sdk(gateway).chat.completions.create(model="mibyan",
                                              messages=[{"role": "assistant", "content": "x"}])
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_past_the_limit_is_a_413_before_it_is_read_whole(gateway, monkeypatch, chunked):
+    from pipeline.serve import plumbing
+    monkeypatch.setattr(plumbing, "MAX_BODY_BYTES", 1000, raising=False)
+    body = json.dumps({"model": "mibyan",
+                       "messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+    content = iter([body[:600], body[600:]]) if chunked else body  # no content-length
+    with gateway.client() as client:
+        response = client.post("/v1/chat/completions", content=content,
+                               headers={"content-type": "application/json"})
+        session = client.post("/v1/sessions", content=iter([b"{", b" " * 2000, b"}"]))
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["type"]) == ("request_too_large", "invalid_request_error")
+    assert session.status_code == 413
+    assert gateway.upstream.requests == [] and gateway.pool.owned("alice") == []

@@ -75,3 +75,18 @@ def test_tokens_come_from_the_environment_variables_config_names():
 def test_a_bad_serve_setting_is_a_usage_error_naming_it(file, match):
     with pytest.raises(UsageError, match=match):
         serve_config(file, env=ENV)
+
+
+def test_a_new_session_is_not_closed_to_make_room_while_the_others_are_busy(gateway):
+    gateway.pool.max_open = 1
+    gateway.upstream.script(Reply.hang(30), Reply.text("the new one answers"))
+    with gateway.client() as client, gateway.client() as other:
+        sid = client.post("/v1/sessions").json()["id"]
+        with client.stream("POST", f"/v1/sessions/{sid}/messages",
+                           json={"content": "slow", "stream": True}):
+            assert gateway.upstream.arrived.wait(30)
+            answer = other.post("/v1/chat/completions", json={
+                "model": "mibyan", "messages": [{"role": "user", "content": "hi"}]})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == "the new one answers"
+            other.post(f"/v1/sessions/{sid}/interrupt")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.agent import Agent
+from pipeline.serve.openai_compat import ApiError
 from pipeline.serve.sessions import ServedSession
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 
@@ -26,3 +29,17 @@ def test_an_interrupt_that_comes_as_a_turn_ends_does_not_stop_the_next(tmp_path)
     assert session.interrupt() is False and not agent.interrupt_requested
     model.assert_complete()
     agent.close()
+
+
+def test_a_request_that_found_the_session_before_it_was_closed_cannot_run_a_turn_in_it(
+        tmp_path):
+    """The pool closes an idle session to make room (or DELETE closes it) between a request's
+    lookup and its claim: the request is refused, not run on a closed log (a 500)."""
+    agent = Agent(client=ScriptedModel(), home=tmp_path, clock=FakeClock(), ids=CountingIds())
+    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    with session.claimed():
+        session.close()
+    with pytest.raises(ApiError) as refused:
+        session.claim()
+    assert (refused.value.status, refused.value.code) == (409, "session_closed")
+    assert not session.busy

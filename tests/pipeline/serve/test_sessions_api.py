@@ -179,6 +179,19 @@ def test_the_events_stream_follows_another_request_s_turn(gateway):
     assert "".join(d["text"] for n, d in items if n == "delta") == "watched"
 
 
+def test_the_events_stream_ends_when_its_session_is_closed(gateway):
+    """Else it would wait for ever on a session object the gateway no longer runs (its next
+    turn runs in the session reopened from its log)."""
+    with gateway.client() as client, gateway.client() as watcher:
+        sid = client.post("/v1/sessions").json()["id"]
+        with watcher.stream("GET", f"/v1/sessions/{sid}/events") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": keep-alive"  # subscribed
+            assert client.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
+            items = _events_of(lines)
+    assert items == [("closed", {"type": "closed", "id": sid}), (None, "[DONE]")]
+
+
 def test_replay_through_the_api(gateway):
     gateway.upstream.script(Reply.text("a"), Reply.text("b"))
     with gateway.client() as client:
