@@ -37,6 +37,32 @@ def get_logger(name: str) -> Any:
     return _Logger(name)
 
 
+class RedactingFilter(logging.Filter):
+    """Redacts the lines of a logger mibyan does not write itself (a server library's), their
+    tracebacks included, with ``known`` secrets (the gateway's tokens) as well as the shapes
+    of common keys."""
+
+    def __init__(self, known: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.known = known
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage(), self.known), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.known)
+        return True
+
+
+def redact_loggers(names: tuple[str, ...], known: tuple[str, ...] = ()) -> None:
+    """Every line of the loggers ``names`` redacted from now on (once per logger)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter(known))
+
+
 def _structlog_logger(name: str) -> Any:
     import structlog
 

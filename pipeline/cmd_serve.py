@@ -44,7 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "
           f"{maker.model}; tokens of {owners})", file=sys.stderr)
     try:
-        run(app, host=config.host, port=config.port)
+        run(app, host=config.host, port=config.port, secrets=tuple(config.tokens))
     finally:
         pool.shutdown()
     return EXIT_OK

@@ -8,6 +8,7 @@ import time
 from types import TracebackType
 from typing import Any, Self
 
+from effects.logs import redact_loggers
 from stages.errors import UsageError
 
 
@@ -29,6 +30,7 @@ class BackgroundServer:
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                                     log_level="warning", lifespan="on",
                                                     timeout_graceful_shutdown=5))
+        redact_loggers(UVICORN_LOGGERS)
         self.host = host
         self.startup_timeout = startup_timeout
         self._thread = threading.Thread(target=self.server.run, name="mibyan-serve",
@@ -60,7 +62,16 @@ class BackgroundServer:
 KEEP_ALIVE_SECONDS = 75
 
 
-def run(app: Any, *, host: str, port: int) -> None:
-    """Serve until SIGINT or SIGTERM."""
-    _uvicorn().run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=10,
-                   timeout_keep_alive=KEEP_ALIVE_SECONDS, backlog=4096)
+# uvicorn's own loggers: an unexpected error's traceback goes to "uvicorn.error".
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+
+def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = ()) -> None:
+    """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too)."""
+    uvicorn = _uvicorn()
+    # The config sets uvicorn's logging up: the filters go on after it.
+    config = uvicorn.Config(app, host=host, port=port, log_level="info",
+                            timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                            backlog=4096)
+    redact_loggers(UVICORN_LOGGERS, secrets)
+    uvicorn.Server(config).run()  # a port already taken: uvicorn says so and exits with 3

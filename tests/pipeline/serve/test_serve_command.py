@@ -49,3 +49,23 @@ def test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth(home
     assert missing.returncode == 2 and "no bearer tokens" in missing.stderr
     exposed = mibyan(home, "serve", "--no-auth", "--host", "0.0.0.0", "--port", "0")
     assert exposed.returncode == 2 and "only on loopback" in exposed.stderr
+
+
+def test_uvicorn_lines_and_tracebacks_are_redacted(caplog):
+    import logging
+
+    from effects.logs import redact_loggers
+    from pipeline.serve.server import UVICORN_LOGGERS
+    token = "tok-gateway-secret-0123456789"
+    redact_loggers(UVICORN_LOGGERS, (token,))
+    logger = logging.getLogger("uvicorn.error")
+    try:
+        raise RuntimeError(f"a handler failed holding {token} and sk-proj-ABCDEFGHIJKLMNOPQRST")
+    except RuntimeError:
+        with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
+            logger.exception("Exception in ASGI application for %s", token)
+    [record] = [r for r in caplog.records if r.name == "uvicorn.error"]
+    text = caplog.text
+    assert "Exception in ASGI application" in text and "RuntimeError" in text
+    assert token not in text and "sk-proj-ABCDEFGHIJKLMNOPQRST" not in text
+    assert record.exc_text is not None and token not in record.exc_text
