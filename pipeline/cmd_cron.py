@@ -14,7 +14,7 @@ import attrs
 
 from pipeline import config as cfg
 from pipeline.approval import Approver
-from pipeline.cron import CronStore, Job, Runner, next_run, run_job, tick
+from pipeline.cron import CronStore, Job, Runner, next_run, run_job, tick, unreadable
 from pipeline.toolsets import DEFAULT_TOOLSETS
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -52,8 +52,12 @@ def _list(store: CronStore) -> int:
     jobs = store.jobs()
     for job in jobs:
         prompt = job.prompt if len(job.prompt) <= 48 else job.prompt[:47] + "…"
-        print(f"{job.id}  {job.schedule:<15}  next {next_run(job, now):%Y-%m-%d %H:%M}  "
-              f"last {job.last_status or '-'}  {prompt}")
+        try:
+            when = f"{next_run(job, now):%Y-%m-%d %H:%M}"
+        except unreadable():
+            when = "(unreadable)"
+        print(f"{job.id}  {job.schedule:<15}  next {when}  last {job.last_status or '-'}  "
+              f"{prompt}")
     print(f"({len(jobs)} job{'s' if len(jobs) != 1 else ''})")
     return EXIT_OK
 

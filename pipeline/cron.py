@@ -135,7 +135,25 @@ def tick(store: CronStore, now: dt.datetime, run: Runner) -> list[Job]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return []  # another tick is running these jobs
-        return [run_job(store, job, now, run) for job in store.jobs() if is_due(job, now)]
+        return [run_job(store, job, now, run) for job in store.jobs() if _due(store, job, now)]
+
+
+def unreadable() -> tuple[type[Exception], ...]:
+    """What reading a hand-edited job's schedule or times can raise."""
+    from cronsim import CronSimError
+    return (CronSimError, ValueError, TypeError)
+
+
+def _due(store: CronStore, job: Job, now: dt.datetime) -> bool:
+    """Whether ``job`` is due; a job whose schedule or times cannot be read (a hand-edited
+    jobs file) is not, and says why in its status, without keeping the others from running."""
+    try:
+        return is_due(job, now)
+    except unreadable() as exc:
+        status = f"error: cannot read this job: {type(exc).__name__}: {exc}"
+        if job.last_status != status:
+            store.update(attrs.evolve(job, last_status=status))
+        return False
 
 
 def run_job(store: CronStore, job: Job, now: dt.datetime, run: Runner) -> Job:

@@ -83,6 +83,27 @@ def test_one_failing_job_does_not_stop_the_others(tmp_path, clock):
     assert not any(is_due(j, at(clock)) for j in store.jobs())
 
 
+def test_a_hand_edited_job_that_cannot_be_read_does_not_stop_the_others(tmp_path, clock):
+    store = CronStore(tmp_path)
+    for prompt in ("first", "edited", "last"):
+        store.add("* * * * *", prompt, at(clock))
+    data = json.loads(store.path.read_text())
+    data["jobs"][1]["schedule"] = "every minute please"
+    store.path.write_text(json.dumps(data))
+    clock.advance(60)
+    run = Recorder()
+    done = tick(store, at(clock), run)
+    assert [j.prompt for j in done] == ["first", "last"] and len(run.runs) == 2
+    edited = next(j for j in store.jobs() if j.prompt == "edited")
+    assert edited.last_status is not None and edited.last_status.startswith(
+        "error: cannot read this job: CronSimError")
+    assert edited.last_run is None
+    home = tmp_path  # the store's home: mibyan cron list shows the job, not a traceback
+    listed = mibyan(home, "cron", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "next (unreadable)" in listed.stdout and "error: cannot read this job" in listed.stdout
+
+
 def test_a_job_is_marked_run_before_it_runs(tmp_path, clock):
     """A tick that dies mid-run does not run the job again at the next tick."""
     store = CronStore(tmp_path)
