@@ -8,8 +8,7 @@ use, so that ``mibyan --help`` does not pay for the SDKs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pipeline.lazy import lazy_exports
 
 __all__ = [
     "Agent",
@@ -46,10 +45,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 def __dir__() -> list[str]:

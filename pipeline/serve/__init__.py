@@ -4,8 +4,7 @@ package does not load them."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pipeline.lazy import lazy_exports
 
 __all__ = ["AgentMaker", "BackgroundServer", "ServeConfig", "SessionPool", "create_app",
            "serve_config"]
@@ -20,7 +19,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'pipeline.serve' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -1,0 +1,17 @@
+"""Names a package exports but imports on first use (PEP 562): its ``__init__`` stays cheap,
+so that ``mibyan --help`` does not pay for the SDKs or the server libraries."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: each name of ``homes`` from its module."""
+    def __getattr__(name: str) -> Any:
+        if name not in homes:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(homes[name]), name)
+    return __getattr__
