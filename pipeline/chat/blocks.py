@@ -42,7 +42,10 @@ class BlockSplitter:
         stripped = line.strip()
         if self._fence is not None:
             self._done_lines.append(line)
-            if stripped.startswith(self._fence) and not stripped[len(self._fence):].strip():
+            # CommonMark: the same character, at least as many, nothing else on the line (a
+            # shorter run is code: a markdown example showing a fence).
+            char = self._fence[0]
+            if stripped.startswith(self._fence) and not stripped.strip(char):
                 self._fence = None
                 return self._take()
             return None
@@ -50,7 +53,8 @@ class BlockSplitter:
         if fence is not None:
             # Text before a code block is a block of its own.
             before = self._take() if "".join(self._done_lines).strip() else None
-            self._done_lines, self._fence = [line], fence
+            run = len(stripped) - len(stripped.lstrip(fence[0]))
+            self._done_lines, self._fence = [line], fence[0] * run
             return before
         if not stripped:
             return self._take()

@@ -26,6 +26,16 @@ def test_blocks_complete_at_blank_lines_headings_and_closing_fences() -> None:
     assert splitter.flush() == "- a\n- b\n" and splitter.pending == ""
 
 
+def test_a_code_block_closes_at_a_fence_at_least_as_long_as_its_own() -> None:
+    splitter = BlockSplitter()
+    # A markdown example inside a four-backtick block: its three-backtick lines are code.
+    example = "````md\n```python\nx = 1\n```\n````\n"
+    assert splitter.feed(example + "After.\n\n") == [example.strip("\n"), "After."]
+    # A longer closing fence closes a three-backtick block.
+    assert splitter.feed("```\ny = 2\n`````\nNext.\n\n") == ["```\ny = 2\n`````",
+                                                              "Next."]
+
+
 def test_a_block_is_not_complete_until_its_line_is() -> None:
     splitter = BlockSplitter()
     assert splitter.feed("```py\nx = 1\n``") == []
