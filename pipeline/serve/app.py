@@ -115,7 +115,9 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
 
 async def _error(request: Request, exc: Exception) -> Response:
     error = failure(exc)
-    return JSONResponse(error.body(), status_code=error.status)
+    # Starlette's own headers (``Allow`` on a 405) stay with the error.
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
 def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:

@@ -187,6 +187,7 @@ def test_a_body_that_is_not_json_and_an_unknown_route_get_openai_errors(gateway)
     assert bad.status_code == 400 and "parse the JSON" in bad.json()["error"]["message"]
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["message"]
+    assert wrong_method.headers["allow"] == "POST"  # what may be used instead
 
 
 def test_the_sdk_raises_its_errors_for_refused_requests(gateway):
