@@ -56,11 +56,15 @@ class RedactingFilter(logging.Filter):
 
 
 def redact_loggers(names: tuple[str, ...], known: tuple[str, ...] = ()) -> None:
-    """Every line of the loggers ``names`` redacted from now on (once per logger)."""
+    """Every line of the loggers ``names`` redacted from now on, ``known`` secrets too (a
+    logger redacted already learns them: one filter per logger)."""
     for name in names:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        present = next((f for f in logger.filters if isinstance(f, RedactingFilter)), None)
+        if present is None:
             logger.addFilter(RedactingFilter(known))
+        else:
+            present.known = tuple(dict.fromkeys((*present.known, *known)))
 
 
 def _structlog_logger(name: str) -> Any:
