@@ -12,6 +12,7 @@ Redaction is idempotent: a masked value is never masked again.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -129,6 +130,7 @@ def _shape(match: re.Match[str]) -> str:
     return groups[0] + _hidden(groups[1]) + "".join(groups[2:])
 
 
+@functools.lru_cache(maxsize=256)  # asked for every known secret on every redacted string
 def _in_json(text: str) -> str:
     """``text`` as it stands inside a JSON string."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
@@ -171,8 +173,6 @@ def _names_in_lines(text: str) -> str:
             line = _COLON.sub(_named, line)
         lines[index] = line
     return "\n".join(lines)
-
-
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
