@@ -16,7 +16,8 @@ non-ASCII kept as is, the payload with sorted keys, then the line's own ``hash``
 the first record carries :data:`GENESIS_HASH`. ``hash`` is the SHA-256 of the line without its
 ``hash`` field (the line as the first format wrote it), so a record that was changed after it was
 written is detected even when it is the last one, which no ``prev_hash`` vouches for. Lines of the
-first format (no ``hash``) still read. Each session has one file, ``<root>/<session_id>.jsonl``;
+first format (no ``hash``) still read. A reader takes the keys in any order: the seal and the chain,
+not the layout, vouch for a line. Each session has one file, ``<root>/<session_id>.jsonl``;
 :func:`check_lines` checks such a file line by line.
 """
 
@@ -30,7 +31,6 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, Any
 
-import attrs
 import msgspec
 
 from stages.errors import LogCorruptError, UsageError
@@ -65,7 +65,8 @@ FIRST_KIND = "session_started"
 
 _HASH_OPEN = b',"hash":"'
 _HASH_SUFFIX_LEN = len(_HASH_OPEN) + 64 + len(b'"}')
-_HASHED_KEYS = (*ENVELOPE_KEYS, HASH_KEY)
+_KEYS = frozenset(ENVELOPE_KEYS)
+_HASHED_KEYS = _KEYS | {HASH_KEY}
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 _PAYLOAD_ENCODER = json.JSONEncoder(
@@ -73,11 +74,11 @@ _PAYLOAD_ENCODER = json.JSONEncoder(
 )
 
 
-@attrs.frozen(kw_only=True)
-class Envelope:
-    """One record of a session's event log.
+class Envelope(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One record of a session's event log, its fields in the order of the line's keys.
 
     ``payload`` is a plain dict; treat it as read-only (the envelope is frozen, the dict is not).
+    A msgspec struct: a sealed line is decoded into it directly, its types checked in C.
     """
 
     session_id: str
@@ -85,8 +86,8 @@ class Envelope:
     kind: str
     schema_version: int
     recorded_at: str
-    payload: dict[str, Any]
     prev_hash: str
+    payload: dict[str, Any]
 
 
 def validate_session_id(session_id: object) -> str:
@@ -188,12 +189,20 @@ def _parse(line: bytes) -> Any:
 def _decode(line: bytes) -> tuple[Envelope, bool, str | None]:
     """The envelope, whether the line is sealed by its own hash, and (when sealed) the
     line's digest, taken on the way (one pass over its bytes for both hashes)."""
+    sealed_line = _decode_sealed(line)
+    if sealed_line is not None:
+        return sealed_line[0], True, sealed_line[1]
+    return _decode_any(line)
+
+
+def _decode_any(line: bytes) -> tuple[Envelope, bool, str | None]:
+    """:func:`_decode` for any line: what it accepts, the reasons it refuses."""
     obj = _parse(line)
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
-    keys = tuple(obj)
-    if keys not in (ENVELOPE_KEYS, _HASHED_KEYS):
-        raise ValueError(f"keys {list(obj)} are not the envelope keys in order")
+    keys = set(obj)
+    if keys != _KEYS and keys != _HASHED_KEYS:
+        raise ValueError(f"keys {list(obj)} are not the envelope keys")
     for key in ("session_id", "kind", "recorded_at", "prev_hash"):
         if type(obj[key]) is not str:
             raise ValueError(f"{key} is not a string")
@@ -202,7 +211,7 @@ def _decode(line: bytes) -> tuple[Envelope, bool, str | None]:
             raise ValueError(f"{key} is not an integer")
     if type(obj["payload"]) is not dict:
         raise ValueError("payload is not an object")
-    sealed = keys == _HASHED_KEYS
+    sealed = HASH_KEY in obj
     obj.pop(HASH_KEY, None)
     digest = None
     if sealed:
@@ -210,6 +219,28 @@ def _decode(line: bytes) -> tuple[Envelope, bool, str | None]:
         if not holds:
             raise _SealBroken("fails its own hash (the line was changed after it was written)")
     return Envelope(**obj), sealed, digest
+
+
+_ENVELOPE = msgspec.json.Decoder(Envelope)
+
+
+def _decode_sealed(line: bytes) -> tuple[Envelope, str] | None:
+    """The common line in one pass: sealed, its seal holding, the rest of it an envelope with
+    the right types (checked by msgspec in C). The envelope and the line's digest, or None
+    for any other line: :func:`_decode_any` decides that one, and words its error."""
+    head, suffix = line[:-_HASH_SUFFIX_LEN], line[-_HASH_SUFFIX_LEN:]
+    running = hashlib.sha256(head)
+    seal = running.copy()
+    seal.update(b"}")
+    if suffix != b"".join((_HASH_OPEN, seal.hexdigest().encode("ascii"), b'"}')):
+        return None
+    try:
+        # The line as the seal hashed it: the object without its last key, the hash.
+        envelope = _ENVELOPE.decode(head + b"}")
+    except msgspec.DecodeError:  # a ValidationError (a missing key, a wrong type) too
+        return None
+    running.update(suffix)
+    return envelope, running.hexdigest()
 
 
 def _seal_holds(line: bytes) -> tuple[bool, str]:
@@ -254,9 +285,9 @@ def _is_valid_id(session_id: str) -> bool:
     return True
 
 
-@attrs.frozen
-class CheckedLine:
-    """One line of a log file, checked against the line before it."""
+class CheckedLine(msgspec.Struct, frozen=True):
+    """One line of a log file, checked against the line before it (a struct: one per line
+    read, made in C)."""
 
     number: int  # 1-based line number
     start: int  # byte offset of the line

@@ -7,7 +7,8 @@ import attrs
 from stages.events import CompressionPlanned, ContextSummarised, ContextWindowProbed, SummaryFailed
 
 
-@attrs.frozen(kw_only=True)
+# A __dict__, not slots: evolved on every event, it is copied in one dict update.
+@attrs.frozen(kw_only=True, slots=False)
 class ContextState:
     # The providers' own answers about their windows.
     windows: tuple[ContextWindowProbed, ...] = ()

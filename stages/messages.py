@@ -17,9 +17,13 @@ from stages.reasoning_parts import ReasoningPart
 ROLES = ("system", "user", "assistant", "tool")
 
 
+# One encoder for every call: ``json.dumps`` with these options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: object) -> str:
     """Canonical JSON text: sorted keys, no spaces, UTF-8 kept as is (byte-stable prefixes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def canonical_arguments(arguments: str) -> str:

@@ -4,8 +4,10 @@ in what is sent, not only in the counts."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 
 from stages.context_notes import system_prompt
 from stages.decision import CallModel, Decision, ModelRequest
@@ -20,17 +22,43 @@ from stages.state import State
 def request_digest(request: ModelRequest, history_digest: str) -> str:
     """SHA-256 over everything a request sends; the history enters through its running digest
     (kept by the fold), so the cost does not grow with the conversation."""
-    fields: list[object] = [
-        request.api_mode, request.provider, request.model, request.base_url, request.purpose,
-        request.system_prompt, history_digest, len(request.messages),
-        [tool.wire for tool in request.tools], request.tool_choice, request.max_tokens,
-        request.stream, list(request.cache_marks), request.cache_ttl, request.reasoning_effort,
-    ]
+    tail: list[object] = [request.tool_choice, request.max_tokens, request.stream,
+                          list(request.cache_marks), request.cache_ttl, request.reasoning_effort]
     extra = reasoning_digest_fields(request)
     if extra:  # only when used: digests of requests that do not use them stay as they were
-        fields.append(extra)
-    summary = canonical_json(fields)
+        tail.append(extra)
+    summary = digest_text(
+        (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
+         request.system_prompt, history_digest, len(request.messages)),
+        tuple(tool.wire for tool in request.tools), tail)
     return hashlib.sha256(summary.encode()).hexdigest()
+
+
+def digest_text(head: Sequence[object], tool_wires: tuple[str, ...],
+                tail: Sequence[object]) -> str:
+    """``canonical_json([*head, list(tool_wires), *tail])``, written item by item: most items
+    are short text, for which the encoder's set-up would cost more than the encoding."""
+    return "[" + ",".join([*map(_item, head), _tools_json(tool_wires), *map(_item, tail)]) + "]"
+
+
+@functools.lru_cache(maxsize=16)
+def _tools_json(wires: tuple[str, ...]) -> str:
+    # A session sends the same tools on every call: their schemas are escaped once.
+    return canonical_json(list(wires))
+
+
+def _item(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is str:  # exactly: a subclass (an enum) goes to the encoder
+        return encode_basestring(value)
+    if type(value) is int:
+        return int.__repr__(value)
+    return canonical_json(value)
 
 
 def decide_request(state: State, *, config: SessionSettings,

@@ -22,7 +22,8 @@ from stages.ratelimits import RateLimitSnapshot
 from stages.tools import ToolSpec
 
 
-@attrs.frozen(kw_only=True)
+# A __dict__, not slots: evolved on every event, it is copied in one dict update.
+@attrs.frozen(kw_only=True, slots=False)
 class TurnState:
     """What the stages need to know about the turn in progress (or the last one)."""
 
@@ -75,7 +76,8 @@ class TurnState:
         return self.finished is None
 
 
-@attrs.frozen(kw_only=True)
+# A __dict__, not slots: evolved on every event, it is copied in one dict update.
+@attrs.frozen(kw_only=True, slots=False)
 class State:
     session_id: str | None = None
     started_at: str | None = None

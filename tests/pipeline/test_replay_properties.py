@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -305,8 +306,8 @@ def test_a_changed_decision_diverges_at_its_seq_and_stage(script: SessionScript,
         assert decisions, "every turn makes decisions"
         target = data.draw(st.sampled_from(decisions), label="mutated")
         stages, change = MUTATIONS[target.kind]
-        mutated = [attrs.evolve(e, payload=change(e.payload)) if e.seq == target.seq else e
-                   for e in live.envelopes]
+        mutated = [msgspec.structs.replace(e, payload=change(e.payload))
+                   if e.seq == target.seq else e for e in live.envelopes]
         from_payload(target.kind, target.schema_version, mutated[target.seq].payload)  # valid
         rewrite(live.root, live.session_id, mutated)
 

@@ -51,3 +51,32 @@ def test_a_class_with_validators_is_still_checked() -> None:
     with pytest.raises(ValueError, match="high < low"):
         evolve(_Checked(low=1, high=2), low=3)
     assert evolve(Usage(input_tokens=1), output_tokens=2) == Usage(input_tokens=1, output_tokens=2)
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class _Dict:
+    a: int = 0
+    b: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class _Slots:
+    a: int = 0
+    b: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class _DictOnSlots(_Slots):
+    c: int = 0
+
+
+@pytest.mark.parametrize("cls", [_Dict, _Slots, _DictOnSlots])
+@given(a=st.integers(), b=st.lists(st.integers(), max_size=3))
+def test_every_layout_evolves_as_with_attrs(cls: type, a: int, b: list[int]) -> None:
+    """Fields in a __dict__, in slots, or (a dict class on a slotted one) in both."""
+    original = cls(a=1, b=[2])
+    for changes in ({"a": a}, {"b": b}, {"a": a, "b": b}):
+        evolved = evolve(original, **changes)
+        assert evolved == attrs.evolve(original, **changes)
+        assert type(evolved.b) is tuple
+    assert original == cls(a=1, b=[2])
