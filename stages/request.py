@@ -58,6 +58,8 @@ def _item(value: object) -> str:
         return encode_basestring(value)
     if type(value) is int:
         return int.__repr__(value)
+    if type(value) is list:
+        return "[" + ",".join(map(_item, value)) + "]"
     return canonical_json(value)
 
 

@@ -56,14 +56,13 @@ def _key(call: ToolCall, names: tuple[str, ...]) -> str:
 def duplicate_of(state: State, call: ToolCall) -> str | None:
     """The id of an earlier call of the same reply with the same name and arguments."""
     assert state.turn is not None and state.turn.last_reply is not None
+    calls = state.turn.last_reply.message.tool_calls
+    before = next((i for i, c in enumerate(calls) if c.id == call.id), len(calls))
+    if before == 0:  # the first call of its reply (the common case): nothing to compare
+        return None
     names = tuple(spec.name for spec in state.tools)
     key = _key(call, names)
-    for earlier in state.turn.last_reply.message.tool_calls:
-        if earlier.id == call.id:
-            return None
-        if _key(earlier, names) == key:
-            return earlier.id
-    return None
+    return next((c.id for c in calls[:before] if _key(c, names) == key), None)
 
 
 def _error(text: str) -> str:

@@ -18,7 +18,7 @@ class _Mode(enum.StrEnum):
 
 scalars = (st.none() | st.booleans() | st.integers() | st.text()
            | st.floats(allow_nan=False, allow_infinity=False) | st.just(_Mode.CHAT))
-items = scalars | st.lists(st.integers(), max_size=3) | st.dictionaries(
+items = scalars | st.lists(scalars | st.lists(scalars, max_size=2), max_size=3) | st.dictionaries(
     st.text(max_size=4), scalars, max_size=3)
 
 
