@@ -34,6 +34,8 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
 
 def _strict(kind: type, accepted: tuple[type, ...]) -> Callable[[object, type], object]:
     def structure(value: object, _: type) -> object:
+        if type(value) is kind:  # nearly always: a value of the very type, kept as it is
+            return value
         # bool is an int subclass; a log that says true where a count belongs is corrupt.
         if type(value) not in accepted:
             raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")

@@ -89,6 +89,9 @@ class Perform:
 
 
 Ask = Record | Perform
+# Asked between every two steps: one frozen value serves every turn.
+_POLL = Perform("interrupt", PollInterrupt(during="between_steps"), (Interrupted.kind,),
+                optional=True)
 Flow = Generator[Ask, State, None]
 SubFlow = Generator[Ask, State, State]
 Stage = Callable[..., Decision]
@@ -117,8 +120,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
     while True:
-        state = yield Perform("interrupt", PollInterrupt(during="between_steps"),
-                              (Interrupted.kind,), optional=True)
+        state = yield _POLL
         # Settings change inside a turn only where a fork goes on (``SessionForked``).
         config = state.settings or config
         stage = next_stage(state)
