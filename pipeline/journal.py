@@ -103,6 +103,10 @@ class EndOfLog(Exception):
         self.cut = cut
 
 
+def _one_of(kinds: tuple[str, ...]) -> str:
+    return f"one of {', '.join(kinds)}"
+
+
 def _text(payload: dict) -> str:
     return json.dumps(payload, sort_keys=True, ensure_ascii=False)
 
@@ -121,14 +125,16 @@ class ReplayJournal:
     def peek(self) -> Envelope | None:
         return self.expected[self.cursor] if self.cursor < len(self.expected) else None
 
-    def _next(self, stage: str, produced: str, kinds: tuple[str, ...], ahead: int = 0
-              ) -> Envelope:
+    def _next(self, stage: str, kinds: tuple[str, ...], ahead: int = 0,
+              produced: str | None = None) -> Envelope:
+        """The envelope ``ahead`` of the cursor; ``produced`` (by default "one of ``kinds``",
+        written only when it is needed) names what the replay wanted when the log ends."""
         index = self.cursor + ahead
         envelope = self.expected[index] if index < len(self.expected) else None
         if envelope is None:
-            raise EndOfLog(stage, produced)
+            raise EndOfLog(stage, produced or _one_of(kinds))
         if envelope.kind in TURN_CUTS and envelope.kind not in kinds:
-            raise EndOfLog(stage, produced, cut=True)
+            raise EndOfLog(stage, produced or _one_of(kinds), cut=True)
         return envelope
 
     def record(self, stage: str, event: Event) -> None:
@@ -138,7 +144,7 @@ class ReplayJournal:
             return
         payload = to_payload(event)
         if envelope is None or (envelope.kind in TURN_CUTS and envelope.kind != event.kind):
-            self._next(stage, f"{event.kind} {_text(payload)}", (event.kind,))  # raises
+            self._next(stage, (event.kind,), produced=f"{event.kind} {_text(payload)}")  # raises
         assert envelope is not None
         # Same kind and version: the payloads compare as plain data, with no decoding.
         if (envelope.kind == event.kind and envelope.schema_version == event.schema_version
@@ -159,7 +165,7 @@ class ReplayJournal:
         events = []
         for ahead in range(count):
             try:
-                envelope = self._next(stage, f"one of {', '.join(kinds)}", kinds, ahead)
+                envelope = self._next(stage, kinds, ahead)
             except EndOfLog as end:
                 if not end.cut:
                     # The log ends inside a batch (a tool batch cut part way): the observations
@@ -170,7 +176,7 @@ class ReplayJournal:
                 raise ReplayDivergenceError(
                     f"replay diverged at seq {envelope.seq} in stage {stage}", seq=envelope.seq,
                     stage=stage, expected=f"{envelope.kind} {_text(envelope.payload)}",
-                    produced=f"one of {', '.join(kinds)}")
+                    produced=_one_of(kinds))
             event = from_payload(envelope.kind, envelope.schema_version, envelope.payload)
             self._served[envelope.seq] = event
             events.append(event)
