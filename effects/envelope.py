@@ -228,19 +228,15 @@ def _decode_sealed(line: bytes) -> tuple[Envelope, str] | None:
     """The common line in one pass: sealed, its seal holding, the rest of it an envelope with
     the right types (checked by msgspec in C). The envelope and the line's digest, or None
     for any other line: :func:`_decode_any` decides that one, and words its error."""
-    head, suffix = line[:-_HASH_SUFFIX_LEN], line[-_HASH_SUFFIX_LEN:]
-    running = hashlib.sha256(head)
-    seal = running.copy()
-    seal.update(b"}")
-    if suffix != b"".join((_HASH_OPEN, seal.hexdigest().encode("ascii"), b'"}')):
+    holds, digest = _seal_holds(line)
+    if not holds:
         return None
     try:
         # The line as the seal hashed it: the object without its last key, the hash.
-        envelope = _ENVELOPE.decode(head + b"}")
+        envelope = _ENVELOPE.decode(line[:-_HASH_SUFFIX_LEN] + b"}")
     except msgspec.DecodeError:  # a ValidationError (a missing key, a wrong type) too
         return None
-    running.update(suffix)
-    return envelope, running.hexdigest()
+    return envelope, digest
 
 
 def _seal_holds(line: bytes) -> tuple[bool, str]:
