@@ -4,9 +4,10 @@ watching for the client to leave, and a worker's output drained from a queue."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures as cf
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from starlette.exceptions import HTTPException
@@ -15,8 +16,9 @@ from starlette.requests import Request
 from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
 from pipeline.serve.config import ServeConfig
+from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession
-from stages.errors import MibyanError, UsageError
+from stages.errors import MibyanError, ProviderError, UsageError
 
 T = TypeVar("T")
 ANONYMOUS = "anonymous"
@@ -70,20 +72,54 @@ async def json_body(request: Request) -> Any:
         raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
 
 
-async def until_done(request: Request, session: ServedSession, work: Awaitable[T]) -> T:
-    """``work``'s result; a client that leaves meanwhile interrupts the session's turn (which
-    then ends promptly, and cleanly)."""
-    task = asyncio.ensure_future(work)
+def leave(session: ServedSession, work: cf.Future[Any]) -> bool:
+    """The client of ``work`` (the session's turn) left: a turn still waiting for a worker
+    never runs (True); a running one is interrupted, to end promptly and cleanly."""
+    if work.cancel():
+        return True
+    if not work.done():  # a turn that ended is not interrupted: the session may run another's
+        session.interrupt()
+    return False
+
+
+def client_gone() -> oa.ApiError:
+    # nginx's "client closed request": no one reads it, and it is no server error to log.
+    return oa.ApiError(499, "The client left before its turn started; it did not run.",
+                       code="client_closed_request")
+
+
+def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T]
+                  ) -> tuple[asyncio.Future[T], Callable[[], None]]:
+    """The claimed session's turn ``run`` queued for a worker, which releases the claim when
+    the turn ends; and what the stream does when its client leaves (``leave``): the claim of a
+    turn that will never run is released then, as no worker will."""
+    def turn() -> T:
+        try:
+            return run()
+        finally:
+            session.release()
+    work = pool.submit(turn)
+
+    def left() -> None:
+        if leave(session, work):
+            session.release()
+    return asyncio.wrap_future(work), left
+
+
+async def until_done(request: Request, session: ServedSession, work: cf.Future[T]) -> T:
+    """``work``'s result (the session's turn, queued for a worker), watching for the client
+    to leave meanwhile (``leave``)."""
+    task = asyncio.wrap_future(work)
 
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
     watcher = asyncio.ensure_future(watch())
     done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    if watcher in done:
-        session.interrupt()
-    else:
+    if watcher not in done:
         watcher.cancel()
+    elif leave(session, work):
+        raise client_gone()
     return await task
 
 
@@ -114,6 +150,11 @@ def failure(exc: Exception) -> oa.ApiError:
                            code="not_found" if exc.status_code == 404 else None)
     if isinstance(exc, UsageError):
         return oa.bad(str(exc))
+    if isinstance(exc, ProviderError):  # its text names the provider's address
+        log.warning("serve.provider_error", error=f"{type(exc).__name__}: {exc}")
+        return oa.ApiError(502, f"The agent's turn failed: "
+                           f"{oa.upstream_failed(type(exc).__name__, exc.status)}",
+                           type="api_error", code="upstream_failed")
     if isinstance(exc, MibyanError):
         return oa.ApiError(500, f"{type(exc).__name__}: {exc}", type="server_error")
     log.error("serve.unexpected_error", error=f"{type(exc).__name__}: {exc}")
