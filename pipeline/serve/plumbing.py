@@ -17,7 +17,7 @@ from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
 from pipeline.serve.config import ServeConfig
 from pipeline.serve.pool import SessionPool
-from pipeline.serve.sessions import ServedSession
+from pipeline.serve.sessions import ServedSession, client_gone
 from stages.errors import MibyanError, ProviderError, UsageError
 
 T = TypeVar("T")
@@ -72,20 +72,14 @@ async def json_body(request: Request) -> Any:
         raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
 
 
-def leave(session: ServedSession, work: cf.Future[Any]) -> bool:
-    """The client of ``work`` (the session's turn) left: a turn still waiting for a worker
-    never runs (True); a running one is interrupted, to end promptly and cleanly."""
+def leave(session: ServedSession, claim: int, work: cf.Future[Any]) -> bool:
+    """The client of ``work`` (the turn of the session's claim number ``claim``) left: a turn
+    still waiting for a worker is dropped (True); one that started is interrupted, to end
+    promptly and cleanly, and one about to start does not (``ServedSession.leave``)."""
     if work.cancel():
         return True
-    if not work.done():  # a turn that ended is not interrupted: the session may run another's
-        session.interrupt()
+    session.leave(claim)
     return False
-
-
-def client_gone() -> oa.ApiError:
-    # nginx's "client closed request": no one reads it, and it is no server error to log.
-    return oa.ApiError(499, "The client left before its turn started; it did not run.",
-                       code="client_closed_request")
 
 
 def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T]
@@ -98,18 +92,18 @@ def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T
             return run()
         finally:
             session.release()
-    work = pool.submit(turn)
+    claim, work = session.claims, pool.submit(turn)
 
     def left() -> None:
-        if leave(session, work):
+        if leave(session, claim, work):
             session.release()
     return asyncio.wrap_future(work), left
 
 
 async def until_done(request: Request, session: ServedSession, work: cf.Future[T]) -> T:
-    """``work``'s result (the session's turn, queued for a worker), watching for the client
-    to leave meanwhile (``leave``)."""
-    task = asyncio.wrap_future(work)
+    """``work``'s result (the turn of the session's claim, queued for a worker), watching for
+    the client to leave meanwhile (``leave``)."""
+    claim, task = session.claims, asyncio.wrap_future(work)
 
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
@@ -118,7 +112,7 @@ async def until_done(request: Request, session: ServedSession, work: cf.Future[T
     done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
     if watcher not in done:
         watcher.cancel()
-    elif leave(session, work):
+    elif leave(session, claim, work):
         raise client_gone()
     return await task
 

@@ -62,6 +62,9 @@ class ServedSession:
         self._closed = False
         self._deleted = False
         self._running = False
+        # Requests that claimed the session so far: the number names the current claim.
+        self.claims = 0
+        self._left = False  # the current claim's client left before its turn started
         # The provider's HTTP status of the running turn's last failed model call.
         self._upstream_status: int | None = None
         self._state = threading.Lock()
@@ -84,6 +87,9 @@ class ServedSession:
                 raise not_found(self.id)
             raise ApiError(409, f"Session {self.id} was closed meanwhile; retry (it reopens "
                            "from its log).", type="conflict_error", code="session_closed")
+        with self._state:
+            self.claims += 1
+            self._left = False
 
     def release(self) -> None:
         self.last_used = time.monotonic()
@@ -109,7 +115,8 @@ class ServedSession:
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None) -> TurnResult:
-        """One turn, in the calling (worker) thread; the caller holds the claim."""
+        """One turn, in the calling (worker) thread; the caller holds the claim. Refused
+        (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
             if on_delta is not None:
                 on_delta(text)
@@ -117,6 +124,8 @@ class ServedSession:
                 self.publish({"type": "delta", "text": text})
 
         with self._state:
+            if self._left:
+                raise client_gone()
             self._running = True
         self._upstream_status = None
         try:
@@ -154,6 +163,18 @@ class ServedSession:
             if self._running:
                 self.agent.interrupt()
             return self._running
+
+    def leave(self, claim: int) -> None:
+        """The client of claim number ``claim`` left: its turn is interrupted, or never starts
+        when it has not yet. The client of an earlier claim (a stream ending as another
+        request's turn starts) stops nothing."""
+        with self._state:
+            if claim != self.claims:
+                return
+            if self._running:
+                self.agent.interrupt()
+            else:
+                self._left = True
 
     def close(self, *, deleted: bool = False) -> None:
         """Close the agent (the caller holds the claim); its followers are told, so that their
@@ -221,6 +242,12 @@ class Owners:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as file:
                 file.write(json.dumps(row) + "\n")
+
+
+def client_gone() -> ApiError:
+    # nginx's "client closed request": no one reads it, and it is no server error to log.
+    return ApiError(499, "The client left before its turn started; it did not run.",
+                    code="client_closed_request")
 
 
 def not_found(session_id: str) -> ApiError:
