@@ -30,7 +30,7 @@ from pipeline.result import TurnResult
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import routes, sse
 from pipeline.serve.config import ServeConfig
-from pipeline.serve.plumbing import drain, failure, json_body, owner_of, until_done
+from pipeline.serve.plumbing import drain, failure, json_body, owner_of, streamed_turn, until_done
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession
 from stages.errors import MibyanError
@@ -63,33 +63,37 @@ async def chat_completions(request: Request) -> Response:
     if chat.stream:
         return _stream(request, session, chat, history, completion, headers)
     with session.claimed():
-        result = await until_done(request, session, pool.call(
+        result = await until_done(request, session, pool.submit(
             lambda: session.run(chat.user_message, system_message=chat.system_message,
                                 history=history)))
-    if result.failed and not result.final_response:
-        raise oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
-                          code="upstream_failed")
+    refused = _failed(result)
+    if refused is not None:
+        raise refused
     return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
                         headers=headers)
+
+
+def _failed(result: TurnResult) -> oa.ApiError | None:
+    """A turn that failed with no answer, as the 502 its client gets (the session made its
+    error one a client may see)."""
+    if result.failed and not result.final_response:
+        return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
+                           code="upstream_failed")
+    return None
 
 
 def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, history: Any,
             completion: str, headers: dict[str, str]) -> Response:
     """Deltas as ``chat.completion.chunk`` events while the turn runs in a worker; a client
-    that leaves interrupts the turn."""
+    that leaves interrupts the turn, or cancels it while it waits for a worker. A turn that
+    failed with no answer ends in OpenAI's error object."""
     pool: SessionPool = request.app.state.pool
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     session.claim()  # 409 now, before the stream starts; the worker releases it
-
-    def turn() -> TurnResult:
-        try:
-            return session.run(chat.user_message, system_message=chat.system_message,
-                               history=history,
-                               on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t))
-        finally:
-            session.release()
-    worker = asyncio.ensure_future(pool.call(turn))
+    worker, left = streamed_turn(pool, session, lambda: session.run(
+        chat.user_message, system_message=chat.system_message, history=history,
+        on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -105,12 +109,16 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
         except Exception as exc:  # the turn could not run: say so in the stream, as OpenAI does
             yield sse.encode(failure(exc).body())
         else:
-            yield chunk({}, oa.finish_reason(result))
-            if chat.include_usage:
-                yield sse.encode(oa.usage_chunk(completion, created, chat.model, result.usage))
+            refused = _failed(result)
+            if refused is not None:  # as the 502 would say it
+                yield sse.encode(refused.body())
+            else:
+                yield chunk({}, oa.finish_reason(result))
+                if chat.include_usage:
+                    yield sse.encode(oa.usage_chunk(completion, created, chat.model,
+                                                    result.usage))
         yield sse.DONE
-    return sse.EventStream(body(), on_disconnect=session.interrupt,
-                           headers=headers)
+    return sse.EventStream(body(), on_disconnect=left, headers=headers)
 
 
 async def _error(request: Request, exc: Exception) -> Response:

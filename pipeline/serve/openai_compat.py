@@ -34,6 +34,14 @@ class ApiError(Exception):
                           "code": self.code}}
 
 
+def upstream_failed(error_class: str, status: int | None) -> str:
+    """What a client is told of a failed call to the model's provider: the error's class and
+    the provider's HTTP status, never the error's text, which names the provider's address (an
+    internal host, a query string) and repeats what it answered; the server logs that."""
+    said = f", HTTP {status}" if status is not None else ""
+    return f"the model call failed ({error_class}{said}); the server's log has the details"
+
+
 def bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
     return ApiError(400, message, param=param, code=code)
 

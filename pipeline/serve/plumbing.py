@@ -4,9 +4,10 @@ watching for the client to leave, and a worker's output drained from a queue."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures as cf
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from starlette.exceptions import HTTPException
@@ -15,8 +16,9 @@ from starlette.requests import Request
 from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
 from pipeline.serve.config import ServeConfig
-from pipeline.serve.sessions import ServedSession
-from stages.errors import MibyanError, UsageError
+from pipeline.serve.pool import SessionPool
+from pipeline.serve.sessions import ServedSession, client_gone
+from stages.errors import MibyanError, ProviderError, UsageError
 
 T = TypeVar("T")
 ANONYMOUS = "anonymous"
@@ -70,20 +72,48 @@ async def json_body(request: Request) -> Any:
         raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
 
 
-async def until_done(request: Request, session: ServedSession, work: Awaitable[T]) -> T:
-    """``work``'s result; a client that leaves meanwhile interrupts the session's turn (which
-    then ends promptly, and cleanly)."""
-    task = asyncio.ensure_future(work)
+def leave(session: ServedSession, claim: int, work: cf.Future[Any]) -> bool:
+    """The client of ``work`` (the turn of the session's claim number ``claim``) left: a turn
+    still waiting for a worker is dropped (True); one that started is interrupted, to end
+    promptly and cleanly, and one about to start does not (``ServedSession.leave``)."""
+    if work.cancel():
+        return True
+    session.leave(claim)
+    return False
+
+
+def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T]
+                  ) -> tuple[asyncio.Future[T], Callable[[], None]]:
+    """The claimed session's turn ``run`` queued for a worker, which releases the claim when
+    the turn ends; and what the stream does when its client leaves (``leave``): the claim of a
+    turn that will never run is released then, as no worker will."""
+    def turn() -> T:
+        try:
+            return run()
+        finally:
+            session.release()
+    claim, work = session.claims, pool.submit(turn)
+
+    def left() -> None:
+        if leave(session, claim, work):
+            session.release()
+    return asyncio.wrap_future(work), left
+
+
+async def until_done(request: Request, session: ServedSession, work: cf.Future[T]) -> T:
+    """``work``'s result (the turn of the session's claim, queued for a worker), watching for
+    the client to leave meanwhile (``leave``)."""
+    claim, task = session.claims, asyncio.wrap_future(work)
 
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
     watcher = asyncio.ensure_future(watch())
     done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    if watcher in done:
-        session.interrupt()
-    else:
+    if watcher not in done:
         watcher.cancel()
+    elif leave(session, claim, work):
+        raise client_gone()
     return await task
 
 
@@ -114,6 +144,11 @@ def failure(exc: Exception) -> oa.ApiError:
                            code="not_found" if exc.status_code == 404 else None)
     if isinstance(exc, UsageError):
         return oa.bad(str(exc))
+    if isinstance(exc, ProviderError):  # its text names the provider's address
+        log.warning("serve.provider_error", error=f"{type(exc).__name__}: {exc}")
+        return oa.ApiError(502, f"The agent's turn failed: "
+                           f"{oa.upstream_failed(type(exc).__name__, exc.status)}",
+                           type="api_error", code="upstream_failed")
     if isinstance(exc, MibyanError):
         return oa.ApiError(500, f"{type(exc).__name__}: {exc}", type="server_error")
     log.error("serve.unexpected_error", error=f"{type(exc).__name__}: {exc}")

@@ -35,7 +35,12 @@ class SessionPool:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (agent work blocks)."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await asyncio.wrap_future(self.submit(fn, *args))
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> cf.Future[T]:
+        """``fn(*args)`` queued for a worker thread: cancelling the future before a worker
+        takes it means it never runs."""
+        return self._executor.submit(fn, *args)
 
     def create(self, owner: str, platform: str = "gateway") -> ServedSession:
         """A new session (its log started now, so it has an id); blocking."""
@@ -97,11 +102,15 @@ class SessionPool:
         with self._lock:
             return [s for s in self._open.values() if s.owner == owner]
 
-    def close(self, session: ServedSession) -> None:
-        """Close the agent (the caller holds the claim); its log stays."""
+    def close(self, session: ServedSession, *, delete: bool = False) -> None:
+        """Close the agent (the caller holds the claim); its logs stay on disk. A deleted
+        session is taken from its owner too: it is answered as unknown from now on, after a
+        restart as well."""
+        if delete:  # first: a request meanwhile cannot reopen it
+            self.owners.remove(session.id)
         with self._lock:
             self._open.pop(session.id, None)
-        session.close()
+        session.close(deleted=delete)
 
     def _keep(self, session: ServedSession) -> None:
         with self._lock:

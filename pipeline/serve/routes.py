@@ -24,6 +24,7 @@ from pipeline.serve.plumbing import (
     failure,
     json_body,
     owner_of,
+    streamed_turn,
     until_done,
 )
 from pipeline.serve.pool import SessionPool
@@ -79,7 +80,7 @@ async def get(request: Request) -> Response:
 async def delete(request: Request) -> Response:
     session, pool = await _session(request), _pool(request)
     with session.claimed():
-        await pool.call(pool.close, session)
+        await pool.call(lambda: pool.close(session, delete=True))
     return JSONResponse({"id": session.id, "object": "session.deleted", "deleted": True})
 
 
@@ -104,19 +105,14 @@ async def message(request: Request) -> Response:
     session, pool = await _session(request), _pool(request)
     if not stream:
         with session.claimed():
-            result = await until_done(request, session, pool.call(
+            result = await until_done(request, session, pool.submit(
                 lambda: session.run(content, system_message=system)))
         return JSONResponse(result.as_dict())
     session.claim()
     subscriber = Subscriber(asyncio.get_running_loop())
     session.subscribers.add(subscriber)
-
-    def turn() -> Any:
-        try:
-            return session.run(content, system_message=system)
-        finally:
-            session.release()
-    worker = asyncio.ensure_future(pool.call(turn))
+    worker, left = streamed_turn(pool, session,
+                                 lambda: session.run(content, system_message=system))
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -130,7 +126,7 @@ async def message(request: Request) -> Response:
         finally:
             session.subscribers.discard(subscriber)
         yield sse.DONE
-    return sse.EventStream(body(), on_disconnect=session.interrupt)
+    return sse.EventStream(body(), on_disconnect=left)
 
 
 async def events(request: Request) -> Response:

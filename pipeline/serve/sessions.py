@@ -6,7 +6,7 @@ with 409 rather than queued, since the two would interleave one conversation. Ea
 belongs to the token that created it; another token is told it does not exist (404), so
 session ids leak nothing. Ownership is kept in ``<home>/serve/owners.jsonl``, so that after a
 restart (or after an idle session was closed to bound memory) the owner can take it up again
-from its log.
+from its log; a deleted session is no one's any more (a row in the file says so).
 """
 
 from __future__ import annotations
@@ -20,14 +20,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from effects.logs import get_logger
 from pipeline.agent import Agent
 from pipeline.journal import encode
 from pipeline.result import TurnResult
-from pipeline.serve.openai_compat import ApiError
-from stages.events import Event
+from pipeline.serve.openai_compat import ApiError, upstream_failed
+from stages.events import Event, ModelFailed
 
 # (session id to resume or None, platform, event listener) -> an agent.
 AgentFactory = Callable[[str | None, str, Callable[[Event], None]], Agent]
+log = get_logger(__name__)
 
 
 class Subscriber:
@@ -56,7 +60,13 @@ class ServedSession:
         self.subscribers: set[Subscriber] = set()
         self._claim = threading.Lock()
         self._closed = False
+        self._deleted = False
         self._running = False
+        # Requests that claimed the session so far: the number names the current claim.
+        self.claims = 0
+        self._left = False  # the current claim's client left before its turn started
+        # The provider's HTTP status of the running turn's last failed model call.
+        self._upstream_status: int | None = None
         self._state = threading.Lock()
 
     @property
@@ -73,8 +83,13 @@ class ServedSession:
                            code="session_busy")
         if self._closed:  # found by a request before it was closed: its agent is gone
             self._claim.release()
+            if self._deleted:
+                raise not_found(self.id)
             raise ApiError(409, f"Session {self.id} was closed meanwhile; retry (it reopens "
                            "from its log).", type="conflict_error", code="session_closed")
+        with self._state:
+            self.claims += 1
+            self._left = False
 
     def release(self) -> None:
         self.last_used = time.monotonic()
@@ -93,12 +108,15 @@ class ServedSession:
             subscriber.put(item)
 
     def on_event(self, event: Event) -> None:
+        if isinstance(event, ModelFailed):
+            self._upstream_status = event.status
         if self.subscribers:
             self.publish({"type": "event", "kind": event.kind, "event": encode(event)})
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None) -> TurnResult:
-        """One turn, in the calling (worker) thread; the caller holds the claim."""
+        """One turn, in the calling (worker) thread; the caller holds the claim. Refused
+        (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
             if on_delta is not None:
                 on_delta(text)
@@ -106,7 +124,10 @@ class ServedSession:
                 self.publish({"type": "delta", "text": text})
 
         with self._state:
+            if self._left:
+                raise client_gone()
             self._running = True
+        self._upstream_status = None
         try:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta)
@@ -114,12 +135,26 @@ class ServedSession:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
                 self.agent.forget_interrupt()
+        if result.error is not None:
+            result = self._shown(result)
         self.turns += 1
         self.last_result = result
         current = self.agent.session_id
         if current is not None and current != self.lineage[-1]:
             self.lineage.append(current)
         return result
+
+    def _shown(self, result: TurnResult) -> TurnResult:
+        """``result`` with the error its client may be shown. A failed model call's text names
+        the provider's address, so the client is told its class and HTTP status, and the
+        server's (redacted) log keeps the text; the other errors are the turn machine's own
+        words."""
+        log.warning("serve.turn_failed", session_id=self.id, error=result.error)
+        reason = result.turn_exit_reason
+        if not (reason.startswith("model_error(") and reason.endswith(")")):
+            return result
+        return attrs.evolve(result, error=upstream_failed(reason[len("model_error("):-1],
+                                                          self._upstream_status))
 
     def interrupt(self) -> bool:
         """Stop the running turn; False (and nothing set) when no turn runs, so an interrupt
@@ -129,10 +164,23 @@ class ServedSession:
                 self.agent.interrupt()
             return self._running
 
-    def close(self) -> None:
+    def leave(self, claim: int) -> None:
+        """The client of claim number ``claim`` left: its turn is interrupted, or never starts
+        when it has not yet. The client of an earlier claim (a stream ending as another
+        request's turn starts) stops nothing."""
+        with self._state:
+            if claim != self.claims:
+                return
+            if self._running:
+                self.agent.interrupt()
+            else:
+                self._left = True
+
+    def close(self, *, deleted: bool = False) -> None:
         """Close the agent (the caller holds the claim); its followers are told, so that their
-        event streams end rather than wait on a session that will run no more turns."""
-        self._closed = True
+        event streams end rather than wait on a session that will run no more turns. A request
+        that found a ``deleted`` session before it was closed is told it does not exist."""
+        self._closed, self._deleted = True, deleted
         self.publish({"type": "closed", "id": self.id})
         self.agent.close()
 
@@ -161,8 +209,11 @@ class Owners:
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
-                    self._owners[row["session_id"]] = (row["owner"], row["platform"])
-                except (ValueError, KeyError, TypeError):
+                    if row.get("deleted"):
+                        self._owners.pop(row["session_id"], None)
+                    else:
+                        self._owners[row["session_id"]] = (row["owner"], row["platform"])
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue  # a torn last line: that session was never acknowledged
 
     def get(self, session_id: str) -> tuple[str, str] | None:
@@ -178,11 +229,25 @@ class Owners:
     def add(self, session_id: str, owner: str, platform: str) -> None:
         with self._lock:
             self._owners[session_id] = (owner, platform)
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as file:
-                    file.write(json.dumps({"session_id": session_id, "owner": owner,
-                                           "platform": platform}) + "\n")
+            self._append({"session_id": session_id, "owner": owner, "platform": platform})
+
+    def remove(self, session_id: str) -> None:
+        """The session is no one's any more (its log stays on disk)."""
+        with self._lock:
+            self._owners.pop(session_id, None)
+            self._append({"session_id": session_id, "deleted": True})
+
+    def _append(self, row: dict[str, Any]) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as file:
+                file.write(json.dumps(row) + "\n")
+
+
+def client_gone() -> ApiError:
+    # nginx's "client closed request": no one reads it, and it is no server error to log.
+    return ApiError(499, "The client left before its turn started; it did not run.",
+                    code="client_closed_request")
 
 
 def not_found(session_id: str) -> ApiError:

@@ -215,3 +215,38 @@ def test_a_body_past_the_limit_is_a_413_before_it_is_read_whole(gateway, monkeyp
     assert (error["code"], error["type"]) == ("request_too_large", "invalid_request_error")
     assert session.status_code == 413
     assert gateway.upstream.requests == [] and gateway.pool.owned("alice") == []
+
+
+def _upstream_said(gateway) -> str:
+    """What a failed upstream call's error names that a client must not see: the upstream's
+    address (an internal host) and its own words."""
+    gateway.upstream.script(Reply.error(400, "no access for key of project internal-x",
+                                        code="bad_project"))
+    return gateway.upstream.base_url.split("//")[1].split("/")[0]
+
+
+def test_a_failed_turn_s_502_says_what_failed_but_not_where(gateway, caplog):
+    host = _upstream_said(gateway)
+    with gateway.client() as client:
+        response = client.post("/v1/chat/completions", json={
+            "model": "mibyan", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert (error["type"], error["code"]) == ("api_error", "upstream_failed")
+    assert "ProviderHTTPError" in error["message"] and "HTTP 400" in error["message"]
+    assert host not in response.text and "internal-x" not in response.text
+    # The server's own log keeps the whole error.
+    assert any(host in r.getMessage() and "internal-x" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failed_streamed_turn_ends_in_an_error_event_that_names_no_address(gateway):
+    host = _upstream_said(gateway)
+    with gateway.client() as client, client.stream("POST", "/v1/chat/completions", json={
+            "model": "mibyan", "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    error = json.loads(lines[-2][6:])["error"]
+    assert (error["type"], error["code"]) == ("api_error", "upstream_failed")
+    assert "ProviderHTTPError" in error["message"] and "HTTP 400" in error["message"]
+    assert not any(host in line or "internal-x" in line for line in lines)

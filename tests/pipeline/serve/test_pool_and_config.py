@@ -49,6 +49,24 @@ def test_a_restarted_gateway_gives_each_owner_back_its_sessions(upstream, tmp_pa
     upstream.assert_done()
 
 
+def test_a_deleted_session_stays_deleted_after_a_restart(upstream, tmp_path):
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    first = start_gateway(upstream, home, work)
+    gateway = next(first)
+    with gateway.client() as client:
+        kept, deleted = (client.post("/v1/sessions").json()["id"] for _ in range(2))
+        assert client.delete(f"/v1/sessions/{deleted}").status_code == 200
+    first.close()
+    second = start_gateway(upstream, home, work)
+    gateway = next(second)
+    with gateway.client() as client:
+        assert [s["id"] for s in client.get("/v1/sessions").json()["data"]] == [kept]
+        assert client.get(f"/v1/sessions/{deleted}").status_code == 404
+        assert client.get(f"/v1/sessions/{kept}").status_code == 200
+    second.close()
+
+
 ENV = {"TA": "token-a", "TB": "token-b"}
 
 

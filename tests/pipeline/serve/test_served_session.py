@@ -43,3 +43,36 @@ def test_a_request_that_found_the_session_before_it_was_closed_cannot_run_a_turn
         session.claim()
     assert (refused.value.status, refused.value.code) == (409, "session_closed")
     assert not session.busy
+
+
+def test_a_client_that_left_before_its_turn_started_means_it_never_starts(tmp_path):
+    """Even when a worker had already taken the turn (too late to drop it from the queue)."""
+    model = ScriptedModel("answered")
+    agent = Agent(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
+    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    with session.claimed():
+        session.leave(session.claims)
+        with pytest.raises(ApiError) as gone:
+            session.run("never")
+    assert (gone.value.status, gone.value.code) == (499, "client_closed_request")
+    assert session.turns == 0 and not agent.interrupt_requested
+    with session.claimed():  # the next request's turn runs
+        assert session.run("asked").final_response == "answered"
+    model.assert_complete()
+    agent.close()
+
+
+def test_a_client_of_an_earlier_claim_that_leaves_stops_nothing(tmp_path):
+    """A stream whose turn ended, its client leaving as another request's turn starts."""
+    model = ScriptedModel("first", "second")
+    agent = Agent(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
+    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    with session.claimed():
+        earlier = session.claims
+        session.run("one")
+    with session.claimed():
+        session.leave(earlier)
+        second = session.run("two")
+    assert second.completed and second.final_response == "second"
+    model.assert_complete()
+    agent.close()

@@ -25,14 +25,18 @@ def _events_of(stream_lines):
     return out
 
 
-def wait_idle(gateway, session_id: str) -> None:
-    """Until the session's turn has ended (bounded: the turn's end is an event, not a time)."""
+def _wait_until(condition) -> None:
+    """Until ``condition()`` (bounded: what is waited for is an event, not a time)."""
     for _ in range(3000):
-        session = gateway.pool.get("alice", session_id)
-        if not session.busy:
+        if condition():
             return
         threading.Event().wait(0.01)
-    raise AssertionError("the session stayed busy")
+    raise AssertionError("waited in vain")
+
+
+def wait_idle(gateway, session_id: str) -> None:
+    """Until the session's turn has ended."""
+    _wait_until(lambda: not gateway.pool.get("alice", session_id).busy)
 
 
 def test_create_send_get_list_delete(gateway):
@@ -53,10 +57,19 @@ def test_create_send_get_list_delete(gateway):
         listed = client.get("/v1/sessions").json()
         assert [s["id"] for s in listed["data"]] == [sid]
         assert client.delete(f"/v1/sessions/{sid}").json()["deleted"] is True
-        assert client.get("/v1/sessions").json()["data"] == [
-            {"id": sid, "object": "session", "platform": "gateway", "open": False}]
-        # The log stays: its owner can take the session up again.
-        assert client.get(f"/v1/sessions/{sid}").status_code == 200
+        assert client.get("/v1/sessions").json()["data"] == []
+        # Deleted, it is answered as a session that never was (its log stays on disk).
+        unknown = client.get("/v1/sessions/no-such-session").json()["error"]
+        for method, path, body in (
+                ("GET", f"/v1/sessions/{sid}", None),
+                ("DELETE", f"/v1/sessions/{sid}", None),
+                ("POST", f"/v1/sessions/{sid}/messages", {"content": "x"})):
+            gone = client.request(method, path, json=body)
+            assert gone.status_code == 404, (method, path)
+            assert gone.json()["error"] == {**unknown, "message": f"No session {sid!r}."}
+        chat = client.post("/v1/chat/completions", headers={"X-Mibyan-Session-Id": sid},
+                           json={"model": "mibyan", "messages": [{"role": "user", "content": "x"}]})
+        assert chat.status_code == 404
     sent = gateway.upstream.requests[0]["messages"][0]["content"]
     assert "messaging gateway" in sent  # the gateway platform's hint
     started = gateway.events(sid)[0].settings
@@ -306,4 +319,76 @@ def test_a_client_that_leaves_a_plain_request_interrupts_its_turn(gateway):
     wait_idle(gateway, sid)
     finished = [e for e in gateway.events(sid) if isinstance(e, TurnFinished)]
     assert finished[-1].interrupted
+    gateway.assert_every_session_replays()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failed_turn_s_result_says_what_failed_but_not_where(gateway, stream):
+    gateway.upstream.script(Reply.error(400, "no access for key of project internal-x"))
+    host = gateway.upstream.base_url.split("//")[1].split("/")[0]
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        with client.stream("POST", f"/v1/sessions/{sid}/messages",
+                           json={"content": "hi", "stream": stream}) as response:
+            text = response.read().decode()
+    if stream:
+        result = next(d for n, d in _events_of(text.splitlines()) if n == "result")
+    else:
+        result = json.loads(text)
+    assert result["failed"] and "ProviderHTTPError" in result["error"]
+    assert "HTTP 400" in result["error"]
+    assert host not in result["error"] and "internal-x" not in result["error"]
+
+
+@pytest.fixture
+def one_worker(upstream, tmp_path):
+    """A gateway whose turns all wait for one worker thread."""
+    from tests.pipeline.serve.conftest import start_gateway
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    yield from start_gateway(upstream, tmp_path / "home", workdir, workers=1)
+    upstream.assert_done()  # the queued turn asked the upstream nothing
+
+
+def _sent_raw(gateway, path: str, payload: dict, headers: str = ""):
+    """A request sent on a bare socket (closing it is the client leaving)."""
+    import socket
+    from urllib.parse import urlsplit
+    address = urlsplit(gateway.url)
+    body = json.dumps(payload).encode()
+    raw = socket.create_connection((address.hostname, address.port))
+    raw.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKENS['alice']}"
+                f"\r\n{headers}Content-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return raw
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("route", ["chat", "session"])
+def test_a_client_that_leaves_before_its_turn_starts_means_it_never_runs(one_worker, route,
+                                                                         stream):
+    gateway = one_worker
+    gateway.upstream.script(Reply.hang(30))
+    with gateway.client() as client, gateway.client() as holder:
+        first, queued = (client.post("/v1/sessions").json()["id"] for _ in range(2))
+        with holder.stream("POST", f"/v1/sessions/{first}/messages",
+                           json={"content": "slow", "stream": True}) as held:
+            assert gateway.upstream.arrived.wait(30)  # the one worker is taken
+            if route == "chat":
+                raw = _sent_raw(gateway, "/v1/chat/completions", {
+                    "model": "mibyan", "stream": stream,
+                    "messages": [{"role": "user", "content": "queued"}]},
+                    f"X-Mibyan-Session-Id: {queued}\r\n")
+            else:
+                raw = _sent_raw(gateway, f"/v1/sessions/{queued}/messages",
+                                {"content": "queued", "stream": stream})
+            with raw:
+                _wait_until(lambda: gateway.pool.get("alice", queued).busy)  # it is queued
+            # The turn that will never run gives its session back at once.
+            wait_idle(gateway, queued)
+            assert client.post(f"/v1/sessions/{first}/interrupt").json()["interrupted"]
+            _events_of(held.iter_lines())
+        wait_idle(gateway, first)
+    assert not any(isinstance(e, TurnFinished) for e in gateway.events(queued))
+    assert gateway.pool.get("alice", queued).turns == 0
     gateway.assert_every_session_replays()
