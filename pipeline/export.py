@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -30,15 +29,13 @@ from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export_select import ExportFilters, select_lineages
 from pipeline.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
 from stages.errors import LogError, UsageError
-from stages.redact import redact
+from stages.redact import holds_mask, redact
 
 __all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
            "lineage_samples"]
 
 LINEAGE_MODES = LINEAGE_NAMES
 OUTPUTS = OUTPUT_NAMES
-# What a redaction leaves behind (stages.redact): a whole mask, a kept head and tail, a marker.
-_MASK = re.compile(r"\*\*\*|[A-Za-z0-9_.\-]{6}\.\.\.[A-Za-z0-9_\-]{4}|\[REDACTED PRIVATE KEY\]")
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +86,7 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
             record = FORMATS[fmt](sample)
             record, changed = _redacted(record, known)
             redacted += changed
-            record["provenance"]["redactions"] = _marked(record, fmt)
+            record["provenance"]["redactions"] = _marked(record, fmt, known)
             record["provenance"]["redacted_on_export"] = changed
             rows.append(record)
     (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
@@ -229,11 +226,25 @@ def _redacted(value: Any, known: list[str]) -> tuple[Any, int]:
     return value, 0
 
 
-def _marked(record: dict[str, Any], fmt: str) -> list[int]:
+def _marked(record: dict[str, Any], fmt: str, known: list[str]) -> list[int]:
     """Positions of the sample's messages (turns, for ShareGPT) that hold a redaction mark."""
     items = record["conversations"] if fmt == "sharegpt" else record["messages"]
     return [i for i, item in enumerate(items)
-            if _MASK.search(json.dumps(item, ensure_ascii=False))]
+            if any(holds_mask(text, known) for text in _strings(item))]
+
+
+def _strings(value: Any, name: str = "") -> Iterator[str]:
+    """The strings of a message (its tool calls' arguments among them), each after the name of
+    its field: TRL's arguments are objects, and a field named for a secret says that a mask
+    that reads as words is one."""
+    if isinstance(value, str):
+        yield f"{name}: {value}"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, key)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, name)
 
 
 # --- writers ------------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """The insights index: a DuckDB file under the home holding every log's checked records.
 
 The logs stay the source of truth; the index can be deleted or rebuilt (``rebuild=True``) at any
-time. Each update looks at every log: one unchanged since the last update (same size and
-modification time) costs a ``stat``; one that grew is checked where the index left it (the last
-indexed record still hashes to what the index holds) and only its new tail is read and chained
-on; one that shrank, changed in place or no longer chains is read again from its start; one
-that is gone leaves the index. A record that does not check (a broken chain, a changed line)
-ends what is indexed of its log, and the log's problem is kept (:attr:`IndexReport.problems`).
+time. Each update looks at every log and at the last record it indexed of it, which must
+still hash to what the index holds (the log is a hash chain: a log rewritten, even to the same
+size with its modification time restored, fails this). One unchanged since the last update
+(same size and modification time, that record intact) costs a ``stat`` and one line read; one
+that grew, that record intact, has only its new tail read and chained on; any other is read
+again from its start; one that is gone leaves the index. A change in place that breaks the
+chain below the last indexed record passes the check: only a full read sees it. A record that
+does not check (a broken chain, a changed line) ends what is indexed of its log, and the log's
+problem is kept (:attr:`IndexReport.problems`).
 The index has the same ``events`` table as the in-memory connection of
 :func:`pipeline.query.connect` and the views of :mod:`pipeline.views` over it; ``mibyan sql``
 queries it (:func:`pipeline.query.query_index`).
@@ -148,8 +151,9 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
             work = _Work(out)
             for session_id in ids:
                 was = known.get(session_id)
-                if was is not None and stats[session_id] == tuple(was[:2]):
-                    work.unchanged += 1  # the common case: a stat, nothing read
+                if was is not None and stats[session_id] == tuple(was[:2]) \
+                        and _still_holds(root, session_id, was):
+                    work.unchanged += 1  # the common case: a stat and one line read
                     if was[6] is not None:
                         work.problems.append((session_id, was[6]))
                     continue
@@ -242,14 +246,34 @@ def _copy(fh: Any, start: int, end: int, out: Any) -> None:
 def _continues(fh: Any, known: tuple | None, size: int) -> Position:
     """Where to go on reading: after the indexed records if the log grew and the last one is
     still there, unchanged; else (it was rewritten, cut, or broken) from the start."""
-    if known is None or known[6] is not None or known[2] == 0 or size <= known[7]:
+    if known is None or known[6] is not None or known[2] == 0 or size <= known[7] \
+            or not _last_holds(fh, known):
         return Position()
     _, _, records, last_hash, last_start, sealed, _, end = known
+    return Position(records, end, last_hash, last_start, sealed)
+
+
+def _still_holds(root: Path, session_id: str, known: tuple) -> bool:
+    """Whether a log whose size and time are as indexed still holds what was indexed: a copy
+    or an edit can restore both over other bytes."""
+    try:
+        with open(session_path(root, session_id), "rb") as fh:
+            return _last_holds(fh, known)
+    except OSError:
+        return False  # gone or unreadable: the full look decides
+
+
+def _last_holds(fh: Any, known: tuple) -> bool:
+    """Whether the last indexed line is where it was and still hashes to the stored hash. Each
+    line holds the hash of the one before, so a log rewritten consistently (chained anew) fails
+    this; only a change that breaks the chain below the last line passes it, and only a full
+    read sees that (``rebuild``, ``mibyan log verify``)."""
+    _, _, records, last_hash, last_start, _, _, end = known
+    if records == 0:
+        return True  # nothing indexed that could have gone stale
     fh.seek(last_start)
     last = fh.read(end - last_start)
-    if not last.endswith(b"\n") or line_hash(last[:-1]) != last_hash:
-        return Position()
-    return Position(records, end, last_hash, last_start, sealed)
+    return last.endswith(b"\n") and line_hash(last[:-1]) == last_hash
 
 
 _LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_start",

@@ -7,7 +7,8 @@ Telegram bot tokens, ``Authorization`` headers of any scheme and API-key headers
 ``KEY=value`` and ``password: value`` assignments, JSON secret fields, PEM and PGP private keys
 (even cut off), passwords in URLs and connection strings, Azure connection strings, and JWTs.
 
-Redaction is idempotent: a masked value is never masked again.
+Redaction is idempotent: a masked value is never masked again. :func:`holds_mask` finds what it
+left behind (for an export's provenance), told from ordinary text with dots and stars.
 """
 
 from __future__ import annotations
@@ -99,6 +100,47 @@ def mask(secret: str) -> str:
     return f"{secret[:6]}...{secret[-4:]}"
 
 
+# What mask() and the private-key substitution leave in a text. A mask replaced a whole value,
+# so it stands where a value starts and ends: after no token character (or after a JSON escape
+# such as \n, inside JSON-escaped tool arguments) and before none. Three stars glued to a word or
+# to more stars are Markdown emphasis.
+_TOKEN_CHARS = r"A-Za-z0-9_\-+/="
+_STARTS = r"(?:(?<![A-Za-z0-9_\-+.\\])|(?<=\\[nrt]))"  # and after "=" or "/", as a value does
+_SHORT_MASK = re.compile(r"(?:(?<![\w*])|(?<=\\[nrt]))\*\*\*(?![\w*])")
+# After a secret's name (a field, a header, an assignment), a mask that reads as prose is one.
+_NAMED = (r"(?i:(?:key|secret|token|pass\w*|pwd|credentials?|auth\w*)\\?[\"']?[ \t]*[:=][ \t]*"
+          r"\\?[\"']?|(?:bearer|basic)[ \t]+)")
+_LONG_MASK = re.compile(
+    "(" + _NAMED + ")?" + _STARTS + r"([" + _TOKEN_CHARS + r".]{5}[" + _TOKEN_CHARS + r"])\.\.\."
+    r"([" + _TOKEN_CHARS + r"][" + _TOKEN_CHARS + r".]{3})(?![" + _TOKEN_CHARS + r"])")
+# A kept head and tail that each are a word (hyphens within, or in Markdown's underscores), a
+# number or dotted are prose ("Please...wait", "e-mail...sent", "_wait_...1000", "v1.2.3...v2.0"),
+# unless a secret's name comes before them or the head starts as a known kind of token does
+# (AKIAIO...MPLE).
+_PROSE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|_[A-Za-z]+_|[0-9]+|.*\..*")
+_PRIVATE_KEY_MARK = "[REDACTED PRIVATE KEY]"
+
+
+def holds_mask(text: str, known: Iterable[str] = ()) -> bool:
+    """Whether ``text`` holds what redaction leaves where it hid a secret: the mask of one of
+    the ``known`` secrets (as it is, or as it stands inside a JSON string), or a mask of the
+    shapes :func:`mask` writes where redaction writes them, told from ordinary text with dots
+    and stars as above. A long secret whose kept head and tail read as prose is found only when
+    it is known."""
+    if _PRIVATE_KEY_MARK in text:
+        return True
+    for secret in known:
+        masked = mask(secret)  # three stars, for a short one, are told by their place below
+        if masked != "***" and (masked in text or _in_json(masked) in text):
+            return True
+    if "***" in text and _SHORT_MASK.search(text):
+        return True
+    return "..." in text and any(
+        named or head.lower().startswith(_TOKEN_HINTS)
+        or not (_PROSE.fullmatch(head) and _PROSE.fullmatch(tail))
+        for named, head, tail in _LONG_MASK.findall(text))
+
+
 def scrub_surrogates(text: str) -> str:
     """Lone UTF-16 surrogates (half an emoji, legal in JSON) cannot be written as UTF-8."""
     try:
@@ -147,7 +189,7 @@ def _unescaped(text: str) -> str:
 
 # (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
-    (_PRIVATE_KEY, "[REDACTED PRIVATE KEY]", ("private key",)),
+    (_PRIVATE_KEY, _PRIVATE_KEY_MARK, ("private key",)),
     (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
     (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
     (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),

@@ -144,6 +144,38 @@ def test_provenance_names_the_log_range_its_hash_and_who_served(tools_home) -> N
     assert p["redactions"] == [1, 6]  # the pasted key, the looked-up token
 
 
+def test_ordinary_dots_and_stars_are_no_redaction_mark(tmp_path) -> None:
+    simple_session(tmp_path, "Please...wait, ***really*** wait", "Loading...done: v1.2.3...v2.0")
+    for fmt in ("sharegpt", "openai", "trl"):
+        [row] = _export(tmp_path, fmt)
+        assert row["provenance"]["redactions"] == [], fmt
+
+
+def login(user: str, password: str) -> str:
+    """Log in.
+
+    Args:
+        user: Who.
+        password: Their password.
+    """
+    return f"welcome, {user}"
+
+
+def test_a_password_in_tool_arguments_is_a_redaction_mark(tmp_path) -> None:
+    """The log holds the password's mask inside the arguments' JSON text; its kept head and
+    tail read as words, the field's name says what it is."""
+    model = ScriptedModel(
+        tool_calls(("login", {"user": "ada", "password": "correct-horse-battery-staple"})),
+        "Done.")
+    with Agent(client=model, tools=[login], clock=FakeClock(), ids=CountingIds(),
+               home=tmp_path, model="m", stream=False) as agent:
+        agent.chat("Log in as Ada, please...wait, as Ada.")
+    for fmt, at in (("openai", [2]), ("trl", [2]), ("sharegpt", [2])):
+        [row] = _export(tmp_path, fmt)
+        assert row["provenance"]["redactions"] == at, fmt
+    assert "correc...aple" in json.dumps(row)
+
+
 def test_secrets_never_reach_an_export(tools_home) -> None:
     for fmt in ("sharegpt", "openai", "trl"):
         _export(tools_home, fmt)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from effects.envelope import encode_line, line_hash
 from pipeline.cli import main
 from pipeline.index import open_index
 from pipeline.insights import summarise
@@ -196,6 +197,64 @@ def test_a_changed_closing_brace_is_a_problem_not_a_crash(copy: Path, sample: Sa
                            [sid]).fetchone() == (records - 2,)
 
 
+def _rewritten(path: Path, edit) -> None:
+    """``path`` with each record's envelope passed through ``edit`` and chained anew, put back
+    with its size and modification time as they were (as a restore or ``cp -p`` leaves it)."""
+    stat = path.stat()
+    out, prev = [], None
+    for line in _lines(path):
+        obj = json.loads(line)
+        obj = edit({**obj, "prev_hash": prev or obj["prev_hash"]})
+        raw = encode_line(obj["session_id"], obj["seq"], obj["kind"], obj["schema_version"],
+                          obj["recorded_at"], obj["prev_hash"], obj["payload"])
+        out.append(raw + b"\n")
+        prev = line_hash(raw)
+    path.write_bytes(b"".join(out))
+    assert path.stat().st_size == stat.st_size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_log_rewritten_to_its_size_and_time_is_read_again(copy: Path, sample: Sample) -> None:
+    """A consistent rewrite (an earlier record changed, the chain made anew after it) keeps
+    size and time but not the last record's hash: the index follows the new content."""
+    path, sid = copy / f"{sample.alpha[0]}.jsonl", sample.alpha[0]
+    assert _indexed(copy) == _raw(copy)
+
+    def later(obj: dict) -> dict:
+        if obj["seq"] == 3:
+            obj["recorded_at"] = obj["recorded_at"].replace("T09:", "T08:")
+        return obj
+
+    _rewritten(path, later)
+    with open_index(copy) as (con, report):
+        assert (report.reindexed, report.unchanged, report.problems) == ((sid,), 3, ())
+        assert con.execute("SELECT recorded_at FROM events WHERE session_id = ? AND seq = 3",
+                           [sid]).fetchone()[0].startswith("2026-01-01T08:")
+        assert _all(con) == _raw(copy)
+
+
+def test_a_log_broken_at_its_size_and_time_reports_the_damage(copy: Path,
+                                                              sample: Sample) -> None:
+    """The last record no longer chains to the one before (a link changed, the line sealed
+    anew), size and time kept: the log is read again and its problem reported."""
+    path, sid = copy / f"{sample.alpha[0]}.jsonl", sample.alpha[0]
+    records = len(_lines(path))
+    assert _indexed(copy) == _raw(copy)
+
+    def unlinked(obj: dict) -> dict:
+        if obj["seq"] == records - 1:
+            obj["prev_hash"] = "0" * 64
+        return obj
+
+    _rewritten(path, unlinked)
+    with open_index(copy) as (con, report):
+        [(problem_sid, problem)] = report.problems
+        assert report.reindexed == (sid,) and problem_sid == sid
+        assert problem.startswith(f"seq {records - 1}: ")
+        assert con.execute("SELECT max(seq) FROM events WHERE session_id = ?",
+                           [sid]).fetchone() == (records - 2,)
+
+
 def test_a_log_cut_while_it_is_copied_is_left_for_the_next_update(
         copy: Path, sample: Sample, monkeypatch) -> None:
     """Bytes copied before the log shrank under the reader are not indexed (they used to
@@ -292,7 +351,8 @@ def test_sql_sees_a_log_appended_after_the_last_query(copy: Path, sample: Sample
 
 
 def test_sql_reindex_rebuilds_as_insights_does(copy: Path, sample: Sample, capsys) -> None:
-    """A change in place that keeps a log's size and time is only seen with --reindex."""
+    """A change in place that keeps a log's size and time and breaks its chain below the last
+    indexed record is only seen with --reindex (the last record still hashes as indexed)."""
     home, path = copy.parent, copy / f"{sample.alpha[0]}.jsonl"
     sql = f"SELECT max(seq) AS last FROM events WHERE session_id = '{sample.alpha[0]}'"
     assert main(["--home", str(home), "sql", sql]) == 0
