@@ -44,13 +44,17 @@ _PREFIXES = (
     r"dapi[a-f0-9]{32}", r"figd_[A-Za-z0-9_\-]{30,}", r"lin_api_[A-Za-z0-9]{30,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]+)?",
 )
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(_PREFIXES) + r")")
-_TWILIO = re.compile(r"(?<![A-Za-z0-9_\-])SK[0-9a-f]{32}")
+# Where a token may start: not inside a word, or right after a JSON escape of a space or a
+# line break (``\n``; tool-call arguments are JSON text), whose letter is no word of the text.
+_AFTER_ESCAPE = r"(?<=\\[nrtbf])"
+_TOKEN_START = r"(?:(?<![A-Za-z0-9_\-])|" + _AFTER_ESCAPE + ")"
+_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")")
+_TWILIO = re.compile(_TOKEN_START + r"SK[0-9a-f]{32}")
 _WEBHOOK = re.compile(
     r"(https://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
     r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks|[\w.-]+\.webhook\.office\.com/"
     r"webhookb2)/)([A-Za-z0-9_/@\-]{8,})")
-_TELEGRAM = re.compile(r"\b(?:bot)?(\d{8,10}:[A-Za-z0-9_\-]{30,})")
+_TELEGRAM = re.compile(r"(?:\b|" + _AFTER_ESCAPE + r")(?:bot)?(\d{8,10}:[A-Za-z0-9_\-]{30,})")
 # Headers hold their value on their own line: the gaps are spaces and tabs, never a newline.
 _BEARER = re.compile(r"(?i)(authorization[ \t]*[:=][ \t]*bearer[ \t]+|bearer[ \t]+)"
                      r"([A-Za-z0-9._~+/\-]{8,}=*)(?![\w:=])")
@@ -65,7 +69,7 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
 _ASSIGN = re.compile(
     r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
 _COLON = re.compile(
-    r"(?i)(^|[\s{,(\[])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    r"(?i)(^|[\s{,(\[\"])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
     r"(['\"]?)([^\s'\",}]{4,})\3", re.M)
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
@@ -75,7 +79,8 @@ _JSON_FIELD = re.compile(
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)", re.S)
+    # Cut off: up to the end, or to the quote that ends the JSON string holding it.
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[^\"]*)", re.S)
 
 # Values that are no secret although a secret's name precedes them.
 _PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty", "required",
@@ -219,6 +224,8 @@ def _names_in_lines(text: str) -> str:
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
     text = scrub_surrogates(text)
+    if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
+        text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
     for secret in known:
         if not secret or len(secret) < 8:
             continue
@@ -241,6 +248,21 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     if any(hint in lowered for hint in _NAME_HINTS):
         text = _names_in_lines(text)
     return text
+
+
+_JSON_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
+
+
+def _json_string(match: re.Match[str], known: Iterable[str]) -> str:
+    """A JSON string of the text redacted as the text it stands for. Its escapes hide what the
+    patterns look for (a secret's name on the line after an escaped line break, quotes of JSON
+    inside JSON); one without escapes is its own text, which the patterns saw already."""
+    inner = match.group(1)
+    value = _unescaped(inner) if "\\" in inner else inner
+    if value is inner:
+        return match.group(0)
+    clean = redact(value, known)
+    return match.group(0) if clean == value else f'"{_in_json(clean)}"'
 
 
 def redact_event(event: Event, known: Iterable[str] = ()) -> Event:

@@ -189,3 +189,23 @@ def test_a_header_name_on_the_next_line_is_not_taken_for_a_bearer_token() -> Non
                                   "Bearer OPENAI_API_KEY=s3cr3t-v4lue-for-tests"])
 def test_a_bearer_never_swallows_the_name_of_the_next_secret(text: str) -> None:
     assert "hunter2hunter2" not in redact(text) and "s3cr3t-v4lue" not in redact(text)
+
+
+# Tool-call arguments are JSON text: a secret inside one of its strings stands behind escapes
+# (an escaped line break before it, escaped quotes of JSON inside JSON).
+_IN_JSON = ["", "line ", "line\n", "line\t", "line\r\n", 'x\n{"a": 1}\n']
+
+
+@pytest.mark.parametrize("before", _IN_JSON)
+@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[s[:24] for _, s in SECRETS])
+def test_a_secret_inside_a_json_string_is_hidden(text: str, secret: str, before: str) -> None:
+    out = redact(json.dumps({"content": before + text}))
+    assert secret not in out and json.dumps(secret)[1:-1] not in out
+    assert json.loads(out)["content"].startswith(before)  # still JSON, the rest kept
+
+
+@pytest.mark.parametrize("before", _IN_JSON)
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_inside_a_json_string_passes_unchanged(text: str, before: str) -> None:
+    arguments = json.dumps({"content": before + text})
+    assert redact(arguments) == arguments
