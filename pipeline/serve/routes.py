@@ -109,8 +109,7 @@ async def message(request: Request) -> Response:
                 lambda: session.run(content, system_message=system)))
         return JSONResponse(result.as_dict())
     session.claim()
-    subscriber = Subscriber(asyncio.get_running_loop())
-    session.subscribers.add(subscriber)
+    subscriber, unsubscribe = subscribe(session)
     worker, left = streamed_turn(pool, session,
                                  lambda: session.run(content, system_message=system))
 
@@ -123,36 +122,37 @@ async def message(request: Request) -> Response:
             yield sse.encode(failure(exc).body(), event="error")
         else:
             yield sse.encode(result.as_dict(), event="result")
-        finally:
-            session.subscribers.discard(subscriber)
         yield sse.DONE
-    return sse.EventStream(body(), on_disconnect=left)
+    return sse.EventStream(body(), on_disconnect=left, on_end=unsubscribe)
+
+
+def subscribe(session: ServedSession) -> tuple[Subscriber, Callable[[], None]]:
+    """A new follower of the session's events and deltas, and what drops it: the stream it
+    feeds does, when it ends however it ends (``EventStream``'s ``on_end``)."""
+    subscriber = Subscriber(asyncio.get_running_loop())
+    session.subscribers.add(subscriber)
+    return subscriber, lambda: session.subscribers.discard(subscriber)
 
 
 async def events(request: Request) -> Response:
     """The session's events and deltas as they happen, until the client leaves or the session
     is closed."""
     session = await _session(request)
-    subscriber = Subscriber(asyncio.get_running_loop())
-    session.subscribers.add(subscriber)
+    subscriber, unsubscribe = subscribe(session)
 
     async def body() -> AsyncIterator[bytes]:
-        try:
-            yield sse.KEEPALIVE
-            while True:
-                try:
-                    item = await asyncio.wait_for(subscriber.queue.get(),
-                                                  timeout=KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    yield sse.KEEPALIVE
-                    continue
-                yield sse.encode(item, event=item["type"])
-                if item["type"] == "closed":
-                    yield sse.DONE
-                    return
-        finally:
-            session.subscribers.discard(subscriber)
-    return sse.EventStream(body(), on_disconnect=lambda: None)
+        yield sse.KEEPALIVE
+        while True:
+            try:
+                item = await asyncio.wait_for(subscriber.queue.get(), timeout=KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield sse.KEEPALIVE
+                continue
+            yield sse.encode(item, event=item["type"])
+            if item["type"] == "closed":
+                yield sse.DONE
+                return
+    return sse.EventStream(body(), on_disconnect=lambda: None, on_end=unsubscribe)
 
 
 def idle_action(action: Action) -> Callable[[Request], Any]:

@@ -30,11 +30,13 @@ def encode(data: Any, *, event: str | None = None) -> bytes:
 
 class EventStream(Response):
     """A streamed response of ``body`` (bytes); ``on_disconnect`` runs when the client goes
-    before the stream ends."""
+    before the stream ends, ``on_end`` when the response is over, however it ended: a client
+    gone before the first byte leaves ``body`` unstarted, and its own ``finally`` unrun."""
 
     media_type = "text/event-stream"
 
     def __init__(self, body: AsyncIterator[bytes], *, on_disconnect: Callable[[], object],
+                 on_end: Callable[[], object] = lambda: None,
                  headers: dict[str, str] | None = None) -> None:
         # As StreamingResponse does: no body attribute, so no content-length.
         self.status_code = 200
@@ -43,8 +45,15 @@ class EventStream(Response):
                            **(headers or {})})
         self.stream = body
         self.on_disconnect = on_disconnect
+        self.on_end = on_end
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self._serve(receive, send)
+        finally:
+            self.on_end()
+
+    async def _serve(self, receive: Any, send: Any) -> None:
         writer = asyncio.create_task(self._write(send))
         watcher = asyncio.create_task(self._watch(receive))
         done, _ = await asyncio.wait((writer, watcher), return_when=asyncio.FIRST_COMPLETED)
