@@ -6,6 +6,8 @@ about speed and prints one report.
     python bench/replay.py --profile       # cProfile of one replay, top functions
     python bench/replay.py --sessions 8    # also ``replay --all`` of 8 such sessions, on one
                                            # process and on one per core
+    python bench/replay.py --trees /tmp/old .   # the same recorded session replayed by each
+                                           # tree (a ``git worktree``), in turns, 3 rounds
 
 A live session is recorded once against the in-tree fake OpenAI server (each turn a tool call,
 its result and a text answer), then replayed ``--repeats`` times; the figures are the medians
@@ -119,17 +121,52 @@ def write_copy(lines: bytes, path: Path, session_id: str) -> None:
     path.write_bytes(b"\n".join(out) + b"\n")
 
 
+# Run by each tree's own interpreter path, so that the tree's code is what replays.
+_TREE_RUN = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from pipeline.replay import replay
+root, session_id, repeats = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+report = replay(root, session_id)
+assert report.identical, report.describe()
+best = float("inf")
+for _ in range(repeats):
+    started = time.process_time()
+    replay(root, session_id)
+    best = min(best, time.process_time() - started)
+print(report.events / best)
+"""
+
+
+def compare_trees(trees: list[Path], root: Path, session_id: str, repeats: int,
+                  rounds: int = 3) -> None:
+    """Each tree replays the one recorded session ``repeats`` times, the trees in turns for
+    ``rounds`` rounds (the VM's speed moves: compare trees within a round)."""
+    import subprocess
+    for number in range(1, rounds + 1):
+        for tree in trees:
+            done = subprocess.run([sys.executable, "-c", _TREE_RUN, str(tree.resolve()),
+                                   str(root), session_id, str(repeats)],
+                                  capture_output=True, text=True, check=True, cwd=tree)
+            print(f"  round {number}  {tree!s:30} best {float(done.stdout):10,.0f} events/s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sessions", type=int, default=0)
+    parser.add_argument("--trees", type=Path, nargs="+", default=[])
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="mibyan-bench-replay-"))
     try:
         session_id = record_session(home, args.turns)
         root = home / "sessions"
+        if args.trees:
+            compare_trees(args.trees, root, session_id, max(args.repeats, 15))
+            return 0
         path = session_path(root, session_id)
         envelopes = list(read_envelopes(path))
         events = [from_payload(e.kind, e.schema_version, e.payload) for e in envelopes]
