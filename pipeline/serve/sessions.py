@@ -65,8 +65,8 @@ class ServedSession:
         # Requests that claimed the session so far: the number names the current claim.
         self.claims = 0
         self._left = False  # the current claim's client left before its turn started
-        # The provider's HTTP status of the running turn's last failed model call.
-        self._upstream_status: int | None = None
+        # The running turn's last failed model call (its class and the provider's status).
+        self._failure: ModelFailed | None = None
         self._state = threading.Lock()
 
     @property
@@ -109,7 +109,7 @@ class ServedSession:
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, ModelFailed):
-            self._upstream_status = event.status
+            self._failure = event
         if self.subscribers:
             self.publish({"type": "event", "kind": event.kind, "event": encode(event)})
 
@@ -127,7 +127,7 @@ class ServedSession:
             if self._left:
                 raise client_gone()
             self._running = True
-        self._upstream_status = None
+        self._failure = None
         try:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta)
@@ -150,11 +150,10 @@ class ServedSession:
         server's (redacted) log keeps the text; the other errors are the turn machine's own
         words."""
         log.warning("serve.turn_failed", session_id=self.id, error=result.error)
-        reason = result.turn_exit_reason
-        if not (reason.startswith("model_error(") and reason.endswith(")")):
+        failure = self._failure
+        if failure is None or not result.turn_exit_reason.startswith("model_error("):
             return result
-        return attrs.evolve(result, error=upstream_failed(reason[len("model_error("):-1],
-                                                          self._upstream_status))
+        return attrs.evolve(result, error=upstream_failed(failure.error_type, failure.status))
 
     def interrupt(self) -> bool:
         """Stop the running turn; False (and nothing set) when no turn runs, so an interrupt
