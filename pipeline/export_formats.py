@@ -8,13 +8,17 @@ out.
   ``<tool_call>`` blocks; the results of one step form a single ``tool`` turn of
   ``<tool_response>`` blocks.
 * ``openai``: OpenAI chat fine-tuning: ``messages`` (with the session's system prompt),
-  ``tools``, ``parallel_tool_calls``; each assistant message has a ``weight``: 1 for a reply
-  the model produced here, 0 for context carried over by a compression, for the replies a fork
-  repeats from its origin and for notes the engine wrote. Reasoning is left out: the format
-  has no field for it.
+  ``tools``, ``parallel_tool_calls``. Reasoning is left out: the format has no field for it.
 * ``trl``: Hugging Face TRL conversational ``messages`` with ``tools``; tool-call ``arguments``
   are objects and an assistant's reasoning is ``reasoning_content``, as transformers' chat
   templates read them.
+
+In all three, each reply (an ``assistant`` message, a ``gpt`` turn) has a ``weight``: 1 for a
+reply the model produced here, 0 for context carried over by a compression, for the replies a
+fork repeats from its origin and for notes the engine wrote, so no reply is trained on twice,
+whatever the format. OpenAI's fine-tuning reads it; for the other two it is the per-message
+training field axolotl reads (``message_field_training: weight``). Every reply carries it, so a
+dataset's rows share one schema.
 
 Every sample also carries ``provenance`` (see ``pipeline.export``).
 """
@@ -112,7 +116,7 @@ def _tool_response(message: Message) -> str:
 
 
 def sharegpt(sample: Sample) -> dict[str, Any]:
-    turns: list[dict[str, str]] = [{"from": "system",
+    turns: list[dict[str, Any]] = [{"from": "system",
                                     "value": hermes_system_prompt(sample.tools)}]
     for entry in sample.entries:
         message = entry.message
@@ -123,7 +127,8 @@ def sharegpt(sample: Sample) -> dict[str, Any]:
             else:
                 turns.append({"from": "tool", "value": value})
         elif message.role == "assistant":
-            turns.append({"from": "gpt", "value": _gpt_value(message)})
+            turns.append({"from": "gpt", "value": _gpt_value(message),
+                          "weight": _weight(entry)})
         elif message.role == "user":
             turns.append({"from": "human", "value": message.content or ""})
     return {"conversations": turns, "timestamp": sample.timestamp, "model": sample.model,
@@ -170,6 +175,7 @@ def _trl_message(entry: Entry) -> dict[str, Any]:
                 "content": message.content or ""}
     out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.role == "assistant":
+        out["weight"] = _weight(entry)
         if message.reasoning:
             out["reasoning_content"] = message.reasoning
         if message.tool_calls:

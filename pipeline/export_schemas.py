@@ -49,7 +49,8 @@ _FUNCTION_TOOL = _object({"type": {"const": "function"}, "function": _object(
 
 SHAREGPT = _object({
     "conversations": {"type": "array", "minItems": 1, "items": _object({
-        "from": {"enum": ["system", "human", "gpt", "tool"]}, "value": _STR})},
+        "from": {"enum": ["system", "human", "gpt", "tool"]}, "value": _STR,
+        "weight": {"enum": [0, 1]}}, ("from", "value"))},
     "timestamp": _NULLABLE_STR, "model": _NULLABLE_STR, "completed": {"type": "boolean"},
     "provenance": PROVENANCE})
 
@@ -71,8 +72,8 @@ _TRL_CALL = _object({"id": _STR, "type": {"const": "function"},
 _TRL_MESSAGE = {"oneOf": [
     _object({"role": {"enum": ["system", "user"]}, "content": _STR}),
     _object({"role": {"const": "assistant"}, "content": _STR, "reasoning_content": _STR,
-             "tool_calls": {"type": "array", "items": _TRL_CALL, "minItems": 1}},
-            ("role", "content")),
+             "tool_calls": {"type": "array", "items": _TRL_CALL, "minItems": 1},
+             "weight": {"enum": [0, 1]}}, ("role", "content", "weight")),
     _object({"role": {"const": "tool"}, "name": _NULLABLE_STR, "tool_call_id": _STR,
              "content": _STR}),
 ]}

@@ -264,9 +264,18 @@ def test_a_compression_s_index_is_where_the_compressed_context_starts(tmp_path,
         assert order[c.message_index - 1] < at < order[c.message_index]
 
 
-def test_a_fork_trains_only_on_what_it_added(tmp_path) -> None:
+def _replies(row: dict, fmt: str) -> list[tuple[str, int]]:
+    """Each reply's text and weight (a ShareGPT reply's text after its think block)."""
+    if fmt == "sharegpt":
+        return [(t["value"].split("</think>\n")[-1], t["weight"])
+                for t in row["conversations"] if t["from"] == "gpt"]
+    return [(m["content"], m["weight"]) for m in row["messages"] if m["role"] == "assistant"]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "trl"])
+def test_a_fork_trains_only_on_what_it_added(tmp_path, fmt) -> None:
     """A fork's log repeats its origin's records; those replies are the origin's (exported
-    with it), context in the fork: weight 0 there."""
+    with it), context in the fork: weight 0 there, in every format."""
     scripted = ScriptedModel("one", "two", "three")
     with Agent(client=scripted, clock=FakeClock(), ids=CountingIds(), home=tmp_path,
                model="model-c", stream=False) as agent:
@@ -277,9 +286,8 @@ def test_a_fork_trains_only_on_what_it_added(tmp_path) -> None:
         with agent.fork(origin) as fork:
             fork.chat("third")
             forked = fork.session_id
-    rows = {r["provenance"]["session_id"]: r for r in _export(tmp_path, "openai")}
-    weights = {sid: [(m["content"], m["weight"]) for m in row["messages"]
-                     if m["role"] == "assistant"] for sid, row in rows.items()}
+    rows = {r["provenance"]["session_id"]: r for r in _export(tmp_path, fmt)}
+    weights = {sid: _replies(row, fmt) for sid, row in rows.items()}
     assert weights == {origin: [("one", 1), ("two", 1)],
                        forked: [("one", 0), ("two", 0), ("three", 1)]}
 

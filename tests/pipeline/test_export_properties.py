@@ -37,11 +37,11 @@ def _exports(root: Path, out: Path) -> dict[str, list[dict]]:
 
 # --- checks of each format ----------------------------------------------------------------------
 
-def check_messages(messages: list[dict], *, weighted: bool) -> None:
+def check_messages(messages: list[dict]) -> None:
     """OpenAI and TRL: an optional system message, then a user; no two user or assistant
     messages in a row; an assistant's calls answered, each once, by the tool messages right
     after it (a turn that failed after its tools ran goes on with the next user message);
-    OpenAI weights every assistant message and nothing else."""
+    every assistant message has a weight, and nothing else has."""
     roles = [m["role"] for m in messages]
     body = roles[1:] if roles and roles[0] == "system" else roles
     assert "system" not in body
@@ -59,8 +59,7 @@ def check_messages(messages: list[dict], *, weighted: bool) -> None:
             if role == "assistant":
                 open_calls = [c["id"] for c in message.get("tool_calls") or ()]
                 assert len(set(open_calls)) == len(open_calls)
-        if weighted:
-            assert ("weight" in message) == (role == "assistant")
+        assert ("weight" in message) == (role == "assistant")
         previous = role
     assert not open_calls, f"calls {open_calls} have no result"
 
@@ -76,6 +75,7 @@ def check_sharegpt(turns: list[dict]) -> None:
         calls = [json.loads(block.split("</tool_call>")[0])
                  for block in turn["value"].split("<tool_call>\n")[1:]]
         following = turns[index + 1] if index + 1 < len(turns) else None
+        assert ("weight" in turn) == (turn["from"] == "gpt")
         if turn["from"] in follows and following is not None:
             assert following["from"] in follows[turn["from"]], sources
         if turn["from"] == "gpt":
@@ -104,12 +104,16 @@ def test_every_call_is_answered_and_roles_come_in_order(script: SessionScript,
         if fmt == "sharegpt":
             check_sharegpt(samples[0]["conversations"])
         else:
-            check_messages(samples[0]["messages"], weighted=fmt == "openai")
+            check_messages(samples[0]["messages"])
     # the same conversation in each: as many replies, and as many calls as responses
     openai, trl = rows["openai"][0]["messages"], rows["trl"][0]["messages"]
     assert [m["role"] for m in openai] == [m["role"] for m in trl]
     gpt = [t for t in rows["sharegpt"][0]["conversations"] if t["from"] == "gpt"]
     assert len(gpt) == sum(m["role"] == "assistant" for m in openai)
+    # and the same replies trained on
+    weights = [m["weight"] for m in openai if m["role"] == "assistant"]
+    assert [m["weight"] for m in trl if m["role"] == "assistant"] == weights
+    assert [t["weight"] for t in gpt] == weights
 
 
 # --- secrets ------------------------------------------------------------------------------------
