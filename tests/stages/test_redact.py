@@ -185,6 +185,14 @@ def test_a_header_name_on_the_next_line_is_not_taken_for_a_bearer_token() -> Non
     assert redact(text) == "Bearer\nPRIVATE-TOKEN: Xk9mP2...G0hJ"
 
 
+@pytest.mark.parametrize("value", ["ab...cdef", "a...bcde", "hunter2...2023"])
+def test_a_value_with_dots_is_hidden_unless_it_is_a_mask_as_mask_writes_it(value: str) -> None:
+    """A named value was kept whenever it looked like any head, dots and four characters."""
+    for text in (f"password: {value}", f'api_key: "{value}"', f"TOKEN={value}"):
+        assert value not in redact(text), text
+    assert redact("password: sk-pro...0123") == "password: sk-pro...0123"
+
+
 @pytest.mark.parametrize("text", ["Bearer password: hunter2hunter2",
                                   "Bearer OPENAI_API_KEY=s3cr3t-v4lue-for-tests"])
 def test_a_bearer_never_swallows_the_name_of_the_next_secret(text: str) -> None:
