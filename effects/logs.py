@@ -47,12 +47,29 @@ class RedactingFilter(logging.Filter):
         self.known = known
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage(), self.known), None
+        message = record.getMessage()
+        clean = redact(message, self.known)
+        if clean != message:
+            record.msg, record.args = self._hidden(record, clean)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text, self.known)
         return True
+
+    def _hidden(self, record: logging.LogRecord, clean: str) -> tuple[Any, Any]:
+        """The record's template and arguments with the secrets hidden. The arguments keep
+        their shape when hiding them one by one leaves nothing to hide, since a formatter may
+        unpack them (uvicorn's access lines); else the whole line, redacted, with none."""
+        if isinstance(record.msg, str) and isinstance(record.args, tuple):
+            args = tuple(redact(a, self.known) if isinstance(a, str) else a for a in record.args)
+            try:
+                line = record.msg % args
+            except (TypeError, ValueError):
+                return clean, None
+            if redact(line, self.known) == line:
+                return record.msg, args
+        return clean, None
 
 
 def redact_loggers(names: tuple[str, ...], known: tuple[str, ...] = ()) -> None:

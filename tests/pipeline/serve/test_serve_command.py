@@ -8,9 +8,13 @@ import subprocess
 import sys
 
 import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from stages.redact import redact
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import ROOT, clean_env, mibyan
+from tests.stages.redaction_corpus import ORDINARY, SECRETS
 
 
 def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_path):
@@ -21,7 +25,7 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
                            "MIBYAN_TEST_TOKEN": "tok-ci-0123456789"})
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "serve", "--port", "0",
                              "--model", "fake", "--workdir", str(tmp_path)], cwd=ROOT, env=env,
-                            stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         port = None
@@ -42,6 +46,12 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
         proc.wait(timeout=30)
     # uvicorn shuts down gracefully, then re-raises the signal: the status tells it.
     assert proc.returncode == -signal.SIGTERM
+    # Every request has its access line (uvicorn writes them to stdout), and none is a
+    # "--- Logging error ---" traceback.
+    assert proc.stdout is not None
+    assert '"POST /v1/chat/completions HTTP/1.1" 200' in proc.stdout.read()
+    rest = proc.stderr.read()
+    assert "Logging error" not in rest and "Traceback" not in rest, rest
 
 
 def test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth(home):
@@ -70,3 +80,75 @@ def test_uvicorn_lines_and_tracebacks_are_redacted(caplog):
     assert "Exception in ASGI application" in text and "RuntimeError" in text
     assert token not in text and "sk-proj-ABCDEFGHIJKLMNOPQRST" not in text
     assert record.exc_text is not None and token not in record.exc_text
+
+
+def _access_lines(path: str, known: tuple[str, ...] = ()) -> tuple[str, str]:
+    """An access line as uvicorn logs it, through uvicorn's own access formatter and the
+    redacting filter; and what logging printed about it going wrong."""
+    import io
+    import logging
+
+    from uvicorn.logging import AccessFormatter
+
+    from effects.logs import RedactingFilter
+
+    out, errors = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s',
+                                         use_colors=False))
+    logger = logging.getLogger(f"mibyan.test.access.{len(path)}")
+    logger.addHandler(handler)
+    logger.addFilter(RedactingFilter(known))
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    stderr, sys.stderr = sys.stderr, errors  # where logging reports a formatter's failure
+    try:
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", path, "1.1", 200)
+    finally:
+        sys.stderr = stderr
+        logger.removeHandler(handler)
+    return out.getvalue(), errors.getvalue()
+
+
+def test_access_lines_keep_uvicorn_s_format_through_the_redaction() -> None:
+    """The filter used to turn every record into a finished line with no arguments, which
+    uvicorn's access formatter unpacks: each request printed a logging error instead."""
+    line, errors = _access_lines("/v1/sessions")
+    assert errors == ""
+    assert line == '127.0.0.1:5000 - "POST /v1/sessions HTTP/1.1" 200 OK\n'
+
+
+def test_a_secret_in_an_access_line_is_hidden_and_the_line_still_formats() -> None:
+    token = "tok-gateway-secret-0123456789"
+    line, errors = _access_lines(f"/v1/models?key={token}&api_key=sk-proj-ABCDEFGHIJKLMNOPQRST",
+                                 (token,))
+    assert errors == ""
+    assert token not in line and "sk-proj-ABCDEFGHIJKLMNOPQRST" not in line
+    assert line.startswith('127.0.0.1:5000 - "POST /v1/models?key=') and line.endswith(" 200 OK\n")
+
+
+_PIECES = [text for text, _ in SECRETS] + ORDINARY[:20] + ["password:", "Bearer", "%", "%s"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(template=st.lists(st.sampled_from(_PIECES), max_size=3).map(" ".join),
+       args=st.lists(st.sampled_from(_PIECES), max_size=3))
+def test_a_filtered_line_holds_no_secret_however_template_and_arguments_split_it(
+        template: str, args: list[str]) -> None:
+    """Whether the arguments keep their shape or the line is given whole, what a formatter
+    prints of it holds none of the corpus's secrets (a name in the template, its value in an
+    argument, included)."""
+    import logging
+
+    from effects.logs import RedactingFilter
+
+    template = template.replace("%", "%%") + " %s" * len(args)
+    record = logging.LogRecord("mibyan.test", logging.INFO, __file__, 1, template,
+                               tuple(args), None)
+    whole = record.getMessage()
+    RedactingFilter().filter(record)
+    printed = logging.Formatter().format(record)
+    assert printed == redact(printed)
+    for text, secret in SECRETS:
+        if text in whole:
+            assert secret not in printed
