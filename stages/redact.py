@@ -69,18 +69,24 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
 _ASSIGN = re.compile(
     r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
 _COLON = re.compile(
-    r"(?i)(^|[\s{,(\[\"])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
-    r"(['\"]?)([^\s'\",}]{4,})\3", re.M)
+    r"(?i)(^|[\s{,(\[\"'])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    # An unquoted value is no other name: "password: password: x" hides x.
+    r"(['\"])?([^\s'\",}]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
     r"private_key|credentials?)\"\s*:\s*\")((?:[^\"\\]|\\.){4,})(\")")
 # Credentials in a URL's userinfo (https://user:pa@ss@host): up to the authority's last '@'.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
+_BREAK = r"\r?\n|(?:\\r)?\\n"
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-    # Cut off: up to the end, or to the quote that ends the JSON string holding it.
-    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[^\"]*)", re.S)
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    # Cut off: its headers (an encrypted key's Proc-Type and DEK-Info) and whole base64 lines,
+    # their breaks real or escaped (in JSON text, in a repr); so it ends where other text
+    # starts (a secret's name on the next line, the quote closing a string).
+    r"|(?:(?:" + _BREAK + r")+(?:(?:Proc-Type|DEK-Info):[^\r\n\\]*"
+    r"|[A-Za-z0-9+/=]+(?=[\s\"'\\]|$)))*)", re.S)
 
 # Values that are no secret although a secret's name precedes them.
 _PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty", "required",
@@ -166,7 +172,7 @@ def _hidden(value: str) -> str:
 
 def _named(match: re.Match[str]) -> str:
     """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
-    *before, quote, value = match.groups()
+    *before, quote, value = match.groups(default="")
     if value.isdigit():  # max_tokens=4096 is a setting, not a secret
         return match.group(0)
     return "".join(before) + quote + _hidden(value) + quote
@@ -195,7 +201,6 @@ def _unescaped(text: str) -> str:
 
 # (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
-    (_PRIVATE_KEY, _PRIVATE_KEY_MARK, ("private key",)),
     (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
     (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
     (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),
@@ -239,6 +244,12 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         if secret in text:
             text = text.replace(secret, mask(secret))
     lowered = text.lower()
+    if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
+        text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
+    # A secret's name says where its value ends; a token's shape only guesses, and a guess
+    # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
+    if any(hint in lowered for hint in _NAME_HINTS):
+        text = _names_in_lines(text)
     for pattern, replacement, hints in _SUBSTITUTIONS:
         if any(hint in lowered for hint in hints):
             text = pattern.sub(replacement, text)
@@ -246,8 +257,6 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
     if ":" in text and _DIGITS_COLON.search(text):
         text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
-    if any(hint in lowered for hint in _NAME_HINTS):
-        text = _names_in_lines(text)
     return text
 
 

@@ -185,6 +185,46 @@ def test_a_header_name_on_the_next_line_is_not_taken_for_a_bearer_token() -> Non
     assert redact(text) == "Bearer\nPRIVATE-TOKEN: Xk9mP2...G0hJ"
 
 
+@pytest.mark.parametrize("after", [' secret_key: "a9f8e7d6c5b4"', '\npassword: "a9f8e7d6c5b4"',
+                                   ' {"token": "a9f8e7d6c5b4"}'])
+def test_a_cut_off_private_key_does_not_swallow_the_name_of_the_secret_after_it(
+        after: str) -> None:
+    """Found by hypothesis: the cut-off key ran to the quote, taking the secret's name with
+    it, and the value that quote opened was left for no pattern to find."""
+    text = "cat id_rsa\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAtruncated0" + after
+    out = redact(text)
+    assert "a9f8e7d6c5b4" not in out and "MIIEowIBAAKCAQEA" not in out
+    assert out.startswith("cat id_rsa\n[REDACTED PRIVATE KEY]")
+
+
+_KEY_LINES = "MIIEowIBAAKCAQEAabc\nMIIEowIBAAKCAQEAdef"
+
+
+@pytest.mark.parametrize("text", [
+    f"-----BEGIN RSA PRIVATE KEY-----\n{_KEY_LINES}",  # cut off at the end
+    f"-----BEGIN RSA PRIVATE KEY-----\r\n{_KEY_LINES.replace(chr(10), chr(13) + chr(10))}",
+    "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,ABCDEF01\n"
+    f"\n{_KEY_LINES}",
+    repr([f"-----BEGIN RSA PRIVATE KEY-----\n{_KEY_LINES}", "x"]),  # escaped breaks, a repr
+    json.dumps({"key": f"-----BEGIN RSA PRIVATE KEY-----\n{_KEY_LINES}", "n": 1}),
+    f"password: -----BEGIN RSA PRIVATE KEY-----\n{_KEY_LINES}\n-----END RSA PRIVATE KEY-----",
+])
+def test_a_private_key_is_hidden_whole_however_it_is_cut_or_quoted(text: str) -> None:
+    out = redact(text)
+    assert "MIIEowIBAAKCAQEA" not in out and "ABCDEF01" not in out, out
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("password: password: hunter2hunter2", "hunter2hunter2"),  # a value is no other name
+    ('Bearer GITHUB_TOKEN="tok-1234567890abcdef"', "1234567890"),  # the name is hidden first
+    ("['password: hunter2hunter2']", "hunter2hunter2"),  # a name after a single quote
+    ('password: "pass:word1"', "pass:word1"),  # a quoted value may end in anything
+])
+def test_a_secret_after_a_name_is_hidden_whatever_comes_around_it(text: str,
+                                                                   secret: str) -> None:
+    assert secret not in redact(text)
+
+
 @pytest.mark.parametrize("value", ["ab...cdef", "a...bcde", "hunter2...2023"])
 def test_a_value_with_dots_is_hidden_unless_it_is_a_mask_as_mask_writes_it(value: str) -> None:
     """A named value was kept whenever it looked like any head, dots and four characters."""
