@@ -30,7 +30,16 @@ from pipeline.result import TurnResult
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import routes, sse
 from pipeline.serve.config import ServeConfig
-from pipeline.serve.plumbing import drain, failure, json_body, owner_of, streamed_turn, until_done
+from pipeline.serve.plumbing import (
+    created,
+    drain,
+    failure,
+    json_body,
+    owner_of,
+    session_of,
+    streamed_turn,
+    until_done,
+)
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession
 from stages.errors import MibyanError
@@ -53,10 +62,10 @@ async def chat_completions(request: Request) -> Response:
     chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
     wanted = request.headers.get(SESSION_HEADER)
     if wanted:  # the session's own history is the context: only the last message is new
-        session = await pool.lookup(owner, wanted)
+        session = await session_of(request, owner, wanted)
         history = None
     else:
-        session = await pool.call(pool.create, owner, "api")
+        session = await created(request, owner, "api")
         history = chat.history
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
