@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from pipeline.result import TurnResult
 from pipeline.serve import openai_compat as oa
@@ -132,9 +132,21 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
 
 async def _error(request: Request, exc: Exception) -> Response:
     error = failure(exc)
-    # Starlette's own headers (``Allow`` on a 405) stay with the error.
-    headers = exc.headers if isinstance(exc, HTTPException) else None
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    if error.status == 405:
+        headers["Allow"] = _allowed(request)
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _allowed(request: Request) -> str:
+    """The methods the request's path accepts (RFC 9110's ``Allow`` of a 405). Starlette's
+    names those of the first route of the path only, and several routes share a path here
+    (``GET`` and ``POST /v1/sessions``)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:
