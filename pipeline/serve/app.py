@@ -24,13 +24,22 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from pipeline.result import TurnResult
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import routes, sse
 from pipeline.serve.config import ServeConfig
-from pipeline.serve.plumbing import drain, failure, json_body, owner_of, streamed_turn, until_done
+from pipeline.serve.plumbing import (
+    created,
+    drain,
+    failure,
+    json_body,
+    owner_of,
+    session_of,
+    streamed_turn,
+    until_done,
+)
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession
 from stages.errors import MibyanError
@@ -53,10 +62,10 @@ async def chat_completions(request: Request) -> Response:
     chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
     wanted = request.headers.get(SESSION_HEADER)
     if wanted:  # the session's own history is the context: only the last message is new
-        session = await pool.lookup(owner, wanted)
+        session = await session_of(request, owner, wanted)
         history = None
     else:
-        session = await pool.call(pool.create, owner, "api")
+        session = await created(request, owner, "api")
         history = chat.history
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
@@ -123,9 +132,21 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
 
 async def _error(request: Request, exc: Exception) -> Response:
     error = failure(exc)
-    # Starlette's own headers (``Allow`` on a 405) stay with the error.
-    headers = exc.headers if isinstance(exc, HTTPException) else None
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    if error.status == 405:
+        headers["Allow"] = _allowed(request)
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _allowed(request: Request) -> str:
+    """The methods the request's path accepts (RFC 9110's ``Allow`` of a 405). Starlette's
+    names those of the first route of the path only, and several routes share a path here
+    (``GET`` and ``POST /v1/sessions``)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:

@@ -100,11 +100,9 @@ def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T
     return asyncio.wrap_future(work), left
 
 
-async def until_done(request: Request, session: ServedSession, work: cf.Future[T]) -> T:
-    """``work``'s result (the turn of the session's claim, queued for a worker), watching for
-    the client to leave meanwhile (``leave``)."""
-    claim, task = session.claims, asyncio.wrap_future(work)
-
+async def _left(request: Request, task: asyncio.Future[Any]) -> bool:
+    """Whether the client left before ``task`` was done (it is waited for until one or the
+    other)."""
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
@@ -112,9 +110,47 @@ async def until_done(request: Request, session: ServedSession, work: cf.Future[T
     done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
     if watcher not in done:
         watcher.cancel()
-    elif leave(session, claim, work):
+    return watcher in done
+
+
+async def until_done(request: Request, session: ServedSession, work: cf.Future[T]) -> T:
+    """``work``'s result (the turn of the session's claim, queued for a worker), watching for
+    the client to leave meanwhile (``leave``)."""
+    claim, task = session.claims, asyncio.wrap_future(work)
+    if await _left(request, task) and leave(session, claim, work):
         raise client_gone()
     return await task
+
+
+async def unless_gone(request: Request, work: cf.Future[T]) -> T:
+    """``work``'s result (a session made or reopened for the request, queued for a worker),
+    watching for the client to leave meanwhile. Work still waiting for a worker then never
+    runs (499). Work a worker has started is done all the same and kept, as if the answer had
+    been lost on its way: a new session is its owner's and listed, a reopened one stays open
+    until the pool closes it; undoing it would be more work for no one, and could itself be
+    cut short."""
+    task = asyncio.wrap_future(work)
+    if await _left(request, task) and work.cancel():
+        raise client_gone()
+    return await task
+
+
+async def created(request: Request, owner: str, platform: str) -> ServedSession:
+    """A new session of ``owner`` (``SessionPool.create``), unless the client leaves while it
+    waits for a worker (``unless_gone``)."""
+    pool: SessionPool = request.app.state.pool
+    return await unless_gone(request, pool.submit(pool.create, owner, platform))
+
+
+async def session_of(request: Request, owner: str, session_id: str) -> ServedSession:
+    """The owner's session. An open one is found without a thread (a dict lookup must not
+    queue behind running turns); a closed one is reopened from its log in a worker, unless the
+    client leaves while it waits for one (``unless_gone``)."""
+    pool: SessionPool = request.app.state.pool
+    session = pool.find(owner, session_id)
+    if session is None:
+        session = await unless_gone(request, pool.submit(pool.get, owner, session_id))
+    return session
 
 
 async def drain(queue: asyncio.Queue[Any], worker: asyncio.Future[Any],

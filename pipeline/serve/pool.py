@@ -54,25 +54,19 @@ class SessionPool:
         self._keep(session)
         return session
 
-    async def lookup(self, owner: str, session_id: str) -> ServedSession:
-        """``get`` without a thread for an open session (a dict lookup must not queue behind
-        running turns)."""
+    def find(self, owner: str, session_id: str) -> ServedSession | None:
+        """The owner's open session, None when it is not open; not blocking. Another owner's
+        session is "not found", as a session that does not exist."""
         with self._lock:
             session = self._open.get(session_id)
-        if session is None:
-            return await self.call(self.get, owner, session_id)
-        if session.owner != owner:
+        if session is not None and session.owner != owner:
             raise not_found(session_id)
         return session
 
     def get(self, owner: str, session_id: str) -> ServedSession:
-        """The owner's session (taken up again from its log when it was closed); blocking.
-        Another owner's session is "not found", as a session that does not exist."""
-        with self._lock:
-            session = self._open.get(session_id)
+        """The owner's session (taken up again from its log when it was closed); blocking."""
+        session = self.find(owner, session_id)
         if session is not None:
-            if session.owner != owner:
-                raise not_found(session_id)
             return session
         known = self.owners.get(session_id)
         if known is None or known[0] != owner:

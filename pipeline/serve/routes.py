@@ -20,10 +20,12 @@ from pipeline.serve import openai_compat as oa
 from pipeline.serve import sse
 from pipeline.serve.plumbing import (
     KEEPALIVE_SECONDS,
+    created,
     drain,
     failure,
     json_body,
     owner_of,
+    session_of,
     streamed_turn,
     until_done,
 )
@@ -39,8 +41,7 @@ def _pool(request: Request) -> SessionPool:
 
 
 async def _session(request: Request) -> ServedSession:
-    pool = _pool(request)
-    return await pool.lookup(owner_of(request), request.path_params["session_id"])
+    return await session_of(request, owner_of(request), request.path_params["session_id"])
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -58,8 +59,7 @@ async def create(request: Request) -> Response:
     if platform not in ("gateway", "api"):
         raise oa.bad(f"Invalid value for 'platform': {platform!r}; expected 'gateway' or "
                      "'api'.", "platform")
-    pool = _pool(request)
-    session = await pool.call(pool.create, owner, platform)
+    session = await created(request, owner, platform)
     return JSONResponse(session.describe(), status_code=201)
 
 

@@ -26,7 +26,8 @@ from effects.logs import get_logger
 from pipeline.agent import Agent
 from pipeline.journal import encode
 from pipeline.result import TurnResult
-from pipeline.serve.openai_compat import ApiError, upstream_failed
+from pipeline.serve import shown as show
+from pipeline.serve.openai_compat import ApiError
 from stages.events import Event, ModelFailed
 
 # (session id to resume or None, platform, event listener) -> an agent.
@@ -111,7 +112,8 @@ class ServedSession:
         if isinstance(event, ModelFailed):
             self._failure = event
         if self.subscribers:
-            self.publish({"type": "event", "kind": event.kind, "event": encode(event)})
+            shown = show.event(event, self._failure)
+            self.publish({"type": "event", "kind": event.kind, "event": encode(shown)})
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None) -> TurnResult:
@@ -135,8 +137,7 @@ class ServedSession:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
                 self.agent.forget_interrupt()
-        if result.error is not None:
-            result = self._shown(result)
+        result = self._shown(result)
         self.turns += 1
         self.last_result = result
         current = self.agent.session_id
@@ -145,15 +146,13 @@ class ServedSession:
         return result
 
     def _shown(self, result: TurnResult) -> TurnResult:
-        """``result`` with the error its client may be shown. A failed model call's text names
-        the provider's address, so the client is told its class and HTTP status, and the
-        server's (redacted) log keeps the text; the other errors are the turn machine's own
-        words."""
-        log.warning("serve.turn_failed", session_id=self.id, error=result.error)
-        failure = self._failure
-        if failure is None or not result.turn_exit_reason.startswith("model_error("):
-            return result
-        return attrs.evolve(result, error=upstream_failed(failure.error_type, failure.status))
+        """``result`` as its client may see it (``pipeline.serve.shown``): a failed model
+        call's error and notes without its text, which the server's (redacted) log keeps."""
+        if result.error is not None:
+            log.warning("serve.turn_failed", session_id=self.id, error=result.error)
+        return attrs.evolve(result, messages=show.history(result.messages),
+                            error=show.error(result.turn_exit_reason, result.error,
+                                             self._failure))
 
     def interrupt(self) -> bool:
         """Stop the running turn; False (and nothing set) when no turn runs, so an interrupt

@@ -190,6 +190,18 @@ def test_a_body_that_is_not_json_and_an_unknown_route_get_openai_errors(gateway)
     assert wrong_method.headers["allow"] == "POST"  # what may be used instead
 
 
+@pytest.mark.parametrize(("method", "path", "allowed"), [
+    ("PUT", "/v1/sessions", "GET, HEAD, POST"),
+    ("POST", "/v1/sessions/some-id", "DELETE, GET, HEAD"),
+    ("GET", "/v1/sessions/some-id/messages", "POST"),
+    ("DELETE", "/v1/models", "GET, HEAD")])
+def test_a_405_names_every_method_its_path_accepts(gateway, method, path, allowed):
+    with gateway.client() as client:
+        response = client.request(method, path)
+    assert response.status_code == 405 and response.headers["allow"] == allowed
+    assert response.json()["error"]["message"]
+
+
 def test_the_sdk_raises_its_errors_for_refused_requests(gateway):
     with pytest.raises(openai.NotFoundError, match="model_not_found|does not exist"):
         sdk(gateway).chat.completions.create(model="gpt-9",
