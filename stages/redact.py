@@ -69,7 +69,9 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
 _ASSIGN = re.compile(
     r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
 _COLON = re.compile(
-    r"(?i)(^|[\s{,(\[\"'])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    # After anything but a name's own characters: a line number (read_file's "4|", grep's
+    # "file:4:"), a quote, a bracket, a prompt's ">".
+    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
     # An unquoted value is no other name: "password: password: x" hides x.
     r"(['\"])?([^\s'\",}]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
@@ -170,12 +172,19 @@ def _hidden(value: str) -> str:
     return mask(value)
 
 
+_CLOSING = {"(": ")", "[": "]"}
+
+
 def _named(match: re.Match[str]) -> str:
     """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
     *before, quote, value = match.groups(default="")
     if value.isdigit():  # max_tokens=4096 is a setting, not a secret
         return match.group(0)
-    return "".join(before) + quote + _hidden(value) + quote
+    after = ""
+    closing = _CLOSING.get(before[0])
+    if closing is not None and value.endswith(closing) and not quote:  # (password: x)
+        value, after = value[:-1], closing
+    return "".join(before) + quote + _hidden(value) + quote + after
 
 
 def _shape(match: re.Match[str]) -> str:

@@ -225,6 +225,20 @@ def test_a_secret_after_a_name_is_hidden_whatever_comes_around_it(text: str,
     assert secret not in redact(text)
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("4|password: hunter2", "4|password: ***"),  # read_file's line numbers
+    ("app.yaml:4:password: hunter2", "app.yaml:4:password: ***"),  # grep -n
+    ("  12|    db_password: s3cret!", "  12|    db_password: ***"),
+    ("4|token: abcdef123456", "4|token: ***"),
+    (">password: hunter2", ">password: ***"),  # a prompt, a quoted mail
+    ("foo(password: hunter2)", "foo(password: ***)"),  # the bracket stays
+    ("[password: hunter2]", "[password: ***]"),
+])
+def test_a_named_secret_is_hidden_after_any_prefix_a_tool_prints(text: str,
+                                                                 expected: str) -> None:
+    assert redact(text) == expected
+
+
 @pytest.mark.parametrize("value", ["ab...cdef", "a...bcde", "hunter2...2023"])
 def test_a_value_with_dots_is_hidden_unless_it_is_a_mask_as_mask_writes_it(value: str) -> None:
     """A named value was kept whenever it looked like any head, dots and four characters."""
