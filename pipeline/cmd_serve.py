@@ -37,8 +37,7 @@ def serve(args: argparse.Namespace) -> int:
     maker = AgentMaker(workdir=config.workdir, toolsets=config.toolsets, home=home,
                        model=args.model, base_url=args.base_url, provider=args.provider,
                        durability=args.durability)
-    pool = SessionPool(maker, owners_path=home / "serve" / "owners.jsonl",
-                       max_open=config.max_open_sessions)
+    pool = SessionPool(maker, home=home, max_open=config.max_open_sessions)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
     print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "

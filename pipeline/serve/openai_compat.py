@@ -77,6 +77,40 @@ def _text(content: Any, param: str) -> str:
               param)
 
 
+def _string(raw: Mapping[str, Any], name: str, param: str, *, required: bool = False) -> None:
+    value = raw.get(name)
+    if value is None:
+        if required:
+            raise bad(f"Missing required parameter: '{param}.{name}'.", f"{param}.{name}")
+    elif not isinstance(value, str):
+        raise bad(f"Invalid type for '{param}.{name}': expected a string, got "
+                  f"{type(value).__name__}.", f"{param}.{name}")
+
+
+def _object(value: Any, param: str) -> Mapping[str, Any]:
+    if value is None:
+        raise bad(f"Missing required parameter: '{param}'.", param)
+    if not isinstance(value, Mapping):
+        raise bad(f"Invalid type for '{param}': expected an object.", param)
+    return value
+
+
+def _tool_calls(calls: Any, param: str) -> None:
+    """An assistant message's tool calls, each an id and a function's name and arguments (a
+    JSON text), as OpenAI takes them."""
+    if not isinstance(calls, list):
+        raise bad(f"Invalid type for '{param}': expected an array of tool calls.", param)
+    for index, raw in enumerate(calls):
+        call = _object(raw, f"{param}[{index}]")
+        _string(call, "id", f"{param}[{index}]", required=True)
+        if call.get("type", "function") != "function":
+            raise bad(f"Invalid value for '{param}[{index}].type': {call['type']!r}; expected "
+                      "'function'.", f"{param}[{index}].type")
+        function = _object(call.get("function"), f"{param}[{index}].function")
+        for name in ("name", "arguments"):
+            _string(function, name, f"{param}[{index}].function", required=True)
+
+
 def _message(raw: Any, index: int) -> Message:
     param = f"messages[{index}]"
     if not isinstance(raw, Mapping):
@@ -90,13 +124,45 @@ def _message(raw: Any, index: int) -> Message:
         content = _text(content, f"{param}.content")
     elif role != "assistant":
         raise bad(f"Missing required parameter: '{param}.content'.", f"{param}.content")
-    if role == "tool" and not isinstance(raw.get("tool_call_id"), str):
-        raise bad(f"Missing required parameter: '{param}.tool_call_id'.", f"{param}.tool_call_id")
+    _string(raw, "tool_call_id", param, required=role == "tool")
+    for name in ("name", "reasoning", "reasoning_content"):
+        _string(raw, name, param)
+    if raw.get("tool_calls") is not None:
+        if role != "assistant":
+            raise bad(f"Invalid parameter: '{param}.tool_calls' is only allowed on messages "
+                      "with role 'assistant'.", f"{param}.tool_calls")
+        _tool_calls(raw["tool_calls"], f"{param}.tool_calls")
     try:  # "developer" is OpenAI's newer name for "system"
         return from_openai({**raw, "content": content,
                             "role": "system" if role == "developer" else role})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise bad(f"Invalid message at '{param}': {exc}.", param) from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # The checks above leave only mibyan's own field, as a session's messages carry it.
+        raise bad(f"Invalid value for '{param}.reasoning_parts': expected the reasoning parts "
+                  "of a message as a session's messages give them.",
+                  f"{param}.reasoning_parts") from exc
+
+
+def _answered(messages: Sequence[Message]) -> None:
+    """Each tool call answered by a tool message right after the assistant message that made
+    it, and each tool message answering such a call: OpenAI and Anthropic refuse other
+    history with a 400, so the turn would fail on it (with their words, as a 502)."""
+    open_calls: dict[str, None] = {}
+    called_at = 0
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            if message.tool_call_id not in open_calls:
+                raise bad(f"Invalid parameter: messages with role 'tool' must be a response to "
+                          f"a preceding message with 'tool_calls'; 'messages[{index}]' answers "
+                          f"{message.tool_call_id!r}, a call no assistant message just before "
+                          "it made (or one answered already).", f"messages[{index}].role")
+            del open_calls[message.tool_call_id]
+        elif open_calls:
+            raise bad("An assistant message with 'tool_calls' must be followed by tool messages "
+                      "responding to each 'tool_call_id'. The following tool_call_ids of "
+                      f"'messages[{called_at}]' did not have response messages: "
+                      f"{', '.join(open_calls)}.", f"messages[{called_at}].tool_calls")
+        if message.role == "assistant":
+            open_calls, called_at = dict.fromkeys(c.id for c in message.tool_calls), index
 
 
 def _flag(body: Mapping[str, Any], name: str) -> bool:
@@ -142,6 +208,7 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     if not isinstance(raw, list) or not raw:
         raise bad("Missing required parameter: 'messages' (a non-empty array).", "messages")
     messages = [_message(m, i) for i, m in enumerate(raw)]
+    _answered(messages)
     last = messages[-1]
     if last.role != "user":
         raise bad("The last message must have role 'user': it is what the agent answers.",

@@ -14,8 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pipeline.serve.logged import SessionLogs
 from pipeline.serve.openai_compat import ApiError
-from pipeline.serve.sessions import AgentFactory, Owners, ServedSession, not_found
+from pipeline.serve.sessions import (
+    AgentFactory,
+    Owners,
+    ServedSession,
+    closed_description,
+    not_found,
+)
 from stages.errors import UsageError
 
 T = TypeVar("T")
@@ -23,10 +30,12 @@ PLATFORMS = ("gateway", "api")
 
 
 class SessionPool:
-    def __init__(self, factory: AgentFactory, *, owners_path: Path | None = None,
-                 max_open: int = 1000, workers: int = 256) -> None:
+    def __init__(self, factory: AgentFactory, *, home: Path, max_open: int = 1000,
+                 workers: int = 256) -> None:
+        """``home`` is the agents' home: its sessions' logs, and the file of their owners."""
         self.factory = factory
-        self.owners = Owners(owners_path)
+        self.owners = Owners(home / "serve" / "owners.jsonl")
+        self.logs = SessionLogs(home / "sessions")
         self.max_open = max_open
         self._open: dict[str, ServedSession] = {}
         self._lock = threading.Lock()
@@ -48,7 +57,9 @@ class SessionPool:
             raise UsageError(f"platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
         holder: list[ServedSession] = []
         agent = self.factory(None, platform, lambda e: holder[0].on_event(e) if holder else None)
-        session = ServedSession(agent.open(), owner, platform, agent)
+        session_id = agent.open()
+        session = ServedSession(session_id, owner, platform, agent,
+                                self.logs.describe(session_id), self.logs)
         holder.append(session)
         self.owners.add(session.id, owner, platform)
         self._keep(session)
@@ -74,6 +85,7 @@ class SessionPool:
         return self._reopen(owner, session_id, known[1])
 
     def _reopen(self, owner: str, session_id: str, platform: str) -> ServedSession:
+        logged = self.logs.describe(session_id)
         with self._lock:  # two requests for a closed session open it once
             session = self._open.get(session_id)
             if session is not None:
@@ -81,7 +93,7 @@ class SessionPool:
             holder: list[ServedSession] = []
             agent = self.factory(session_id, platform,
                                  lambda e: holder[0].on_event(e) if holder else None)
-            session = ServedSession(session_id, owner, platform, agent)
+            session = ServedSession(session_id, owner, platform, agent, logged, self.logs)
             holder.append(session)
             self._open[session_id] = session
         self._evict(spare=session)
@@ -95,6 +107,14 @@ class SessionPool:
     def owned(self, owner: str) -> list[ServedSession]:
         with self._lock:
             return [s for s in self._open.values() if s.owner == owner]
+
+    def listed(self, owner: str) -> list[dict[str, Any]]:
+        """The owner's sessions, oldest first, open or not, described alike (those not open
+        from their logs: blocking)."""
+        open_ = {s.id: s for s in self.owned(owner)}
+        return [open_[sid].describe() if sid in open_ else
+                closed_description(sid, platform, self.logs.describe(sid))
+                for sid, platform in self.owners.of(owner)]
 
     def close(self, session: ServedSession, *, delete: bool = False) -> None:
         """Close the agent (the caller holds the claim); its logs stay on disk. A deleted

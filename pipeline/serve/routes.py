@@ -64,17 +64,16 @@ async def create(request: Request) -> Response:
 
 
 async def listed(request: Request) -> Response:
-    """The owner's sessions: the open ones described, the closed ones (their logs kept) by
-    id and platform."""
+    """The owner's sessions, open or not (``SessionPool.listed``)."""
     owner, pool = owner_of(request), _pool(request)
-    open_ = {s.id: s.describe() for s in pool.owned(owner)}
-    closed = [{"id": sid, "object": "session", "platform": platform, "open": False}
-              for sid, platform in pool.owners.of(owner) if sid not in open_]
-    return JSONResponse({"object": "list", "data": [*open_.values(), *closed]})
+    return JSONResponse({"object": "list", "data": await pool.call(pool.listed, owner)})
 
 
 async def get(request: Request) -> Response:
-    return JSONResponse((await _session(request)).describe(messages=True))
+    session, pool = await _session(request), _pool(request)
+    if session.last_result is None:  # no turn since it was opened: its log has the history
+        return JSONResponse(await pool.call(lambda: session.describe(messages=True)))
+    return JSONResponse(session.describe(messages=True))
 
 
 async def delete(request: Request) -> Response:

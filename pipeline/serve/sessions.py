@@ -15,7 +15,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,10 @@ from pipeline.agent import Agent
 from pipeline.journal import encode
 from pipeline.result import TurnResult
 from pipeline.serve import shown as show
+from pipeline.serve.logged import Logged, SessionLogs
 from pipeline.serve.openai_compat import ApiError
 from stages.events import Event, ModelFailed
+from stages.messages import Message
 
 # (session id to resume or None, platform, event listener) -> an agent.
 AgentFactory = Callable[[str | None, str, Callable[[Event], None]], Agent]
@@ -49,13 +51,17 @@ class Subscriber:
 
 class ServedSession:
     """One agent and what the gateway knows of it. ``id`` is the first log's id and stays the
-    session's name; ``lineage`` lists its logs (compression continues a session in a child)."""
+    session's name; ``lineage`` lists its logs (compression continues a session in a child).
+    ``logged`` is what its logs told when it was opened (a new session's: its start), so a
+    session reopened after a restart describes itself as it did before."""
 
-    def __init__(self, session_id: str, owner: str, platform: str, agent: Agent) -> None:
+    def __init__(self, session_id: str, owner: str, platform: str, agent: Agent,
+                 logged: Logged, logs: SessionLogs) -> None:
         self.id, self.owner, self.platform, self.agent = session_id, owner, platform, agent
-        self.created = int(time.time())
-        self.lineage = [session_id]
-        self.turns = 0
+        self.created = logged.created
+        self.lineage = list(logged.lineage)
+        self.turns = logged.turns
+        self.logs = logs
         self.last_result: TurnResult | None = None
         self.last_used = time.monotonic()
         self.subscribers: set[Subscriber] = set()
@@ -183,16 +189,34 @@ class ServedSession:
         self.agent.close()
 
     def describe(self, *, messages: bool = False) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": self.id, "object": "session", "created": self.created,
-            "platform": self.platform, "model": self.agent.settings.model, "turns": self.turns,
-            "busy": self.busy, "open": True, "log_session_id": self.lineage[-1],
-            "lineage": list(self.lineage)}
+        """The session; with its ``messages``, as of its last turn (read from its log, which
+        blocks, while it has run none since it was opened)."""
+        body = description(self.id, self.platform, created=self.created,
+                           model=self.agent.settings.model, turns=self.turns, busy=self.busy,
+                           open_=True, lineage=self.lineage)
         if messages:
-            result = self.last_result
-            body["messages"] = ([m.to_openai() for m in result.messages]
-                                if result is not None else [])
+            body["messages"] = [m.to_openai() for m in self.history()]
         return body
+
+    def history(self) -> tuple[Message, ...]:
+        if self.last_result is not None:
+            return self.last_result.messages
+        return show.history(self.logs.history(self.lineage[-1]))
+
+
+def description(session_id: str, platform: str, *, created: int | None, model: str | None,
+                turns: int, busy: bool, open_: bool, lineage: Sequence[str]
+                ) -> dict[str, Any]:
+    """A session as the API describes it, open or closed."""
+    return {"id": session_id, "object": "session", "created": created, "platform": platform,
+            "model": model, "turns": turns, "busy": busy, "open": open_,
+            "log_session_id": lineage[-1], "lineage": list(lineage)}
+
+
+def closed_description(session_id: str, platform: str, logged: Logged) -> dict[str, Any]:
+    """A session the gateway has not open, as its logs tell it."""
+    return description(session_id, platform, created=logged.created, model=logged.model,
+                       turns=logged.turns, busy=False, open_=False, lineage=logged.lineage)
 
 
 class Owners:

@@ -67,7 +67,7 @@ def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, work
     maker = AgentMaker(workdir=workdir, toolsets=("files",), home=home, model="fake-model",
                        base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
                        durability="flush", **config)
-    pool = SessionPool(maker, owners_path=home / "serve" / "owners.jsonl", workers=workers)
+    pool = SessionPool(maker, home=home, workers=workers)
     settings = serve_config({"serve": {"tokens": {"alice": "TOKEN_A", "bob": "TOKEN_B"}}},
                             env={"TOKEN_A": TOKENS["alice"], "TOKEN_B": TOKENS["bob"]},
                             workdir=workdir)

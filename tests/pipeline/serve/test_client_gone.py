@@ -49,7 +49,7 @@ def agents(tmp_path) -> Agents:
 
 @pytest.fixture
 def pool(agents, tmp_path) -> Iterator[SessionPool]:
-    pool = SessionPool(agents, owners_path=tmp_path / "owners.jsonl", workers=1)
+    pool = SessionPool(agents, home=agents.home, workers=1)
     yield pool
     pool.shutdown()
 

@@ -35,12 +35,81 @@ def test_an_assistant_tool_call_and_its_result_are_history():
     assert chat.history[1]["tool_calls"][0]["function"]["name"] == "f"
 
 
-def test_a_malformed_tool_call_is_a_400():
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def _refused(*messages) -> oa.ApiError:
     with pytest.raises(oa.ApiError) as caught:
-        oa.parse_chat_request({"model": "m", "messages": [
-            {"role": "assistant", "tool_calls": [{"id": "c1"}]},
-            {"role": "user", "content": "x"}]}, ("m",))
-    assert caught.value.status == 400 and caught.value.param == "messages[0]"
+        oa.parse_chat_request({"model": "m", "messages": [*messages, {"role": "user",
+                                                                       "content": "x"}]},
+                              ("m",))
+    assert caught.value.status == 400
+    return caught.value
+
+
+@pytest.mark.parametrize(("message", "param", "said"), [
+    ({"role": "assistant", "tool_calls": "bad"}, "messages[0].tool_calls",
+     "Invalid type for 'messages[0].tool_calls': expected an array of tool calls."),
+    ({"role": "assistant", "tool_calls": ["bad"]}, "messages[0].tool_calls[0]",
+     "Invalid type for 'messages[0].tool_calls[0]': expected an object."),
+    ({"role": "assistant", "tool_calls": [{"id": "c1"}]}, "messages[0].tool_calls[0].function",
+     "Missing required parameter: 'messages[0].tool_calls[0].function'."),
+    ({"role": "assistant", "tool_calls": [{**CALL, "id": 7}]}, "messages[0].tool_calls[0].id",
+     "Invalid type for 'messages[0].tool_calls[0].id': expected a string, got int."),
+    ({"role": "assistant", "tool_calls": [{**CALL, "type": "custom"}]},
+     "messages[0].tool_calls[0].type",
+     "Invalid value for 'messages[0].tool_calls[0].type': 'custom'; expected 'function'."),
+    ({"role": "assistant", "tool_calls": [{**CALL, "function": {"name": "f",
+                                                                "arguments": {"a": 1}}}]},
+     "messages[0].tool_calls[0].function.arguments",
+     "Invalid type for 'messages[0].tool_calls[0].function.arguments': expected a string, got "
+     "dict."),
+    ({"role": "user", "content": "q", "tool_calls": [CALL]}, "messages[0].tool_calls",
+     "Invalid parameter: 'messages[0].tool_calls' is only allowed on messages with role "
+     "'assistant'."),
+    ({"role": "user", "content": "q", "name": ["me"]}, "messages[0].name",
+     "Invalid type for 'messages[0].name': expected a string, got list."),
+    ({"role": "assistant", "content": "a", "reasoning_parts": [{"type": "?"}]},
+     "messages[0].reasoning_parts",
+     "Invalid value for 'messages[0].reasoning_parts': expected the reasoning parts of a "
+     "message as a session's messages give them."),
+])
+def test_a_malformed_message_is_a_400_naming_its_field(message, param, said):
+    """Said in OpenAI's words, never in Python's ("string indices must be integers")."""
+    refused = _refused(message)
+    assert (refused.param, refused.message) == (param, said)
+
+
+def test_a_tool_call_without_its_result_is_refused_as_openai_refuses_it():
+    """Forwarded, the provider would refuse it and the turn fail as a 502."""
+    refused = _refused({"role": "user", "content": "q"},
+                       {"role": "assistant", "content": None,
+                        "tool_calls": [CALL, {**CALL, "id": "c2"}]},
+                       {"role": "tool", "tool_call_id": "c2", "content": "r"})
+    assert refused.param == "messages[1].tool_calls"
+    assert refused.message == (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. The following tool_call_ids of 'messages[1]' did not have "
+        "response messages: c1.")
+
+
+@pytest.mark.parametrize("earlier", [
+    [{"role": "assistant", "content": "a"}],
+    [{"role": "assistant", "content": None, "tool_calls": [CALL]},
+     {"role": "tool", "tool_call_id": "c1", "content": "r"}],  # answered twice
+    [{"role": "assistant", "content": None, "tool_calls": [CALL]},
+     {"role": "system", "content": "s"}],  # something between the call and its result
+])
+def test_a_tool_message_must_answer_the_assistant_message_before_it(earlier):
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    refused = _refused({"role": "user", "content": "q"}, *earlier, tool)
+    if earlier[-1]["role"] == "system":
+        assert refused.param == "messages[1].tool_calls"
+    else:
+        assert refused.param == f"messages[{len(earlier) + 1}].role"
+        assert refused.message.startswith("Invalid parameter: messages with role 'tool' must "
+                                          "be a response to a preceding message with "
+                                          "'tool_calls'")
 
 
 @attrs.frozen

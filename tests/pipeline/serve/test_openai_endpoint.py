@@ -155,6 +155,14 @@ BAD = [
     ({"model": "mibyan", "messages": [{"role": "tool", "content": "r"},
                                       {"role": "user", "content": "x"}]}, 400,
      "messages[0].tool_call_id", None),
+    ({"model": "mibyan", "messages": [{"role": "assistant", "tool_calls": "bad"},
+                                      {"role": "user", "content": "x"}]}, 400,
+     "messages[0].tool_calls", None),
+    ({"model": "mibyan", "messages": [  # providers refuse a call without its result
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": "x"}]}, 400, "messages[1].tool_calls", None),
     ({"model": "mibyan", "n": 2, "messages": [{"role": "user", "content": "x"}]}, 400, "n",
      None),
     ({"model": "mibyan", "stream": "yes", "messages": [{"role": "user", "content": "x"}]}, 400,

@@ -49,6 +49,39 @@ def test_a_restarted_gateway_gives_each_owner_back_its_sessions(upstream, tmp_pa
     upstream.assert_done()
 
 
+def test_after_a_restart_a_session_describes_itself_from_its_logs_as_before(upstream,
+                                                                           tmp_path):
+    """Its start, turns, lineage (a compression continued it in a child log) and history, in
+    the list (not open) and on its own (reopened); its next turn counts on from there."""
+    upstream.script(Reply.text("x" * 1600), Reply.text("a summary of it all"),
+                    Reply.text("fine"), Reply.text("after"))
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    small_window = {"context_length": 2048, "preflight_threshold": 0.99, "protect_last_n": 2}
+    first = start_gateway(upstream, home, work, **small_window)
+    with next(first).client() as client:
+        sid = client.post("/v1/sessions", json={"platform": "api"}).json()["id"]
+        for content in ("write a lot", "and now " + "y" * 2600):
+            client.post(f"/v1/sessions/{sid}/messages", json={"content": content})
+        before = client.get(f"/v1/sessions/{sid}").json()
+        [listed_before] = client.get("/v1/sessions").json()["data"]
+    first.close()
+    assert before["turns"] == 2 and len(before["lineage"]) == 2
+    second = start_gateway(upstream, home, work, **small_window)
+    with next(second).client() as client:
+        [listed] = client.get("/v1/sessions").json()["data"]
+        assert listed == {**listed_before, "open": False}
+        assert client.get(f"/v1/sessions/{sid}").json() == before
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "back?"})
+        after = client.get(f"/v1/sessions/{sid}").json()
+    second.close()
+    assert after["turns"] == 3
+    assert (after["created"], after["lineage"]) == (before["created"], before["lineage"])
+    assert [m["content"] for m in after["messages"]] == [
+        *(m["content"] for m in before["messages"]), "back?", "after"]
+    upstream.assert_done()
+
+
 def test_a_deleted_session_stays_deleted_after_a_restart(upstream, tmp_path):
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()

@@ -16,6 +16,8 @@ from tests.fake_openai import Reply
 from tests.pipeline.test_cli import ROOT, clean_env, mibyan
 from tests.stages.redaction_corpus import ORDINARY, SECRETS
 
+KEY_IN_PATH = "sk-Q1w2E3r4T5Q1w2E3r4T5Q1w2E3r4T5Q1w2E3r4T5"
+
 
 def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_path):
     home.mkdir(parents=True)
@@ -41,6 +43,10 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
                             json={"model": "mibyan",
                                   "messages": [{"role": "user", "content": "hi"}]})
         assert answer.json()["choices"][0]["message"]["content"] == "served"
+        # A key in a path (a client's mistake) is in no line of the server's output.
+        unknown = httpx.get(f"{url}/v1/sessions/{KEY_IN_PATH}",
+                            headers={"Authorization": "Bearer tok-ci-0123456789"})
+        assert unknown.status_code == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -49,9 +55,12 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
     # Every request has its access line (uvicorn writes them to stdout), and none is a
     # "--- Logging error ---" traceback.
     assert proc.stdout is not None
-    assert '"POST /v1/chat/completions HTTP/1.1" 200' in proc.stdout.read()
+    printed = proc.stdout.read()
+    assert '"POST /v1/chat/completions HTTP/1.1" 200' in printed
+    assert '"GET /v1/sessions/sk-' in printed and KEY_IN_PATH not in printed
     rest = proc.stderr.read()
     assert "Logging error" not in rest and "Traceback" not in rest, rest
+    assert KEY_IN_PATH not in rest
 
 
 def test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth(home):

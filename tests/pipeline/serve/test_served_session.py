@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.agent import Agent
+from pipeline.serve.logged import SessionLogs
 from pipeline.serve.openai_compat import ApiError
 from pipeline.serve.sessions import ServedSession
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
@@ -19,10 +20,15 @@ class LateInterrupt(Agent):
         return result
 
 
+def _served(agent: Agent) -> ServedSession:
+    session_id, logs = agent.open(), SessionLogs(agent.home / "sessions")
+    return ServedSession(session_id, "alice", "gateway", agent, logs.describe(session_id), logs)
+
+
 def test_an_interrupt_that_comes_as_a_turn_ends_does_not_stop_the_next(tmp_path):
     model = ScriptedModel("first", "second")
     agent = LateInterrupt(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
-    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    session = _served(agent)
     assert session.run("one").final_response == "first"
     second = session.run("two")
     assert second.completed and second.final_response == "second"
@@ -36,7 +42,7 @@ def test_a_request_that_found_the_session_before_it_was_closed_cannot_run_a_turn
     """The pool closes an idle session to make room (or DELETE closes it) between a request's
     lookup and its claim: the request is refused, not run on a closed log (a 500)."""
     agent = Agent(client=ScriptedModel(), home=tmp_path, clock=FakeClock(), ids=CountingIds())
-    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    session = _served(agent)
     with session.claimed():
         session.close()
     with pytest.raises(ApiError) as refused:
@@ -49,7 +55,7 @@ def test_a_client_that_left_before_its_turn_started_means_it_never_starts(tmp_pa
     """Even when a worker had already taken the turn (too late to drop it from the queue)."""
     model = ScriptedModel("answered")
     agent = Agent(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
-    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    session = _served(agent)
     with session.claimed():
         session.leave(session.claims)
         with pytest.raises(ApiError) as gone:
@@ -66,7 +72,7 @@ def test_a_client_of_an_earlier_claim_that_leaves_stops_nothing(tmp_path):
     """A stream whose turn ended, its client leaving as another request's turn starts."""
     model = ScriptedModel("first", "second")
     agent = Agent(client=model, home=tmp_path, clock=FakeClock(), ids=CountingIds())
-    session = ServedSession(agent.open(), "alice", "gateway", agent)
+    session = _served(agent)
     with session.claimed():
         earlier = session.claims
         session.run("one")

@@ -234,6 +234,12 @@ def test_fork_and_export_through_the_api(gateway):
         assert forked.status_code == 200, forked.text
         fork = forked.json()
         assert (fork["forked_from"], fork["origin_seq"], fork["answer"]) == (sid, at, None)
+        # Not open yet: described from its log, which holds the origin's first turn.
+        listed = {s["id"]: s for s in client.get("/v1/sessions").json()["data"]}
+        assert (listed[fork["id"]]["open"], listed[fork["id"]]["turns"]) == (False, 1)
+        assert listed[fork["id"]]["created"] >= listed[sid]["created"]
+        got = client.get(f"/v1/sessions/{fork['id']}").json()
+        assert [m["content"] for m in got["messages"]] == ["one", "a"]
         answer = client.post(f"/v1/sessions/{fork['id']}/messages", json={"content": "three"})
         assert answer.json()["final_response"] == "c"
         assert bob.post(f"/v1/sessions/{fork['id']}/export", json={}).status_code == 404
