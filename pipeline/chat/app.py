@@ -109,11 +109,11 @@ class Terminal:
 def interactive(session: ChatSession, terminal: Terminal) -> int:
     """Read and run until /exit, Ctrl-D, or a second Ctrl-C at an empty prompt."""
     armed = False  # a Ctrl-C at the empty prompt now ends the chat
-    while True:
+    while not session.ended:
         try:
             line = terminal.read()
         except KeyboardInterrupt:
-            if armed:
+            if armed or session.ended:
                 return 0
             armed = True
             session.display.notice(AGAIN_TO_EXIT, "dim")
@@ -127,3 +127,4 @@ def interactive(session: ChatSession, terminal: Terminal) -> int:
         except KeyboardInterrupt:  # a slash command cut short (a turn handles its own)
             session.display.notice("cancelled", "warn")
         armed = session.interrupted
+    return 0

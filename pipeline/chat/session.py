@@ -75,6 +75,7 @@ class ChatSession:
         self.last: TurnResult | None = None
         self.failed_turns = 0
         self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
+        self.ended = False  # the chat ends after what runs now (a SIGTERM)
         self.agent = self._build(options.session_id, self.model)
 
     # --- the current session's agent --------------------------------------------------------

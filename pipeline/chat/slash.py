@@ -210,8 +210,8 @@ def _replay(session: ChatSession, arg: str) -> None:
 FORK_USAGE = "usage: /fork [SEQ] [model=NAME] (SEQ: keep the records before it; a number)"
 
 
-@command("fork", "go on in a fork of this session (of its first SEQ records, else all; "
-         "maybe with another model)", "[SEQ] [model=NAME]")
+@command("fork", "go on in a fork of this session (its first SEQ records, else all)",
+         "[SEQ] [model=NAME]")
 def _fork(session: ChatSession, arg: str) -> None:
     from pipeline.fork import fork_session
     from stages.errors import UsageError

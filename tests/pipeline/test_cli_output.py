@@ -3,11 +3,15 @@ control characters shown escaped, not obeyed; the log keeps them."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from effects.eventlog import read_envelopes, session_path
 from tests.fake_openai import Reply
-from tests.pipeline.test_cli import mibyan, no_traceback
+from tests.pipeline.test_cli import ROOT, ArrivalServer, clean_env, mibyan, no_traceback
 
 KEY = "sk-cli-output-test-0123456789"
 HOSTILE = "\x1b]0;pwned\x07\x1b[2Jhi\r\nthere\x9b31m\tend"
@@ -45,3 +49,53 @@ def test_chat_shows_control_characters_escaped(server, home):
     assert done.returncode == 0, done.stderr
     no_traceback(done)
     assert done.stdout == SHOWN + "\n"
+
+
+# --- mibyan chat and SIGTERM, as mibyan run ---------------------------------------------------
+
+def _chat_in_a_call(home, server, *args: str) -> subprocess.Popen:
+    """A piped chat whose first turn is waiting for the model (stdin stays open)."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "chat", "--no-tools", *args],
+                            cwd=ROOT, env=clean_env(home, _env(server)), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write("slow question\nnot sent\n")
+    proc.stdin.flush()
+    assert server.arrived.wait(30), "the model call never reached the server"
+    return proc
+
+
+def _kinds(home, sid: str) -> list[str]:
+    return [e.kind for e in read_envelopes(session_path(home / "sessions", sid))]
+
+
+def test_a_sigterm_interrupts_the_chat_s_turn_cleanly_and_ends_the_chat(home):
+    with ArrivalServer() as slow:
+        slow.script(Reply.hang(30), Reply.text("resumed fine"))
+        proc = _chat_in_a_call(home, slow)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        no_traceback(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        assert "interrupted (model call)" in err
+        [sid] = [p.stem for p in (home / "sessions").glob("*.jsonl")]
+        assert _kinds(home, sid)[-2:] == ["interrupted", "turn_finished"]
+        again = mibyan(home, "chat", "--resume", sid, stdin="and now?\n", env=_env(slow))
+        slow.assert_done()  # "not sent" was not: the chat ended with the turn
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "resumed fine\n" and "error" not in again.stderr
+
+
+def test_resuming_a_chat_killed_mid_turn_says_the_earlier_turn_was_cut_off(home):
+    with ArrivalServer() as slow:
+        slow.script(Reply.hang(30), Reply.text("resumed fine"))
+        proc = _chat_in_a_call(home, slow)
+        proc.kill()
+        proc.communicate(timeout=30)
+        [sid] = [p.stem for p in (home / "sessions").glob("*.jsonl")]
+        again = mibyan(home, "chat", "--resume", sid, stdin="and now?\n", env=_env(slow))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "resumed fine\n"
+    assert "the turn failed" not in again.stderr
+    assert "the session's previous turn did not finish (the process stopped before the turn " \
+           "finished)" in again.stderr
