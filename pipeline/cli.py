@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -278,6 +279,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_SIGNALLED + signal.SIGINT
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """The reader of stdout left (``| head``): stop quietly, as a program killed by SIGPIPE
+    would. Python ignores the signal, so a write raised instead; stdout goes to /dev/null so
+    that the flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_SIGNALLED + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ control characters shown escaped, not obeyed; the log keeps them."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -99,3 +100,35 @@ def test_resuming_a_chat_killed_mid_turn_says_the_earlier_turn_was_cut_off(home)
     assert "the turn failed" not in again.stderr
     assert "the session's previous turn did not finish (the process stopped before the turn " \
            "finished)" in again.stderr
+
+
+# --- a reader that leaves early (| head) ends the command quietly -----------------------------
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    from tests.sample_home import record
+    home = tmp_path_factory.mktemp("pipes") / "home"
+    return home, record(home)
+
+
+def _into_a_closed_pipe(home, *args: str) -> subprocess.CompletedProcess:
+    """``mibyan ARGS | head -0``, without the race: the pipe's reader is gone before the
+    command writes anything."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT,
+                              env=clean_env(home), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("args", [("sessions",), ("sql", "select * from events"),
+                                  ("insights",), ("insights", "--json"), ("diff", "A", "B"),
+                                  ("replay", "--all")])
+def test_a_reader_that_left_ends_the_command_quietly(recorded, args):
+    home, sample = recorded
+    args = tuple(sample.alpha[0] if a == "A" else sample.beta if a == "B" else a for a in args)
+    done = _into_a_closed_pipe(home, *args)
+    assert done.stderr == "" and done.returncode == 128 + signal.SIGPIPE
