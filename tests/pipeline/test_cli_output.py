@@ -132,3 +132,38 @@ def test_a_reader_that_left_ends_the_command_quietly(recorded, args):
     args = tuple(sample.alpha[0] if a == "A" else sample.beta if a == "B" else a for a in args)
     done = _into_a_closed_pipe(home, *args)
     assert done.stderr == "" and done.returncode == 128 + signal.SIGPIPE
+
+
+# --- bad values are usage errors up front ------------------------------------------------------
+
+@pytest.mark.parametrize("args, expected", [
+    (("run", "--workdir", "/nonexistent", "hi"), "--workdir: no such directory: '/nonexistent'"),
+    (("chat", "--workdir", "/nonexistent"), "--workdir: no such directory"),
+    (("fork", "s", "--at", "1", "--workdir", "/nonexistent"), "--workdir: no such directory"),
+    (("cron", "run", "--workdir", "/nonexistent"), "--workdir: no such directory"),
+    (("run", ""), "the message is empty"),
+    (("run", " \n"), "the message is empty"),
+    (("run", "--max-turns", "99999999999999999999", "hi"),
+     "--max-turns: must be a whole number of at most 1000000"),
+    (("chat", "--max-tokens", "99999999999999999999"), "--max-tokens: must be a whole number of"),
+    (("replay", "--all", "--jobs", "0"), "--jobs: must be a whole number of at least 1"),
+    (("replay", "--all", "--jobs", "100000"), "--jobs: must be a whole number of at most 256"),
+    (("insights", "--days", "99999999999"), "--days: must be a whole number of at most 36500"),
+    (("serve", "--port", "99999"), "--port: must be a port, 0 to 65535, got '99999'"),
+    (("serve", "--port", "-1"), "--port: must be a port, 0 to 65535, got '-1'"),
+])
+def test_bad_values_are_usage_errors_before_anything_runs(home, args, expected):
+    done = mibyan(home, *args, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                    "MIBYAN_MODEL": "fake"}, stdin="")
+    assert done.returncode == 2 and expected in done.stderr, done.stderr
+    no_traceback(done)
+    assert not (home / "sessions").exists()
+
+
+def test_a_serve_port_out_of_range_in_config_toml_is_a_usage_error(home):
+    home.mkdir()
+    (home / "config.toml").write_text("[serve]\nport = 99999\n")
+    done = mibyan(home, "serve", "--no-auth")
+    assert done.returncode == 2, done.stderr
+    assert "[serve] port must be from 0 (any free port) to 65535, got 99999" in done.stderr
+    no_traceback(done)
