@@ -136,13 +136,6 @@ def _parser() -> argparse.ArgumentParser:
                      help="model calls per turn (500)")
     run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                      help="output cap per model call")
-    run.add_argument("--timeout", type=_seconds, help="seconds without a byte before a model "
-                     "call fails (else [model] timeout, or 600)")
-    run.add_argument("--deadline", type=_seconds, help="seconds a whole model call may take "
-                     "(else [model] deadline, or 1800)")
-    run.add_argument("--no-stream", action="store_true", help="do not stream the answer")
-    run.add_argument("--durability", choices=("durable", "flush"), default="durable",
-                     help="fsync the log at turn ends and before tools (durable) or only flush")
     run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
@@ -204,6 +197,8 @@ def _parser() -> argparse.ArgumentParser:
                       "(the current directory); the file tools refuse paths outside it")
     chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
                       "a terminal")
+    for command in (run, chat):
+        _model_call_options(command)
     insights = commands.add_parser("insights", help="usage, cost, tools, latency and "
                                    "recoveries over all logs (through the insights index)")
     insights.add_argument("--days", type=_at_most(MAX_DAYS), help="only the last N days")
@@ -247,6 +242,17 @@ def _parser() -> argparse.ArgumentParser:
                        help="fsync the logs at turn ends and before tools (durable) or flush")
     _export_parsers(commands)
     return parser
+
+
+def _model_call_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=_seconds, help="seconds without a byte before a "
+                        "model call fails (else [model] timeout, or 600)")
+    parser.add_argument("--deadline", type=_seconds, help="seconds a whole model call may "
+                        "take (else [model] deadline, or 1800)")
+    parser.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    parser.add_argument("--durability", choices=("durable", "flush"), default="durable",
+                        help="fsync the log at turn ends and before tools (durable) or only "
+                             "flush")
 
 
 def _export_parsers(commands: Any) -> None:

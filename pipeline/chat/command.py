@@ -22,7 +22,9 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         home=args.home, workdir=Path(args.workdir or Path.cwd()), model=args.model,
         base_url=args.base_url, provider=args.provider, api_mode=args.api_mode,
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
-        max_tokens=args.max_tokens, toolsets=args.toolsets, no_tools=args.no_tools)
+        max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
+        stream=not args.no_stream, durability=args.durability, toolsets=args.toolsets,
+        no_tools=args.no_tools)
 
 
 def chat(args: argparse.Namespace) -> int:

@@ -49,6 +49,10 @@ class ChatOptions:
     system: str | None = None
     max_turns: int = 500
     max_tokens: int | None = None
+    timeout: float | None = None
+    deadline: float | None = None
+    stream: bool = True
+    durability: str = "durable"
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     no_tools: bool = False
     overrides: Mapping[str, Any] = attrs.field(factory=dict)

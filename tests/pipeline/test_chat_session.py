@@ -297,3 +297,21 @@ def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server,
     with unpriced.session:
         unpriced.lines("3+3?")
     assert "cost n/a" in unpriced.err.getvalue()
+
+
+def test_the_chat_takes_run_s_model_call_options(server, tmp_path, monkeypatch):
+    from pipeline.chat.command import options_from
+    from pipeline.cli import _parser
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    args = _parser().parse_args([
+        "--home", str(tmp_path / "home"), "chat", "--model", "gpt-4o-mini", "--base-url",
+        server.base_url, "--workdir", str(tmp_path), "--no-stream", "--timeout", "5",
+        "--deadline", "9", "--durability", "flush"])
+    server.script(Reply.text("Four."))
+    chat = Chat(options_from(args))
+    with chat.session:
+        agent = chat.session.agent
+        assert (agent.agent_settings.timeout, agent.agent_settings.deadline) == (5.0, 9.0)
+        assert agent.durability == "flush"
+        assert chat.lines("2+2?") == 0
+    assert not server.requests[0].get("stream") and chat.out.getvalue() == "Four.\n"
