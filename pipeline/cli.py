@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,38 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
+
+
+def _at_most(most: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``most``: past it a value is a typo, or one that overflows
+    further on (a date, a process pool, a socket)."""
+    def whole(text: str) -> int:
+        value = _positive_int(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be a whole number of at most {most}, "
+                                             f"got {text!r}")
+        return value
+    return whole
+
+
+MAX_TURNS, MAX_TOKENS, MAX_JOBS, MAX_DAYS = 1_000_000, 10_000_000, 256, 36_500
+
+
+def _port(text: str) -> int:
+    """0 (any free port, which the server then names) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"must be a port, 0 to 65535, got {text!r}")
+    return value
+
+
+def _directory(text: str) -> str:
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"no such directory: {text!r}")
+    return text
 
 
 def _toolsets(text: str) -> tuple[str, ...]:
@@ -48,11 +81,13 @@ def _seconds(text: str) -> float:
 
 def read_message(message: str) -> str:
     """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
+    from stages.errors import UsageError
     if message != "-":
+        if not message.strip():
+            raise UsageError("the message is empty")
         return message
     text = sys.stdin.read()
     if not text.strip():
-        from stages.errors import UsageError
         raise UsageError("the message is '-' but stdin held no prompt")
     return text
 
@@ -97,28 +132,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="the provider API (else detected from provider and endpoint)")
     run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
-    run.add_argument("--max-turns", type=_positive_int, default=500,
+    run.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=500,
                      help="model calls per turn (500)")
-    run.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
-    run.add_argument("--timeout", type=_seconds, help="seconds without a byte before a model "
-                     "call fails (else [model] timeout, or 600)")
-    run.add_argument("--deadline", type=_seconds, help="seconds a whole model call may take "
-                     "(else [model] deadline, or 1800)")
-    run.add_argument("--no-stream", action="store_true", help="do not stream the answer")
-    run.add_argument("--durability", choices=("durable", "flush"), default="durable",
-                     help="fsync the log at turn ends and before tools (durable) or only flush")
+    run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
+                     help="output cap per model call")
     run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
                           f"default {','.join(DEFAULT_TOOLSETS)})")
-    run.add_argument("--workdir", help="the working tree the tools work in (the current "
-                     "directory); paths outside it are refused")
+    run.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
+                     "(the current directory); the file tools refuse paths outside it")
 
     commands.add_parser("sessions", help="list sessions")
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")
     replay.add_argument("session", nargs="?")
     replay.add_argument("--all", action="store_true", help="replay every session and summarise")
-    replay.add_argument("--jobs", type=int, default=None, metavar="N",
+    replay.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
                         help="with --all: replay on N processes (default: one per core for a "
                         "large home, else one)")
     log = commands.add_parser("log", help="event-log maintenance")
@@ -143,7 +172,8 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"))
     fork.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="another session setting (max_tokens=512, base_url=URL, ...)")
-    fork.add_argument("--workdir", help="the working tree the fork's tools work in")
+    fork.add_argument("--workdir", type=_directory,
+                      help="the working tree the fork's tools work in")
     diff = commands.add_parser("diff", help="compare two sessions turn by turn")
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
@@ -156,19 +186,22 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"), help="the provider API")
     chat.add_argument("--resume", metavar="SESSION", help="continue this session")
     chat.add_argument("--system", help="system prompt added to every turn")
-    chat.add_argument("--max-turns", type=_positive_int, default=500,
+    chat.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=500,
                       help="model calls per turn (500)")
-    chat.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
+    chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
+                      help="output cap per model call")
     chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     chat.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
                       help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
-    chat.add_argument("--workdir", help="the working tree the tools work in (the current "
-                      "directory)")
+    chat.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
+                      "(the current directory); the file tools refuse paths outside it")
     chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
                       "a terminal")
+    for command in (run, chat):
+        _model_call_options(command)
     insights = commands.add_parser("insights", help="usage, cost, tools, latency and "
                                    "recoveries over all logs (through the insights index)")
-    insights.add_argument("--days", type=_positive_int, help="only the last N days")
+    insights.add_argument("--days", type=_at_most(MAX_DAYS), help="only the last N days")
     insights.add_argument("--model", help="only the sessions and calls of this model")
     insights.add_argument("--json", action="store_true", help="machine-readable output")
     insights.add_argument("--price", action="append", metavar="MODEL=IN,OUT[,CR[,CW]]",
@@ -181,7 +214,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve agents over HTTP (OpenAI-compatible API "
                                 "and a session API; needs the serve extra)")
     serve.add_argument("--host", help="address to listen on ([serve] host, else 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port ([serve] port, else 8642)")
+    serve.add_argument("--port", type=_port, help="port ([serve] port, else 8642; 0: any "
+                       "free one)")
     serve.add_argument("--no-auth", action="store_true",
                        help="no bearer tokens (only on a loopback address)")
     cron = commands.add_parser("cron", help="scheduled agent runs (needs the serve extra)")
@@ -199,7 +233,8 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
         command.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
         command.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
-        command.add_argument("--workdir", help="the working tree the tools work in")
+        command.add_argument("--workdir", type=_directory,
+                             help="the working tree the tools work in")
         command.add_argument("--toolsets", type=_toolsets, default=None,
                              help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)};"
                                   f" default {','.join(DEFAULT_TOOLSETS)})")
@@ -207,6 +242,17 @@ def _parser() -> argparse.ArgumentParser:
                        help="fsync the logs at turn ends and before tools (durable) or flush")
     _export_parsers(commands)
     return parser
+
+
+def _model_call_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=_seconds, help="seconds without a byte before a "
+                        "model call fails (else [model] timeout, or 600)")
+    parser.add_argument("--deadline", type=_seconds, help="seconds a whole model call may "
+                        "take (else [model] deadline, or 1800)")
+    parser.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    parser.add_argument("--durability", choices=("durable", "flush"), default="durable",
+                        help="fsync the log at turn ends and before tools (durable) or only "
+                             "flush")
 
 
 def _export_parsers(commands: Any) -> None:
@@ -251,7 +297,7 @@ def _export_parsers(commands: Any) -> None:
     batch.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
     batch.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
                                               "anthropic_messages"))
-    batch.add_argument("--max-turns", type=_positive_int, default=30,
+    batch.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=30,
                        help="model calls per session (30)")
     batch.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     batch.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
@@ -278,6 +324,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_SIGNALLED + signal.SIGINT
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """The reader of stdout left (``| head``): stop quietly, as a program killed by SIGPIPE
+    would. Python ignores the signal, so a write raised instead; stdout goes to /dev/null so
+    that the flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_SIGNALLED + signal.SIGPIPE
 
 
 if __name__ == "__main__":

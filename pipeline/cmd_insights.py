@@ -50,6 +50,8 @@ def render(found: Insights) -> None:
         return
     # Piped, the tables keep their width rather than the 80 columns rich assumes.
     console = Console(width=None if sys.stdout.isatty() else 160)
+    # rich would exit 1 itself; the command line ends every command whose reader left alike.
+    console.on_broken_pipe = _reader_left  # type: ignore[method-assign]
     scope = f"since {found.since}" if found.since else "all time"
     console.print(f"[bold]mibyan insights[/bold] ({scope}"
                   + (f", model {found.model}" if found.model else "") + ")")
@@ -57,6 +59,10 @@ def render(found: Insights) -> None:
         console.print(table)
     for problem in found.index["problems"]:
         console.print(f"[yellow]log problem (indexed up to it):[/yellow] {problem}")
+
+
+def _reader_left() -> None:
+    raise BrokenPipeError
 
 
 def _tables(found: Insights) -> list[Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from pipeline import config as cfg
+from pipeline.printable import printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -39,7 +40,7 @@ def replay(args: argparse.Namespace) -> int:
         return replay_all(_root(args), jobs=args.jobs)
     from pipeline.replay import replay as replay_session
     report = replay_session(_root(args), args.session)
-    print("\n".join(describe(report)))
+    print(printable("\n".join(describe(report))))
     return EXIT_OK if report.identical else EXIT_FAILED
 
 
@@ -128,7 +129,7 @@ def _in_pool(root: Path, sizes: dict[str, int], jobs: int
 def replay_all(root: Path, *, jobs: int | None = None) -> int:
     result = replay_every(root, jobs=jobs)
     for _, lines in result.failures:
-        print("\n".join(lines))
+        print(printable("\n".join(lines)))
     print(result.summary())
     return EXIT_OK if result.held else EXIT_FAILED
 
@@ -179,12 +180,13 @@ def fork(args: argparse.Namespace) -> int:
             pass
     print(f"forked {made.origin_session_id} at seq {made.origin_seq}: {made.session_id}")
     if made.continued is not None:
-        print(made.continued.final_response or f"({made.continued.turn_exit_reason})")
+        print(printable(made.continued.final_response
+                        or f"({made.continued.turn_exit_reason})"))
     return EXIT_OK
 
 
 def diff(args: argparse.Namespace) -> int:
     from pipeline.diff import diff_sessions
     result = diff_sessions(_root(args), args.a, args.b)
-    print("\n".join(result.lines()))
+    print(printable("\n".join(result.lines())))
     return EXIT_OK

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from pipeline import config as cfg
+from pipeline.printable import printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -39,9 +40,10 @@ def _tool_line(event: object) -> None:
     if isinstance(event, ToolRan):
         o = event.outcome
         status = "ok" if o.ok else f"error: {o.error}"
-        print(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)", file=sys.stderr)
+        print(printable(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)"),
+              file=sys.stderr)
     elif isinstance(event, ToolCallRejected):
-        print(f"  [tool] {event.call.name} rejected: {event.reason}", file=sys.stderr)
+        print(printable(f"  [tool] {event.call.name} rejected: {event.reason}"), file=sys.stderr)
 
 
 def _unshown(answer: str, streamed: str) -> str:
@@ -64,8 +66,8 @@ def _usage_line(result: dict) -> str:
 
 def _ask_approval(request: Any) -> str:
     """The approval prompt on the terminal (stdin is one): once / session / always / deny."""
-    print(f"mibyan: the model wants to run {request.command!r}: {request.description}.",
-          file=sys.stderr)
+    print(printable(f"mibyan: the model wants to run {request.command!r}: "
+                    f"{request.description}."), file=sys.stderr)
     answer = input("Allow? [o]nce, [s]ession, [a]lways, [D]eny: ").strip().lower()[:1]
     return {"o": "once", "s": "session", "a": "always"}.get(answer, "deny")
 
@@ -97,16 +99,17 @@ def run(args: argparse.Namespace) -> int:
 
         def show(delta: str) -> None:
             shown.append(delta)
-            sys.stdout.write(delta)
+            sys.stdout.write(printable(delta))
             sys.stdout.flush()
         with signals_interrupt(agent) as received:
             result = agent.run_conversation(message, system_message=args.system,
                                             stream_callback=show if stream else None)
-    sys.stdout.write(_unshown(result["final_response"] or "", "".join(shown)) + "\n")
+    unshown = _unshown(result["final_response"] or "", "".join(shown))
+    sys.stdout.write(printable(unshown) + "\n")
     for warning in result["warnings"]:
-        print(f"mibyan: context {warning}", file=sys.stderr)
+        print(printable(f"mibyan: context {warning}"), file=sys.stderr)
     if result["failed"]:
-        print(f"mibyan: the turn failed: {result['error']}", file=sys.stderr)
+        print(printable(f"mibyan: the turn failed: {result['error']}"), file=sys.stderr)
     print(_usage_line(result), file=sys.stderr)
     if received:
         return EXIT_SIGNALLED + received[0]
@@ -165,7 +168,7 @@ def sql(args: argparse.Namespace) -> int:
 
 
 def _table(columns: list[str], rows: list[tuple]) -> None:
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    cells = [[("" if v is None else printable(str(v))) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:

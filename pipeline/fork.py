@@ -32,7 +32,7 @@ from pipeline.runner import SessionRunner
 from pipeline.settings import check_session_values
 from stages.api_mode import resolve_api_mode
 from stages.errors import UsageError
-from stages.events import HistoryLoaded, SessionForked, SessionSettings, SessionSplit
+from stages.events import Event, HistoryLoaded, SessionForked, SessionSettings, SessionSplit
 from stages.fold import fold
 
 if TYPE_CHECKING:
@@ -135,7 +135,8 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
                              forked_at=effects.clock.now(), settings=settings)
 
     runner = ForkAwareRunner(journal, forked._effects, switch=live_switch(switch),
-                             interrupt=forked._interrupt, listener=forked._listener)
+                             interrupt=forked._interrupt,
+                             listener=_live_only(forked._listener, journal))
     _run(runner, journal, lambda: bool(opened))
     runner.declare_tools(forked.registry.specs)
     forked._runner, forked._log = runner, log
@@ -154,6 +155,19 @@ def _forked_agent(agent: Agent, settings: SessionSettings, new_id: str) -> Agent
                  effects=attrs.evolve(agent._effects, tools=None, memory=None),
                  secrets=agent._secrets, tools=agent.registry, event_listener=agent._listener,
                  hooks=agent.hooks)
+
+
+def _live_only(listener: Callable[[Event], None] | None,
+               journal: ForkJournal) -> Callable[[Event], None] | None:
+    """``listener``, deaf to the replayed prefix: it is the origin's past, not news (a chat
+    would print every earlier answer again)."""
+    if listener is None:
+        return None
+
+    def hear(event: Event) -> None:
+        if not journal.replayed:
+            listener(event)
+    return hear
 
 
 def _run(runner: ForkAwareRunner, journal: ForkJournal, switched: Callable[[], bool]) -> None:

@@ -92,6 +92,8 @@ class ForkJournal:
     secrets: Any = ()
     replay: ReplayJournal = attrs.field(init=False)
     live: LiveJournal = attrs.field(init=False)
+    # The record just made was the origin's: a listener has heard it already, from the origin.
+    replayed: bool = attrs.field(init=False, default=False)
 
     def __attrs_post_init__(self) -> None:
         self.replay = ReplayJournal(self.prefix)
@@ -109,6 +111,7 @@ class ForkJournal:
         return self.replay.peek()
 
     def record(self, stage: str, event: Event) -> None:
+        self.replayed = self.in_prefix
         if not self.in_prefix:
             self.live.record(stage, event)
             return

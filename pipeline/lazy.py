@@ -13,5 +13,8 @@ def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]
     def __getattr__(name: str) -> Any:
         if name not in homes:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(homes[name]), name)
+        module = importlib.import_module(homes[name])
+        # A name that is a submodule is the submodule: importing it binds the name to it for
+        # good, so anything else would be what only the first look-up gets.
+        return module if homes[name] == f"{package}.{name}" else getattr(module, name)
     return __getattr__

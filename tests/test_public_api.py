@@ -46,6 +46,20 @@ def test_every_public_name_resolves():
     assert set(PUBLIC) <= set(dir(pipeline))
 
 
+def test_replay_is_the_module_at_every_look_up():
+    code = ("import pipeline, pipeline.replay as m\n"
+            "print(pipeline.replay is m, pipeline.replay is m, callable(m.replay))")
+    fresh = ("import pipeline\nfirst = pipeline.replay\nfrom pipeline import replay\n"
+             "print(first is replay, type(first).__name__)")
+    assert _python(code) == "True True True"
+    assert _python(fresh) == "True module"
+
+
+def _python(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT).stdout.strip()
+
+
 def test_an_unknown_name_is_an_attribute_error():
     try:
         pipeline.NoSuchThing  # noqa: B018

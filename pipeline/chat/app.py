@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.chat import slash
 from pipeline.chat.inline import APPROVAL_KEYS, Question, approval_choice, clarify_answer
+from pipeline.printable import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -94,24 +95,25 @@ class Terminal:
         if question.request is not None:
             r = question.request
             self.console.print(Text("⚠ the model wants to run ", style="yellow")
-                               + Text(r.command, style="bold") + Text(f"  ({r.description})",
-                                                                      style="yellow"))
+                               + Text(printable(r.command), style="bold")
+                               + Text(f"  ({printable(r.description)})", style="yellow"))
             keys = " / ".join(f"[{k}]{v[1:]}" for k, v in APPROVAL_KEYS.items())
             return approval_choice(str(self.answers.prompt(f"allow? {keys}: ")))
-        self.console.print(Text("? ", style="cyan") + Text(question.text, style="bold"))
+        self.console.print(Text("? ", style="cyan") + Text(printable(question.text),
+                                                           style="bold"))
         for number, choice in enumerate(question.choices, 1):
-            self.console.print(Text(f"  {number}. {choice}"))
+            self.console.print(Text(f"  {number}. {printable(choice)}"))
         return clarify_answer(str(self.answers.prompt("answer: ")), question.choices)
 
 
 def interactive(session: ChatSession, terminal: Terminal) -> int:
     """Read and run until /exit, Ctrl-D, or a second Ctrl-C at an empty prompt."""
     armed = False  # a Ctrl-C at the empty prompt now ends the chat
-    while True:
+    while not session.ended:
         try:
             line = terminal.read()
         except KeyboardInterrupt:
-            if armed:
+            if armed or session.ended:
                 return 0
             armed = True
             session.display.notice(AGAIN_TO_EXIT, "dim")
@@ -125,3 +127,4 @@ def interactive(session: ChatSession, terminal: Terminal) -> int:
         except KeyboardInterrupt:  # a slash command cut short (a turn handles its own)
             session.display.notice("cancelled", "warn")
         armed = session.interrupted
+    return 0

@@ -41,7 +41,9 @@ def build_agent(options: ChatOptions, *, model: str | None, session_id: str | No
     agent = Agent(model=model, base_url=options.base_url, provider=options.provider,
                   api_mode=options.api_mode, tools=tools, home=options.home, cwd=workdir,
                   session_id=session_id, max_turns=options.max_turns,
-                  max_tokens=options.max_tokens, stream=True, event_listener=router.parent,
+                  max_tokens=options.max_tokens, timeout=options.timeout,
+                  deadline=options.deadline, stream=options.stream,
+                  durability=options.durability, event_listener=router.parent,
                   approval_callback=inbox.approve if inbox is not None else None,
                   **dict(options.overrides))
     if delegation is not None:

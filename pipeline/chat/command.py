@@ -4,12 +4,17 @@ not one."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pipeline.chat.session import ChatOptions, ChatSession
 
 __all__ = ["chat", "options_from"]
+
+EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
@@ -17,24 +22,43 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         home=args.home, workdir=Path(args.workdir or Path.cwd()), model=args.model,
         base_url=args.base_url, provider=args.provider, api_mode=args.api_mode,
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
-        max_tokens=args.max_tokens, toolsets=args.toolsets, no_tools=args.no_tools)
+        max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
+        stream=not args.no_stream, durability=args.durability, toolsets=args.toolsets,
+        no_tools=args.no_tools)
 
 
 def chat(args: argparse.Namespace) -> int:
-    from pipeline.providers import LOCAL, LOCAL_NOTICE
     options = options_from(args)
     _check_resume(options)
-    if args.plain or not sys.stdin.isatty():
-        from pipeline.chat.display import PlainDisplay
-        from pipeline.chat.piped import piped
-        session = ChatSession(options, PlainDisplay())
-        if session.agent.settings.provider == LOCAL:
-            print(LOCAL_NOTICE, file=sys.stderr)
-        try:
-            return piped(session, sys.stdin)
-        finally:
-            session.close()
-    return _interactive(options)
+    plain = args.plain or not sys.stdin.isatty()
+    session, loop = _plain(options) if plain else _terminal(options)
+    try:
+        with _terminable(session) as received:
+            status = loop()
+    finally:
+        session.close()
+    return EXIT_SIGNALLED + received[0] if received else status
+
+
+@contextlib.contextmanager
+def _terminable(session: ChatSession) -> Iterator[list[int]]:
+    """SIGTERM (``timeout``, a service manager) as ``mibyan run`` takes it: the running turn
+    is interrupted, ends cleanly with its event and stays resumable, then the chat ends. It
+    comes as a Ctrl-C, which every wait of the chat answers so; the signals received are
+    yielded."""
+    received: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        del frame
+        received.append(signum)
+        session.ended = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_resume(options: ChatOptions) -> None:
@@ -45,7 +69,17 @@ def _check_resume(options: ChatOptions) -> None:
         raise UsageError(f"no session {options.session_id!r} under {root}")
 
 
-def _interactive(options: ChatOptions) -> int:
+def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
+    from pipeline.chat.display import PlainDisplay
+    from pipeline.chat.piped import piped
+    from pipeline.providers import LOCAL, LOCAL_NOTICE
+    session = ChatSession(options, PlainDisplay())
+    if session.agent.settings.provider == LOCAL:
+        print(LOCAL_NOTICE, file=sys.stderr)
+    return session, lambda: piped(session, sys.stdin)
+
+
+def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     from rich.console import Console
 
     from pipeline.chat.app import Terminal, interactive
@@ -54,13 +88,10 @@ def _interactive(options: ChatOptions) -> int:
     console = Console(highlight=False)
     terminal = Terminal(options.state_home, console)
     session = ChatSession(options, RichDisplay(console), asker=terminal.ask)
-    try:
-        settings = session.agent.settings
-        if settings.provider == LOCAL:
-            session.display.notice(LOCAL_NOTICE.removeprefix("mibyan: "), "dim")
-        where = f"resuming {options.session_id}" if options.session_id else "new session"
-        session.display.notice(f"mibyan chat · {settings.model} ({settings.provider}) · "
-                               f"{where} · /help lists the commands", "dim")
-        return interactive(session, terminal)
-    finally:
-        session.close()
+    settings = session.agent.settings
+    if settings.provider == LOCAL:
+        session.display.notice(LOCAL_NOTICE.removeprefix("mibyan: "), "dim")
+    where = f"resuming {options.session_id}" if options.session_id else "new session"
+    session.display.notice(f"mibyan chat · {settings.model} ({settings.provider}) · "
+                           f"{where} · /help lists the commands", "dim")
+    return session, lambda: interactive(session, terminal)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol, TextIO
 
 from pipeline.chat.text import collapsed
+from pipeline.printable import printable
 
 __all__ = ["Display", "PlainDisplay"]
 
@@ -69,7 +70,7 @@ class PlainDisplay:
 
     def _write(self, stream: TextIO, text: str) -> None:
         with self._lock:
-            stream.write(text)
+            stream.write(printable(text))
             stream.flush()
 
     def _line(self, stream: TextIO, text: str) -> None:

@@ -15,6 +15,8 @@ from stages.messages import ToolCall
 __all__ = ["EventRouter"]
 
 LABEL_CHARS = 30
+# How a resumed session's unfinished turn is closed (stages.step.decide_abandon).
+ABANDONED = "abandoned"
 
 
 class EventRouter:
@@ -119,5 +121,8 @@ class EventRouter:
         if depth:
             self.display.notice(f"subagent finished: {e.exit_reason}", "dim", depth=depth,
                                 label=label)
+        elif e.exit_reason == ABANDONED:
+            self.display.notice(f"the session's previous turn did not finish ({e.error}); it "
+                                "is closed, and this one goes on from it", "warn")
         elif e.failed and e.error:
             self.display.notice(f"the turn failed: {e.error}", "error")

@@ -20,7 +20,7 @@ def piped(session: ChatSession, lines: Iterable[str]) -> int:
     """Run each line; 1 when a turn failed, else 0."""
     for line in lines:
         try:
-            if not session.handle(line.rstrip("\n")):
+            if not session.handle(line.rstrip("\n")) or session.ended:
                 break
         except KeyboardInterrupt:
             break

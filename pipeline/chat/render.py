@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.chat.blocks import BlockSplitter
 from pipeline.chat.display import preview
+from pipeline.printable import printable
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -86,7 +87,7 @@ class RichDisplay:
     def delta(self, text: str) -> None:
         with self._lock:
             self._waiting = False
-            for block in self._splitter.feed(text):
+            for block in self._splitter.feed(printable(text)):
                 self._markdown(block)
             self._refresh()
 
@@ -103,6 +104,7 @@ class RichDisplay:
 
     def tool_started(self, name: str, summary: str, *, depth: int, label: str) -> None:
         from rich.text import Text
+        name, summary, label = printable(name), printable(summary), printable(label)
         line = Text(_indent(depth, label)) + Text("⚙ ", style="cyan") + Text(name, style="bold")
         if summary:
             line += Text(f"  {summary}", style="dim")
@@ -111,10 +113,11 @@ class RichDisplay:
     def tool_finished(self, name: str, *, ok: bool, error: str | None, duration_ms: float,
                       output: str, depth: int, label: str) -> None:
         from rich.text import Text
+        name, output, label = printable(name), printable(output), printable(label)
         mark = Text("✓ ", style="green") if ok else Text("✗ ", style="red")
         line = Text(_indent(depth, label)) + mark + Text(name, style="bold")
         if not ok:
-            line += Text(f"  {error}", style="red")
+            line += Text(f"  {printable(error or '')}", style="red")
         line += Text(f"  {duration_ms:,.0f} ms", style="dim")
         lines: list[Any] = [line]
         if not depth and output.strip():
@@ -125,6 +128,7 @@ class RichDisplay:
     def notice(self, text: str, level: str = "info", *, depth: int = 0,
                label: str = "") -> None:
         from rich.text import Text
+        text, label = printable(text), printable(label)
         self._print(Text(_indent(depth, label) + text if depth or label else text,
                          style=STYLES.get(level, "")), soft_wrap=True)
 
@@ -135,11 +139,11 @@ class RichDisplay:
             self._in_turn = self._waiting = False
             self._stop_live()
             if line:
-                self.console.print(Text(line, style="dim"), soft_wrap=True)
+                self.console.print(Text(printable(line), style="dim"), soft_wrap=True)
 
     def text(self, text: str) -> None:
         from rich.text import Text
-        self._print(Text(text), soft_wrap=True)
+        self._print(Text(printable(text)), soft_wrap=True)
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
         from rich import box
@@ -147,7 +151,7 @@ class RichDisplay:
         from rich.text import Text
         table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for row in rows:  # Text: "[id]" is no markup
-            table.add_row(*(Text("" if v is None else str(v)) for v in row))
+            table.add_row(*(Text("" if v is None else printable(str(v))) for v in row))
         self._print(table)
 
     def pause(self) -> None:

@@ -49,6 +49,10 @@ class ChatOptions:
     system: str | None = None
     max_turns: int = 500
     max_tokens: int | None = None
+    timeout: float | None = None
+    deadline: float | None = None
+    stream: bool = True
+    durability: str = "durable"
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     no_tools: bool = False
     overrides: Mapping[str, Any] = attrs.field(factory=dict)
@@ -75,6 +79,7 @@ class ChatSession:
         self.last: TurnResult | None = None
         self.failed_turns = 0
         self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
+        self.ended = False  # the chat ends after what runs now (a SIGTERM)
         self.agent = self._build(options.session_id, self.model)
 
     # --- the current session's agent --------------------------------------------------------

@@ -17,6 +17,7 @@ from stages.errors import MibyanError
 
 if TYPE_CHECKING:
     from pipeline.chat.session import ChatSession
+    from stages.state import State
 
 __all__ = ["COMMANDS", "KEYS_HELP", "SlashCommand", "command", "names", "register", "run"]
 
@@ -115,15 +116,19 @@ def _resume(session: ChatSession, arg: str) -> None:
 
 def _recap(root: Path, session_id: str) -> str:
     """How many messages the session holds, and the last answer's first words."""
-    from effects.codec import from_payload
-    from effects.eventlog import read_envelopes, session_path
     from pipeline.chat.text import shorten
-    from stages.fold import fold
-    state = fold(from_payload(e.kind, e.schema_version, e.payload)
-                 for e in read_envelopes(session_path(root, session_id)))
+    state = _folded(root, session_id)
     answers = [m.content for m in state.messages if m.role == "assistant" and m.content]
     last = f"; last answer: {shorten(answers[-1], 80)}" if answers else ""
     return f"{len(state.messages)} messages{last}"
+
+
+def _folded(root: Path, session_id: str) -> State:
+    from effects.codec import from_payload
+    from effects.eventlog import read_envelopes, session_path
+    from stages.fold import fold
+    return fold(from_payload(e.kind, e.schema_version, e.payload)
+                for e in read_envelopes(session_path(root, session_id)))
 
 
 @command("sessions", "list the recent sessions")
@@ -172,12 +177,21 @@ def _compress(session: ChatSession, arg: str) -> None:
 def _usage(session: ChatSession, arg: str) -> None:
     from pipeline.chat.text import cost_text, usage_text
     last = session.last
-    if last is None:
-        session.display.text("no turn yet in this chat")
+    if last is not None:
+        sid, usage, model, provider = (last.session_id, last.session_usage, last.model,
+                                       last.provider)
+    elif session.session_id is not None:  # resumed or forked: its turns are in its log
+        state = _folded(session.home / "sessions", session.session_id)
+        if state.settings is None:
+            session.display.text("no turn yet in this session")
+            return
+        sid, usage = session.session_id, state.usage
+        model, provider = state.settings.model, state.settings.provider
+    else:
+        session.display.text("no turn yet in this session")
         return
-    usage = last.session_usage
-    session.display.text(f"session {last.session_id}: {usage_text(usage)} · "
-                         f"{cost_text(usage, last.model, last.provider, session.prices)} · "
+    session.display.text(f"session {sid}: {usage_text(usage)} · "
+                         f"{cost_text(usage, model, provider, session.prices)} · "
                          f"{usage.total_tokens:,} tokens in all")
 
 
@@ -193,19 +207,18 @@ def _replay(session: ChatSession, arg: str) -> None:
     session.display.notice(f"replay of {target}: {report.describe()}", level)
 
 
-@command("fork", "go on in a fork of this session (after record SEQ; maybe another model)",
-         "[SEQ] [model]")
+FORK_USAGE = "usage: /fork [SEQ] [model=NAME] (SEQ: keep the records before it; a number)"
+
+
+@command("fork", "go on in a fork of this session (its first SEQ records, else all)",
+         "[SEQ] [model=NAME]")
 def _fork(session: ChatSession, arg: str) -> None:
     from pipeline.fork import fork_session
     from stages.errors import UsageError
     origin = session.session_id
     if origin is None:
         raise UsageError("nothing to fork yet: this session has no turn")
-    words = arg.split()
-    at = int(words.pop(0)) if words and words[0].isdecimal() else None
-    changes = {"model": words.pop(0)} if words else {}
-    if words:
-        raise UsageError("usage: /fork [SEQ] [model]")
+    at, changes = _fork_arguments(arg)
     fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **changes))
     if fork is None:
         return
@@ -214,6 +227,23 @@ def _fork(session: ChatSession, arg: str) -> None:
     if fork.continued is not None:
         session.display.end_turn(None)
     session.display.notice(f"forked {origin}@{fork.origin_seq}: now in {fork.session_id}")
+
+
+def _fork_arguments(arg: str) -> tuple[int | None, dict[str, str]]:
+    """``[SEQ] [model=NAME]``; anything else is refused: a bare word (a session id, a model
+    name) would otherwise be taken for what it is not."""
+    from stages.errors import UsageError
+    words = arg.split()
+    at = int(words.pop(0)) if words and words[0].isascii() and words[0].isdecimal() else None
+    changes = {}
+    if words:
+        key, _, model = words.pop(0).partition("=")
+        if key != "model" or not model:
+            raise UsageError(FORK_USAGE)
+        changes["model"] = model
+    if words:
+        raise UsageError(FORK_USAGE)
+    return at, changes
 
 
 @command("export", "write this session's trajectory (sharegpt, openai, trl) as JSONL",

@@ -26,6 +26,7 @@ from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
 from stages.errors import UsageError
 
 DEFAULT_PORT = 8642
+MAX_PORT = 65_535
 AGENT_MODEL = "mibyan"
 _KEYS = {"host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
          "max_open_sessions": int}
@@ -92,8 +93,11 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     max_open = section.get("max_open_sessions", 1000)
     if max_open < 1:
         raise UsageError(f"[serve] max_open_sessions must be at least 1, got {max_open}")
-    return ServeConfig(host=host or section.get("host", "127.0.0.1"),
-                       port=port if port is not None else section.get("port", DEFAULT_PORT),
+    port = port if port is not None else section.get("port", DEFAULT_PORT)
+    if not 0 <= port <= MAX_PORT:
+        raise UsageError(f"[serve] port must be from 0 (any free port) to {MAX_PORT}, "
+                         f"got {port}")
+    return ServeConfig(host=host or section.get("host", "127.0.0.1"), port=port,
                        tokens=tokens, auth=not no_auth, toolsets=chosen,
                        workdir=Path(workdir or section.get("workdir") or Path.cwd()),
                        max_open_sessions=max_open)

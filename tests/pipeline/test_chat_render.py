@@ -132,3 +132,45 @@ def test_notices_tables_and_the_spinner_on_a_terminal() -> None:
     text = console.export_text()
     assert "interrupted (model call)" in text
     assert "command" in text and "/resume [id]" in text and "continue a session" in text
+
+
+def test_model_and_tool_text_reaches_the_terminal_with_its_control_characters_escaped() -> None:
+    display, console = _display(terminal=True)
+    router = EventRouter(display)
+    display.begin_turn()
+    router.delta("\x1b]0;pwned\x07\x1b[2Jhello\n\nrest\x1b[")
+    display.tool_started("terminal", "echo \x1b[2J", depth=0, label="")
+    display.tool_finished("terminal", ok=False, error="bad \x07", duration_ms=1.0,
+                          output="out \x1b]0;t\x07", depth=0, label="")
+    display.notice("the turn failed: \x1b[31m")
+    display.table(("a",), [("\x1b[2J",)])
+    display.end_turn(None)
+    raw = console.file.getvalue()
+    for sequence in ("\x1b]0;", "\x07", "\x1b[2J"):  # rich's own styles are the only escapes
+        assert sequence not in raw
+    text = console.export_text()
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jhello" in text and "echo \\x1b[2J" in text
+    assert "bad \\x07" in text and "out \\x1b]0;t\\x07" in text
+    assert "failed: \\x1b[31m" in text and "\\x1b[2J" in text.split("─")[-1]
+
+
+def test_an_inline_question_shows_the_model_s_text_escaped(tmp_path) -> None:
+    from pipeline.approval import ApprovalRequest
+    from pipeline.chat.app import Terminal
+    from pipeline.chat.inline import Question
+    console = Console(file=io.StringIO(), record=True, width=120, force_terminal=True)
+    terminal = Terminal(tmp_path, console)
+
+    class Typed:
+        def prompt(self, message: str) -> str:
+            return "1"
+    terminal.answers = Typed()
+    request = ApprovalRequest(tool="terminal", command="rm -rf x\x1b[2J", pattern="rm",
+                              description="recursive\x07delete")
+    terminal.ask(Question(request=request))
+    terminal.ask(Question(text="which?\x1b]0;t\x07", choices=("a\x1b[2J", "b")))
+    raw = console.file.getvalue()
+    assert "\x1b[2J" not in raw and "\x07" not in raw and "\x1b]0;" not in raw
+    text = console.export_text()
+    assert "rm -rf x\\x1b[2J" in text and "recursive\\x07delete" in text
+    assert "which?\\x1b]0;t\\x07" in text and "1. a\\x1b[2J" in text

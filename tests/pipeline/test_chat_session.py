@@ -176,12 +176,12 @@ def test_fork_goes_on_in_a_fork_with_another_model_and_export_writes_the_traject
         root = tmp_path / "home" / "sessions"
         cut = next(e.seq for e in read_envelopes(session_path(root, origin))
                    if e.kind == "turn_started" and e.payload["user_message"] == "what is 2+2?")
-        chat.lines("/fork x y z", f"/fork {cut} gpt-4o", "what is 3+4?",
+        chat.lines("/fork x y z", f"/fork {cut} model=gpt-4o", "what is 3+4?",
                    "/export trl", f"/export sharegpt {tmp_path / 'out.jsonl'}")
         fork = chat.session.session_id
     err = chat.err.getvalue()
     assert "error: /fork: nothing to fork yet" in err and "error: /export: nothing to" in err
-    assert "error: /fork: usage: /fork [SEQ] [model]" in err
+    assert "error: /fork: usage: /fork [SEQ] [model=NAME]" in err
     assert f"forked {origin}@{cut}: now in {fork}" in err and fork != origin
     last = server.requests[-1]
     assert last["model"] == "gpt-4o"
@@ -213,7 +213,33 @@ def test_a_fork_seq_that_is_a_digit_but_no_number_does_not_end_the_chat(server, 
     with chat.session:
         assert chat.lines("2+2?", "/fork ² x", "2+3?") == 0  # "²".isdigit(), int("²") fails
     assert chat.out.getvalue().splitlines() == ["Four.", "Five."]
-    assert "error: /fork: usage: /fork [SEQ] [model]" in chat.err.getvalue()
+    assert "error: /fork: usage: /fork [SEQ] [model=NAME]" in chat.err.getvalue()
+
+
+def test_a_fork_shows_no_earlier_answer_again_and_usage_reads_the_forked_session(
+        server, tmp_path):
+    server.script(Reply.text("You said: MARK-ONE"), Reply.text("You said: MARK-TWO"))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        assert chat.lines("MARK-ONE", "MARK-TWO", "/fork", "/usage") == 0
+        fork = chat.session.session_id
+    out = chat.out.getvalue().splitlines()
+    assert out[:2] == ["You said: MARK-ONE", "You said: MARK-TWO"]
+    assert out[2].startswith(f"session {fork}: ") and "tokens in all" in out[2]
+    assert len(out) == 3
+
+
+@pytest.mark.parametrize("words", ["abc", "gpt-4o", "3 gpt-4o", "model=", "provider=x",
+                                   "3 model=a b"])
+def test_a_fork_refuses_a_word_it_does_not_take(server, tmp_path, words):
+    server.script(Reply.text("Four."))
+    chat = Chat(_options(server, tmp_path))
+    with chat.session:
+        chat.lines("2+2?")
+        origin = chat.session.session_id
+        chat.lines(f"/fork {words}")
+        assert chat.session.session_id == origin
+    assert "error: /fork: usage: /fork [SEQ] [model=NAME]" in chat.err.getvalue()
 
 
 def test_memory_skills_and_tools_are_listed(server, tmp_path):
@@ -271,3 +297,21 @@ def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server,
     with unpriced.session:
         unpriced.lines("3+3?")
     assert "cost n/a" in unpriced.err.getvalue()
+
+
+def test_the_chat_takes_run_s_model_call_options(server, tmp_path, monkeypatch):
+    from pipeline.chat.command import options_from
+    from pipeline.cli import _parser
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    args = _parser().parse_args([
+        "--home", str(tmp_path / "home"), "chat", "--model", "gpt-4o-mini", "--base-url",
+        server.base_url, "--workdir", str(tmp_path), "--no-stream", "--timeout", "5",
+        "--deadline", "9", "--durability", "flush"])
+    server.script(Reply.text("Four."))
+    chat = Chat(options_from(args))
+    with chat.session:
+        agent = chat.session.agent
+        assert (agent.agent_settings.timeout, agent.agent_settings.deadline) == (5.0, 9.0)
+        assert agent.durability == "flush"
+        assert chat.lines("2+2?") == 0
+    assert not server.requests[0].get("stream") and chat.out.getvalue() == "Four.\n"

@@ -104,3 +104,18 @@ def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in done.stderr, (args, done.stderr)
     assert sorted(p.stem for p in (home / "sessions").glob("*.jsonl")) == [sid]
+
+
+def test_fork_and_diff_print_the_model_s_control_characters_escaped(server, home):
+    sid = _run(home, server, "hello", "first\x1b[2J")
+    at = next(e.seq for e in read_envelopes(session_path(home / "sessions", sid))
+              if e.kind == "model_requested")
+    server.script(Reply.text("forked\x1b]0;pwned\x07"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0123456789"}
+    forked = mibyan(home, "fork", sid, "--at", str(at), env=env)
+    assert forked.returncode == 0, forked.stderr
+    first, answer = forked.stdout.splitlines()
+    assert answer == "forked\\x1b]0;pwned\\x07"
+    compared = mibyan(home, "diff", sid, first.rsplit(" ", 1)[1])
+    assert compared.returncode == 0, compared.stderr
+    assert "\x1b" not in compared.stdout and "first\\x1b[2J" in compared.stdout

@@ -43,13 +43,13 @@ def srv():
         yield server
 
 
-def _agent(srv, home, prefix: str = "session", **changes) -> Agent:
+def _agent(srv, home, prefix: str = "session", listener=None, **changes) -> Agent:
     settings = SessionSettings(model="m", provider="openai", base_url=srv.base_url,
                                stream=False, **changes)
     return Agent(settings=settings, agent_settings=AgentSettings(home=home, durability="flush"),
                  effects=Effects(clock=FakeClock(), ids=CountingIds(prefix=prefix),
                                  model=ProviderRouter(default_key="sk-fork-test", keys={})),
-                 tools=[lookup])
+                 tools=[lookup], event_listener=listener)
 
 
 def _record(srv, home) -> str:
@@ -114,6 +114,20 @@ def test_a_fork_at_every_seq_repeats_the_prefix_and_goes_on_as_the_original(srv,
         # Nothing in between: the prefix ends where the fork's own records begin.
         assert [e.kind for e in fork[at:switch]] == [e.kind for e in origin[at:switch]]
         assert replay(home / "sessions", made.session_id).identical
+
+
+def test_a_fork_s_listener_hears_its_live_records_not_the_replayed_prefix(srv, tmp_path):
+    home = tmp_path / "home"
+    origin_id = _record(srv, home)
+    origin = _log(home, origin_id)
+    for at in (1, next(e.seq for e in origin if e.kind == "tool_ran"), len(origin)):
+        srv.reset()
+        srv.script(*_replies_after(origin, at))
+        heard: list[str] = []
+        made = fork_session(_agent(srv, home, prefix=f"heard{at}_",
+                                   listener=lambda e: heard.append(e.kind)), origin_id, at=at)
+        made.agent.close()
+        assert heard == [e.kind for e in _log(home, made.session_id)[at:]]
 
 
 def test_a_fork_inside_a_turn_finishes_it_and_returns_its_result(srv, tmp_path):

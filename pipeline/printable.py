@@ -1,0 +1,22 @@
+"""Text from a model or a tool, made safe to print: its control characters (escape sequences
+that retitle the window, clear the screen, move the cursor, rewrite a line with a carriage
+return) are shown escaped, ``\\x1b``, rather than obeyed. Newlines and tabs stay; a CRLF is a
+newline. The same on a terminal and in a pipe, where the text may still reach one (``cat``);
+the event log keeps the text as it came."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["printable"]
+
+# Unicode's Cc: C0 and C1 controls and DEL, less tab and newline.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub(_escaped, text.replace("\r\n", "\n"))
