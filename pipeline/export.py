@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +67,14 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
 
     ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
     (default: from the file's suffix, else JSONL). Raises :class:`UsageError` for an unknown
-    format, output or lineage mode, and when pyarrow is missing for Parquet.
+    format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
+    when pyarrow is missing for Parquet.
     """
     _check(fmt, FORMATS, "format")
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
     _check(output, OUTPUTS, "output")
+    _check_out(out)
     lineages: list[Lineage] = []
     skipped: list[tuple[str, str]] = []
     for sid in select_lineages(root, filters or ExportFilters()):
@@ -250,12 +253,11 @@ def _strings(value: Any, name: str = "") -> Iterator[str]:
 # --- writers ------------------------------------------------------------------------------------
 
 def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    tmp.replace(out)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    _replace(out, write)
 
 
 def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
@@ -264,10 +266,38 @@ def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise UsageError("Parquet output needs pyarrow: install mibyan[export]") from exc
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+
+    def write(tmp: Path) -> None:
+        try:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
+    _replace(out, write)
+
+
+def _check_out(out: Path) -> None:
+    """Before any work: ``out`` must be able to become a file."""
+    if out.is_dir():
+        raise UsageError(f"{out} is a directory; give the file to write, "
+                         f"e.g. {out / 'trajectories.jsonl'}")
+
+
+def _replace(out: Path, write: Callable[[Path], None]) -> None:
+    """``out`` written whole or not at all: a reader never sees half a file, and a failed
+    write leaves no temporary file behind."""
     try:
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
-    tmp.replace(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

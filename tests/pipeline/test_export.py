@@ -444,3 +444,26 @@ def test_a_corrupt_log_is_skipped_and_named_the_rest_exported(tmp_path, capsys) 
     assert main(["--home", str(tmp_path), "export", "--format", "openai",
                  str(tmp_path / "again.jsonl")]) == 0
     assert f"skipped {bad}: " in capsys.readouterr().out
+
+
+def test_a_directory_as_out_is_a_usage_error_before_anything_is_written(tools_home,
+                                                                        capsys) -> None:
+    """Before, a traceback (IsADirectoryError) and a stray OUT.tmp beside the directory."""
+    out = tools_home / "exports"
+    out.mkdir()
+    before = sorted(tools_home.iterdir())
+    with pytest.raises(UsageError, match="is a directory; give the file to write"):
+        export_sessions(tools_home / "sessions", out)
+    assert main(["--home", str(tools_home), "export", str(out)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert sorted(tools_home.iterdir()) == before and not list(out.iterdir())
+
+
+def test_a_failed_write_leaves_no_temporary_file(tools_home, monkeypatch) -> None:
+    def refuse(self: Path, target: Path) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    with pytest.raises(UsageError, match="cannot write .*Permission denied"):
+        export_sessions(tools_home / "sessions", tools_home / "out" / "x.jsonl")
+    assert not list((tools_home / "out").iterdir())
