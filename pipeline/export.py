@@ -25,6 +25,8 @@ from typing import Any
 
 import attrs
 
+from effects.envelope import list_session_ids, session_path
+from effects.eventlog import read_envelopes
 from pipeline.export_formats import FORMATS, Sample
 from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export_select import ExportFilters, select_lineages
@@ -75,9 +77,12 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
     _check(output, OUTPUTS, "output")
     _check_out(out)
+    filters = filters or ExportFilters()
+    _check_named(root, filters.session_ids)
+    selection = select_lineages(root, filters)
+    skipped = _unreadable(root, selection.readable, filters.session_ids)
     lineages: list[Lineage] = []
-    skipped: list[tuple[str, str]] = []
-    for sid in select_lineages(root, filters or ExportFilters()):
+    for sid in selection.roots:
         try:
             lineages.append(read_lineage(root, sid))
         except LogError as exc:  # one bad log must not keep a dataset of thousands back
@@ -96,6 +101,31 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
                         samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
                         redacted=redacted, skipped=tuple(skipped))
+
+
+def _check_named(root: Path, session_ids: Iterable[str]) -> None:
+    logged = set(list_session_ids(root))
+    missing = [sid for sid in session_ids if sid not in logged]
+    if missing:
+        raise UsageError(f"no session {', '.join(map(repr, missing))} under {root}")
+
+
+def _unreadable(root: Path, readable: frozenset[str],
+                named: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The logs DuckDB found no session start in (empty, garbage, binary), with why; of those
+    ``named`` only, when some are."""
+    return [(sid, _why_unreadable(session_path(root, sid)))
+            for sid in list_session_ids(root)
+            if sid not in readable and (not named or sid in named)]
+
+
+def _why_unreadable(path: Path) -> str:
+    try:
+        for _ in read_envelopes(path):
+            pass
+    except (LogError, UsageError) as exc:
+        return str(exc)
+    return f"{path} has no session start"
 
 
 def _check(value: str, choices: Iterable[str], what: str) -> None:
