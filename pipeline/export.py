@@ -137,21 +137,33 @@ def _check(value: str, choices: Iterable[str], what: str) -> None:
 # --- samples ----------------------------------------------------------------------------------
 
 def lineage_samples(item: Lineage, *, lineage: str = "stitched") -> Iterator[Sample]:
-    """The samples of one lineage: the stitched whole, or one per context segment."""
+    """The samples of one lineage: the stitched whole, or one per context segment. A sample
+    ends with the last answered message: a user message after it (a segment that a
+    compression closed before the reply, which the next segment holds; a turn cut by a crash)
+    has nothing to train on; a sample left with no message is none."""
     if not item.segments:
         return
     if lineage == "stitched":
-        yield _sample(item, item.stitched, item.segments[0].system_prompt, item.spans, None)
-        return
-    for index, segment in enumerate(item.segments):
-        yield _sample(item, segment.entries, segment.system_prompt, segment.spans, index,
-                      segment)
+        samples = [_sample(item, item.stitched, item.segments[0].system_prompt, item.spans,
+                           None)]
+    else:
+        samples = [_sample(item, segment.entries, segment.system_prompt, segment.spans, index,
+                           segment) for index, segment in enumerate(item.segments)]
+    yield from (sample for sample in samples if sample.entries)
+
+
+def _answered_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    end = len(entries)
+    while end and entries[end - 1].message.role == "user":
+        end -= 1
+    return entries[:end]
 
 
 def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None,
             spans: tuple[LogSpan, ...], index: int | None,
             segment: Segment | None = None) -> Sample:
     entries, unanswered = answered(entries)
+    entries = _answered_end(entries)
     inside = [(s.session_id, s.first_seq, s.last_seq) for s in spans]
 
     def within(session_id: str, seq: int) -> bool:

@@ -498,3 +498,12 @@ def test_a_session_that_is_not_there_is_a_usage_error(tools_home, capsys) -> Non
     out = tools_home / "cli.jsonl"
     assert main(["--home", str(tools_home), "export", str(out), "--session", "nosuch"]) == 2
     assert "no session 'nosuch'" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_segment_closed_before_its_reply_ends_with_the_last_answer(tmp_path) -> None:
+    """Before, segment 0 ended with 'question 3', which only segment 1 answers."""
+    compressed_session(tmp_path)
+    segments = _export(tmp_path, "openai", lineage="segments")
+    assert [s["messages"][-1]["role"] for s in segments] == ["assistant"] * len(segments)
+    assert segments[0]["messages"][-1]["content"].startswith("answer 3")
+    assert any(m["content"].startswith("question 3") for m in segments[1]["messages"])
