@@ -64,14 +64,15 @@ def test_a_user_tool_returning_10_mb_grows_the_log_by_a_preview(tmp_path) -> Non
 
 def test_the_spilled_file_can_be_read_with_read_file(tmp_path) -> None:
     tools = builtin_tools(tmp_path / "work", toolsets=("files",))
-    runner = ThreadPoolToolRunner(ToolRegistry([big, *tools]), max_result_chars=1_000)
-    [outcome] = runner.run([ToolInvocation(call_id="c1", name="big", arguments="{}")],
-                           concurrent=False, task_id="t1")
-    path = MARKER.search(outcome.content)[3]
-    [read] = runner.run([ToolInvocation(call_id="c2", name="read_file",
-                                        arguments=f'{{"path": "{path}", "limit": 1}}')],
-                        concurrent=False, task_id="t1")
+    with ThreadPoolToolRunner(ToolRegistry([big, *tools]), max_result_chars=1_000) as runner:
+        [outcome] = runner.run([ToolInvocation(call_id="c1", name="big", arguments="{}")],
+                               concurrent=False, task_id="t1")
+        path = MARKER.search(outcome.content)[3]
+        [read] = runner.run([ToolInvocation(call_id="c2", name="read_file",
+                                            arguments=f'{{"path": "{path}", "limit": 1}}')],
+                            concurrent=False, task_id="t1")
     assert read.ok and read.content.startswith("1|0123456789")
+    assert not Path(path).exists()
 
 
 KEY = "sk-R4nd0mR4nd0mR4nd0mR4nd0m"
