@@ -331,7 +331,7 @@ def _replace(out: Path, write: Callable[[Path], None]) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot write {out}: {exc}") from exc
     os.close(fd)
     tmp = Path(name)
     try:
@@ -339,7 +339,7 @@ def _replace(out: Path, write: Callable[[Path], None]) -> None:
         tmp.replace(out)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot write {out}: {exc}") from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
