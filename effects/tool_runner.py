@@ -139,11 +139,15 @@ def private_directory(directory: Path) -> Path:
     with contextlib.suppress(FileExistsError):
         directory.mkdir(mode=0o700, parents=True)
     found = os.lstat(directory)
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+    if not _ours(found):
         raise OSError(f"{directory} is not a directory of this user; not writing there")
     if stat.S_IMODE(found.st_mode) & 0o077:
         os.chmod(directory, 0o700)
     return directory
+
+
+def _ours(found: os.stat_result) -> bool:
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
 
 
 def spill_path(directory: Path, name: str) -> Path:
@@ -166,6 +170,8 @@ def sweep(directory: Path, *, max_age_s: float = SPILL_MAX_AGE_S,
     closed: a process that died)."""
     cutoff = (time.time() if now is None else now) - max_age_s
     try:
+        if not _ours(os.lstat(directory)):
+            return  # a symlink planted there could point at anyone's files
         entries = list(os.scandir(directory))
     except OSError:
         return

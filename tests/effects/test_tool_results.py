@@ -126,6 +126,17 @@ def test_closing_the_runner_removes_its_files_and_old_ones(tmp_path) -> None:
     assert not path.exists() and not stale.exists()
 
 
+def test_sweep_does_not_follow_a_symlinked_directory(tmp_path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    old = elsewhere / "precious.txt"
+    old.write_text("not ours to remove")
+    os.utime(old, (0, 0))
+    (tmp_path / "link").symlink_to(elsewhere)
+    sweep(tmp_path / "link")
+    assert old.exists()
+
+
 def test_sweep_keeps_recent_files(tmp_path) -> None:
     recent = tmp_path / "t-c.txt"
     recent.write_text("a session still running may read me")
