@@ -10,9 +10,12 @@ satisfies it), so this module does not depend on the pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
+import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -25,6 +28,7 @@ import attrs
 
 from effects.logs import get_logger
 from stages.messages import canonical_arguments, canonical_json
+from stages.redact import redact
 from stages.tools import ToolInvocation, ToolOutcome
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "RUNNING_INTERRUPT",
     "SPILL_DIR",
+    "SPILL_MAX_AGE_S",
     "InvocableTool",
     "ScriptedToolRunner",
     "ScriptedToolStep",
@@ -42,8 +47,11 @@ __all__ = [
     "ToolLookup",
     "ToolRunner",
     "error_content",
+    "private_directory",
     "render_result",
     "spill",
+    "spill_path",
+    "sweep",
 ]
 
 MAX_TOOL_WORKERS = 8
@@ -52,10 +60,13 @@ INTERRUPTED_ERROR = "skipped: interrupted by user"
 RUNNING_INTERRUPT: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "mibyan_running_interrupt", default=None)
 # A result longer than this reaches the model (and the log) as a preview; the whole text is
-# kept in a file under SPILL_DIR that the model can read in pieces.
+# kept in a file under SPILL_DIR that the model can read in pieces. The directory is the user's
+# own (0700) because the temp directory is shared; the files are redacted like the log, and go
+# when the runner closes (the agent's end) or, left by a process that died, after a day.
 MAX_RESULT_CHARS = 100_000
 PREVIEW_CHARS = 2_000
-SPILL_DIR = Path(tempfile.gettempdir()) / "mibyan-tool-results"
+SPILL_DIR = Path(tempfile.gettempdir()) / f"mibyan-tool-results-{os.getuid()}"
+SPILL_MAX_AGE_S = 24 * 3600
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 log = get_logger(__name__)
@@ -102,18 +113,75 @@ def error_content(error: str) -> str:
     return canonical_json({"error": error})
 
 
-def spill(content: str, *, name: str, directory: Path, limit: int) -> str:
+def spill(content: str, *, name: str, directory: Path, limit: int,
+          secrets: Iterable[str] = ()) -> str:
     """``content`` when it fits in ``limit``; else a preview with a marker naming the file that
-    now holds all of it."""
+    now holds all of it, redacted with ``secrets`` as the journal redacts the log (the file
+    must not keep what the log would not)."""
     if len(content) <= limit:
         return content
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{_UNSAFE.sub('_', name)[:120]}.txt"
-    path.write_text(content, encoding="utf-8")
+    content = redact(content, secrets)
     preview = content[:min(PREVIEW_CHARS, limit)]
     lines = content.count("\n") + 1
+    try:
+        path = _write_private(spill_path(directory, name), content)
+    except OSError as exc:
+        log.warning("tool.spill_failed", directory=str(directory), error=str(exc))
+        return (f"{preview}\n\n[output truncated: {len(content)} characters, {lines} lines in "
+                f"all; the rest could not be kept ({exc})]")
     return (f"{preview}\n\n[output truncated: {len(content)} characters, {lines} lines in all; "
             f"the whole output is in {path}; read it with read_file and offset/limit]")
+
+
+def private_directory(directory: Path) -> Path:
+    """``directory``, made 0700 if missing; an OSError unless it is a real directory of this
+    user (in a shared temp directory another user could have made it, or a symlink, first)."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700, parents=True)
+    found = os.lstat(directory)
+    if not _ours(found):
+        raise OSError(f"{directory} is not a directory of this user; not writing there")
+    if stat.S_IMODE(found.st_mode) & 0o077:
+        os.chmod(directory, 0o700)
+    return directory
+
+
+def _ours(found: os.stat_result) -> bool:
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
+
+
+def spill_path(directory: Path, name: str) -> Path:
+    """Where :func:`spill` keeps the result called ``name``."""
+    return directory / f"{_UNSAFE.sub('_', name)[:120]}.txt"
+
+
+def _write_private(path: Path, content: str) -> Path:
+    private_directory(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, 0o600)
+        fh.write(content)
+    return path
+
+
+def sweep(directory: Path, *, max_age_s: float = SPILL_MAX_AGE_S,
+          now: float | None = None) -> None:
+    """Remove the files of ``directory`` older than ``max_age_s`` (those of runners that never
+    closed: a process that died)."""
+    cutoff = (time.time() if now is None else now) - max_age_s
+    try:
+        if not _ours(os.lstat(directory)):
+            return  # a symlink planted there could point at anyone's files
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat(
+                    follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 def _describe(exc: BaseException) -> str:
@@ -134,7 +202,9 @@ class ThreadPoolToolRunner:
     (created on first use, reused, stopped by :meth:`shutdown`), each call in a copy of the
     caller's ``contextvars`` context. When ``interrupt`` is set, calls not yet started are
     skipped with an error outcome; calls already running finish. A result over
-    ``max_result_chars`` is cut to a preview and kept whole in a file under ``spill_dir``.
+    ``max_result_chars`` is cut to a preview and kept whole, redacted with ``secrets``, in a
+    file under ``spill_dir``; :meth:`close` removes this runner's files (and any there older
+    than a day).
     """
 
     def __init__(
@@ -146,8 +216,11 @@ class ThreadPoolToolRunner:
         max_result_chars: int = MAX_RESULT_CHARS,
         spill_dir: Path = SPILL_DIR,
         hooks: ToolHooks | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
         self._registry = registry
+        self._secrets = secrets
+        self._spilled: set[Path] = set()
         self._hooks = hooks
         self._max_result_chars = max_result_chars
         self._spill_dir = spill_dir
@@ -176,11 +249,21 @@ class ThreadPoolToolRunner:
         if pool is not None:
             pool.shutdown(wait=wait, cancel_futures=True)
 
+    def close(self) -> None:
+        """Stop the pool and remove the files of this runner's oversized results: the session
+        that read them is over."""
+        self.shutdown()
+        with self._lock:
+            spilled, self._spilled = self._spilled, set()
+        for path in spilled:
+            path.unlink(missing_ok=True)
+        sweep(self._spill_dir)
+
     def __enter__(self) -> ThreadPoolToolRunner:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
+        self.close()
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -211,14 +294,18 @@ class ThreadPoolToolRunner:
     def _invoke(self, found: InvocableTool, call: ToolInvocation, task_id: str) -> ToolOutcome:
         start = time.perf_counter()
         token = RUNNING_INTERRUPT.set(self._interrupt)
+        name = f"{task_id}-{call.call_id}"
         try:
-            content = spill(render_result(found.invoke(call.arguments, task_id=task_id)),
-                            name=f"{task_id}-{call.call_id}", directory=self._spill_dir,
-                            limit=self._max_result_chars)
+            rendered = render_result(found.invoke(call.arguments, task_id=task_id))
+            content = spill(rendered, name=name, directory=self._spill_dir,
+                            limit=self._max_result_chars, secrets=self._secrets)
         except Exception as exc:
             return _failure(call, _describe(exc), _elapsed_ms(start))
         finally:
             RUNNING_INTERRUPT.reset(token)
+        if len(rendered) > self._max_result_chars:
+            with self._lock:
+                self._spilled.add(spill_path(self._spill_dir, name))
         return ToolOutcome(call_id=call.call_id, name=call.name, content=content, ok=True,
                            duration_ms=_elapsed_ms(start))
 

@@ -101,7 +101,8 @@ class Agent:
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
                 self.registry, interrupt=self._interrupt, hooks=self.hooks,
-                max_result_chars=self.agent_settings.max_tool_result_chars))
+                max_result_chars=self.agent_settings.max_tool_result_chars,
+                secrets=self._secrets))
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
                 approval_callback, allowlist=AllowList(self.home / "approvals.json")))
@@ -344,9 +345,12 @@ class Agent:
                 self._log.close()
             if self._effects.memory is not None:
                 self._effects.memory.shutdown(self.session_id)
-            shutdown = getattr(self._effects.tools, "shutdown", None)
-            if shutdown is not None:
-                shutdown()
+            # close() also removes the oversized-result files; a caller's runner may have only
+            # shutdown().
+            tools = self._effects.tools
+            stop = getattr(tools, "close", None) or getattr(tools, "shutdown", None)
+            if stop is not None:
+                stop()
             close_tools = getattr(self._toolset, "close", None)
             if close_tools is not None:
                 close_tools()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from pipeline import config as cfg
@@ -25,7 +26,15 @@ def insights(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         render(found)
+    warn_problems(found.index["problems"])
     return EXIT_OK
+
+
+def warn_problems(problems: Iterable[str]) -> None:
+    """On stderr, one line per log not indexed to its end ("SESSION: why"), so that neither
+    ``--json`` on stdout nor a log that holds no record at all hides it (``sql`` too)."""
+    for problem in problems:
+        print(f"mibyan: log problem (indexed up to it): {problem}", file=sys.stderr)
 
 
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Any:
@@ -57,8 +66,6 @@ def render(found: Insights) -> None:
                   + (f", model {found.model}" if found.model else "") + ")")
     for table in _tables(found):
         console.print(table)
-    for problem in found.index["problems"]:
-        console.print(f"[yellow]log problem (indexed up to it):[/yellow] {problem}")
 
 
 def _reader_left() -> None:

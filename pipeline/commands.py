@@ -161,9 +161,8 @@ def sql(args: argparse.Namespace) -> int:
     from pipeline.query import query_index
     columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex)
     _table(columns, rows)
-    for session_id, problem in report.problems:
-        print(f"mibyan: log problem (indexed up to it): {session_id}: {problem}",
-              file=sys.stderr)
+    from pipeline.cmd_insights import warn_problems
+    warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)
     return EXIT_OK
 
 

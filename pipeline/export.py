@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from effects.envelope import list_session_ids, session_path
+from effects.eventlog import read_envelopes
 from pipeline.export_formats import FORMATS, Sample
 from pipeline.export_names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export_select import ExportFilters, select_lineages
@@ -66,15 +69,20 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
 
     ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
     (default: from the file's suffix, else JSONL). Raises :class:`UsageError` for an unknown
-    format, output or lineage mode, and when pyarrow is missing for Parquet.
+    format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
+    when pyarrow is missing for Parquet.
     """
     _check(fmt, FORMATS, "format")
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
     _check(output, OUTPUTS, "output")
+    _check_out(out)
+    filters = filters or ExportFilters()
+    _check_named(root, filters.session_ids)
+    selection = select_lineages(root, filters)
+    skipped = _unreadable(root, selection.readable, filters.session_ids)
     lineages: list[Lineage] = []
-    skipped: list[tuple[str, str]] = []
-    for sid in select_lineages(root, filters or ExportFilters()):
+    for sid in selection.roots:
         try:
             lineages.append(read_lineage(root, sid))
         except LogError as exc:  # one bad log must not keep a dataset of thousands back
@@ -95,6 +103,31 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
                         redacted=redacted, skipped=tuple(skipped))
 
 
+def _check_named(root: Path, session_ids: Iterable[str]) -> None:
+    logged = set(list_session_ids(root))
+    missing = [sid for sid in session_ids if sid not in logged]
+    if missing:
+        raise UsageError(f"no session {', '.join(map(repr, missing))} under {root}")
+
+
+def _unreadable(root: Path, readable: frozenset[str],
+                named: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The logs DuckDB found no session start in (empty, garbage, binary), with why; of those
+    ``named`` only, when some are."""
+    return [(sid, _why_unreadable(session_path(root, sid)))
+            for sid in list_session_ids(root)
+            if sid not in readable and (not named or sid in named)]
+
+
+def _why_unreadable(path: Path) -> str:
+    try:
+        for _ in read_envelopes(path):
+            pass
+    except (LogError, UsageError) as exc:
+        return str(exc)
+    return f"{path} has no session start"
+
+
 def _check(value: str, choices: Iterable[str], what: str) -> None:
     choices = tuple(choices)
     if value not in choices:
@@ -104,21 +137,33 @@ def _check(value: str, choices: Iterable[str], what: str) -> None:
 # --- samples ----------------------------------------------------------------------------------
 
 def lineage_samples(item: Lineage, *, lineage: str = "stitched") -> Iterator[Sample]:
-    """The samples of one lineage: the stitched whole, or one per context segment."""
+    """The samples of one lineage: the stitched whole, or one per context segment. A sample
+    ends with the last answered message: a user message after it (a segment that a
+    compression closed before the reply, which the next segment holds; a turn cut by a crash)
+    has nothing to train on; a sample left with no message is none."""
     if not item.segments:
         return
     if lineage == "stitched":
-        yield _sample(item, item.stitched, item.segments[0].system_prompt, item.spans, None)
-        return
-    for index, segment in enumerate(item.segments):
-        yield _sample(item, segment.entries, segment.system_prompt, segment.spans, index,
-                      segment)
+        samples = [_sample(item, item.stitched, item.segments[0].system_prompt, item.spans,
+                           None)]
+    else:
+        samples = [_sample(item, segment.entries, segment.system_prompt, segment.spans, index,
+                           segment) for index, segment in enumerate(item.segments)]
+    yield from (sample for sample in samples if sample.entries)
+
+
+def _answered_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    end = len(entries)
+    while end and entries[end - 1].message.role == "user":
+        end -= 1
+    return entries[:end]
 
 
 def _sample(item: Lineage, entries: tuple[Entry, ...], system_prompt: str | None,
             spans: tuple[LogSpan, ...], index: int | None,
             segment: Segment | None = None) -> Sample:
     entries, unanswered = answered(entries)
+    entries = _answered_end(entries)
     inside = [(s.session_id, s.first_seq, s.last_seq) for s in spans]
 
     def within(session_id: str, seq: int) -> bool:
@@ -250,12 +295,11 @@ def _strings(value: Any, name: str = "") -> Iterator[str]:
 # --- writers ------------------------------------------------------------------------------------
 
 def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    tmp.replace(out)
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    _replace(out, write)
 
 
 def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
@@ -264,10 +308,38 @@ def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise UsageError("Parquet output needs pyarrow: install mibyan[export]") from exc
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+
+    def write(tmp: Path) -> None:
+        try:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
+    _replace(out, write)
+
+
+def _check_out(out: Path) -> None:
+    """Before any work: ``out`` must be able to become a file."""
+    if out.is_dir():
+        raise UsageError(f"{out} is a directory; give the file to write, "
+                         f"e.g. {out / 'trajectories.jsonl'}")
+
+
+def _replace(out: Path, write: Callable[[Path], None]) -> None:
+    """``out`` written whole or not at all: a reader never sees half a file, and a failed
+    write leaves no temporary file behind."""
     try:
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
-    tmp.replace(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc}") from exc
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {out}: {exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

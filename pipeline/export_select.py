@@ -15,7 +15,7 @@ import attrs
 
 from stages.errors import UsageError
 
-__all__ = ["ExportFilters", "select_lineages"]
+__all__ = ["ExportFilters", "Selection", "select_lineages"]
 
 
 def _check_turns(instance: ExportFilters, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -106,9 +106,20 @@ def _where(f: ExportFilters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def select_lineages(root: Path, filters: ExportFilters) -> list[str]:
-    """The root session ids of the lineages under ``root`` that pass ``filters``, oldest
-    first."""
+@attrs.frozen
+class Selection:
+    """The lineages that pass the filters (root ids, oldest first), and every session whose
+    log DuckDB could read a start from (the others are unreadable, whatever the filters)."""
+
+    roots: tuple[str, ...]
+    readable: frozenset[str]
+
+
+_STARTED = "SELECT DISTINCT session_id FROM events WHERE kind = 'session_started'"
+
+
+def select_lineages(root: Path, filters: ExportFilters) -> Selection:
+    """The lineages under ``root`` that pass ``filters``."""
     import duckdb
 
     from pipeline.query import connect
@@ -116,8 +127,9 @@ def select_lineages(root: Path, filters: ExportFilters) -> list[str]:
     con = connect(root)
     try:
         rows = con.execute(_LINEAGES.format(where=where), params).fetchall()
+        readable = frozenset(row[0] for row in con.execute(_STARTED).fetchall())
     except duckdb.Error as exc:
         raise UsageError(f"cannot select sessions to export: {exc}") from exc
     finally:
         con.close()
-    return [row[0] for row in rows]
+    return Selection(tuple(row[0] for row in rows), readable)

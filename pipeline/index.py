@@ -27,16 +27,17 @@ from typing import Any
 
 import attrs
 
-from effects.envelope import SUFFIX, line_hash, session_path, validate_session_id
+from effects.envelope import FIRST_KIND, SUFFIX, line_hash, session_path, validate_session_id
 from pipeline.log_scan import Position, scan
 from pipeline.query import COLUMNS
 from pipeline.views import create_unit_tables, create_views, refresh_units
 from stages.errors import UsageError
 
-__all__ = ["INDEX_NAME", "IndexReport", "connect_index", "index_path", "open_index"]
+__all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_path", "open_index"]
 
 INDEX_NAME = "insights.duckdb"
-_VERSION = 3  # of the index's own tables: another version is rebuilt
+NO_RECORD = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
+_VERSION = 4  # of the index's own tables (and what they hold): another version is rebuilt
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
@@ -226,10 +227,13 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
     else:
         work.kinds["appended"].append(session_id)
     work.added += pos.records - start.records
-    if found.problem is not None:
-        work.problems.append((session_id, found.problem))
+    # A log with no record at all (empty, or one line without its newline) is no session:
+    # named like a broken one, or `insights` and `sql` would leave it out without a word.
+    problem = found.problem if pos.records else found.problem or NO_RECORD
+    if problem is not None:
+        work.problems.append((session_id, problem))
     work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
-                      pos.last_start, pos.sealed, found.problem, pos.offset))
+                      pos.last_start, pos.sealed, problem, pos.offset))
 
 
 def _copy(fh: Any, start: int, end: int, out: Any) -> None:

@@ -23,7 +23,7 @@ from pipeline.prices import PriceTable
 from pipeline.views import TOKEN_BUCKETS
 from stages.errors import UsageError
 
-__all__ = ["Insights", "summarise"]
+__all__ = ["OUTCOMES", "Insights", "summarise"]
 
 QUANTILES = (0.5, 0.9, 0.99)
 
@@ -154,16 +154,21 @@ def _tokens(models: list[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
+# How a turn ended, one bucket each, so that the buckets add up to the turns: the first that
+# holds, in this order (the flags can overlap: an aborted turn is also failed).
+# ``incomplete``: finished without a complete answer and without a failure (a reply cut short
+# that continuations could not complete, the iteration cap).
+OUTCOMES = ("completed", "interrupted", "budget_exhausted", "aborted", "failed", "incomplete",
+            "open")
+_OUTCOME = """CASE WHEN exit_reason = 'open' THEN 'open' WHEN completed THEN 'completed'
+    WHEN interrupted THEN 'interrupted' WHEN budget_exhausted THEN 'budget_exhausted'
+    WHEN aborted THEN 'aborted' WHEN failed THEN 'failed' ELSE 'incomplete' END"""
+
+
 def _turns(con: Any) -> dict[str, int]:
-    return _one(con, """
-        SELECT count(*) AS turns,
-               count(*) FILTER (WHERE completed) AS completed,
-               count(*) FILTER (WHERE failed) AS failed,
-               count(*) FILTER (WHERE interrupted) AS interrupted,
-               count(*) FILTER (WHERE budget_exhausted) AS budget_exhausted,
-               count(*) FILTER (WHERE aborted) AS aborted,
-               count(*) FILTER (WHERE exit_reason = 'open') AS open
-        FROM s_turns""")
+    counts = ", ".join(f"count(*) FILTER (WHERE outcome = '{o}') AS {o}" for o in OUTCOMES)
+    return _one(con, f"SELECT count(*) AS turns, {counts} "
+                     f"FROM (SELECT {_OUTCOME} AS outcome FROM s_turns)")
 
 
 def _tools(con: Any) -> list[dict[str, Any]]:

@@ -80,18 +80,30 @@ class Summarising:
 
 
 def compressed_session(home: Path, turns: int = 8,
-                       history: list[dict[str, str]] | None = None) -> list[str]:
+                       history: list[dict[str, str]] | None = None, *, window: int = 2048,
+                       resume_at: int | None = None) -> list[str]:
     """A session driven past a small window until compression continued it in children
-    (its first turn given ``history``); returns the chain of session ids, root first."""
+    (its first turn given ``history``; the session closed and resumed before turn
+    ``resume_at``); returns the chain of session ids, root first."""
     seen: list[str] = []
-    with Agent(client=Summarising(), clock=FakeClock(), ids=CountingIds(prefix="long"),
-               home=home,
-               model="model-b", context_length=2048, stream=False, max_retries=0) as agent:
+
+    def agent(session_id: str | None = None, prefix: str = "long") -> Agent:
+        return Agent(client=Summarising(), clock=FakeClock(), ids=CountingIds(prefix=prefix),
+                     home=home, model="model-b", context_length=window, stream=False,
+                     max_retries=0, session_id=session_id)
+
+    current = agent()
+    try:
         for n in range(turns):
-            agent.run(f"question {n} " + "q" * 500,
-                      conversation_history=history if n == 0 else None)
-            assert agent.session_id is not None
-            seen.append(agent.session_id)
+            if n == resume_at and seen:
+                current.close()
+                current = agent(seen[-1], prefix="resumed")  # its children need new ids
+            current.run(f"question {n} " + "q" * 500,
+                        conversation_history=history if n == 0 else None)
+            assert current.session_id is not None
+            seen.append(current.session_id)
+    finally:
+        current.close()
     return list(dict.fromkeys(seen))
 
 

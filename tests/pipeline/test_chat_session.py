@@ -204,7 +204,8 @@ def test_an_export_to_a_path_that_cannot_be_written_is_an_error_and_the_chat_goe
     with chat.session:
         assert chat.lines("2+2?", f"/export sharegpt {blocker / 'out.jsonl'}", "2+3?") == 0
     assert chat.out.getvalue().splitlines() == ["Four.", "Five."]
-    assert f"error: /export: [Errno 17] File exists: '{blocker}'" in chat.err.getvalue()
+    assert (f"error: /export: cannot write {blocker / 'out.jsonl'}: [Errno 17] File exists: "
+            f"'{blocker}'") in chat.err.getvalue()
 
 
 def test_a_fork_seq_that_is_a_digit_but_no_number_does_not_end_the_chat(server, tmp_path):

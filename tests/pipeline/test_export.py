@@ -444,3 +444,66 @@ def test_a_corrupt_log_is_skipped_and_named_the_rest_exported(tmp_path, capsys) 
     assert main(["--home", str(tmp_path), "export", "--format", "openai",
                  str(tmp_path / "again.jsonl")]) == 0
     assert f"skipped {bad}: " in capsys.readouterr().out
+
+
+def test_a_directory_as_out_is_a_usage_error_before_anything_is_written(tools_home,
+                                                                        capsys) -> None:
+    """Before, a traceback (IsADirectoryError) and a stray OUT.tmp beside the directory."""
+    out = tools_home / "exports"
+    out.mkdir()
+    before = sorted(tools_home.iterdir())
+    with pytest.raises(UsageError, match="is a directory; give the file to write"):
+        export_sessions(tools_home / "sessions", out)
+    assert main(["--home", str(tools_home), "export", str(out)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert sorted(tools_home.iterdir()) == before and not list(out.iterdir())
+
+
+def test_a_failed_write_leaves_no_temporary_file(tools_home, monkeypatch) -> None:
+    def refuse(self: Path, target: Path) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    with pytest.raises(UsageError, match="cannot write .*Permission denied"):
+        export_sessions(tools_home / "sessions", tools_home / "out" / "x.jsonl")
+    assert not list((tools_home / "out").iterdir())
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"", "no complete record"),
+    (b"not json at all\n", "does not parse"),
+    (bytes(range(256)), "corrupt"),
+])
+def test_an_empty_garbage_or_binary_log_is_skipped_and_named(tmp_path, capsys, content,
+                                                              why) -> None:
+    """Before, DuckDB read no event from them and they were left out without a word."""
+    good = simple_session(tmp_path, "hello", "fine", ids=CountingIds(prefix="good"))
+    (tmp_path / "sessions" / "bad.jsonl").write_bytes(content)
+    report = export_sessions(tmp_path / "sessions", tmp_path / "out.jsonl")
+    assert report.session_ids == (good,)
+    [(sid, reason)] = report.skipped
+    assert sid == "bad" and why in reason
+    assert main(["--home", str(tmp_path), "export", str(tmp_path / "again.jsonl")]) == 0
+    assert "skipped bad: " in capsys.readouterr().out
+    named = export_sessions(tmp_path / "sessions", tmp_path / "x.jsonl",
+                            filters=ExportFilters(session_ids=(good,)))
+    assert named.skipped == ()
+
+
+def test_a_session_that_is_not_there_is_a_usage_error(tools_home, capsys) -> None:
+    """Before, 0 samples and exit 0 without a word."""
+    with pytest.raises(UsageError, match="no session 'nosuch' under"):
+        export_sessions(tools_home / "sessions", tools_home / "x.jsonl",
+                        filters=ExportFilters(session_ids=("nosuch",)))
+    out = tools_home / "cli.jsonl"
+    assert main(["--home", str(tools_home), "export", str(out), "--session", "nosuch"]) == 2
+    assert "no session 'nosuch'" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_segment_closed_before_its_reply_ends_with_the_last_answer(tmp_path) -> None:
+    """Before, segment 0 ended with 'question 3', which only segment 1 answers."""
+    compressed_session(tmp_path)
+    segments = _export(tmp_path, "openai", lineage="segments")
+    assert [s["messages"][-1]["role"] for s in segments] == ["assistant"] * len(segments)
+    assert segments[0]["messages"][-1]["content"].startswith("answer 3")
+    assert any(m["content"].startswith("question 3") for m in segments[1]["messages"])

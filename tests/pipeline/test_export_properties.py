@@ -17,6 +17,7 @@ from pipeline.export import export_sessions
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from stages.events import ModelReplied, Usage
 from stages.messages import Message, ToolCall
+from tests.pipeline.export_sessions import compressed_session
 from tests.pipeline.test_replay_properties import SCRIPTS, run_live
 from tests.strategies.events import texts
 from tests.strategies.scripts import SessionScript
@@ -26,11 +27,11 @@ PROPERTY = settings(max_examples=10, deadline=None,
 FORMATS = ("sharegpt", "openai", "trl")
 
 
-def _exports(root: Path, out: Path) -> dict[str, list[dict]]:
+def _exports(root: Path, out: Path, lineage: str = "stitched") -> dict[str, list[dict]]:
     rows = {}
     for fmt in FORMATS:
-        path = out / f"{fmt}.jsonl"
-        export_sessions(root, path, fmt=fmt)
+        path = out / (f"{fmt}.jsonl" if lineage == "stitched" else f"{fmt}.{lineage}.jsonl")
+        export_sessions(root, path, fmt=fmt, lineage=lineage)
         rows[fmt] = [json.loads(line) for line in path.open()]
     return rows
 
@@ -41,7 +42,8 @@ def check_messages(messages: list[dict]) -> None:
     """OpenAI and TRL: an optional system message, then a user; no two user or assistant
     messages in a row; an assistant's calls answered, each once, by the tool messages right
     after it (a turn that failed after its tools ran goes on with the next user message);
-    every assistant message has a weight, and nothing else has."""
+    every assistant message has a weight, and nothing else has; the last message is no user
+    message (it would have no answer to train on)."""
     roles = [m["role"] for m in messages]
     body = roles[1:] if roles and roles[0] == "system" else roles
     assert "system" not in body
@@ -62,13 +64,16 @@ def check_messages(messages: list[dict]) -> None:
         assert ("weight" in message) == (role == "assistant")
         previous = role
     assert not open_calls, f"calls {open_calls} have no result"
+    assert roles[-1] != "user", roles
 
 
 def check_sharegpt(turns: list[dict]) -> None:
     """ShareGPT: system, human, then gpt after human or tool; a gpt turn with calls is followed
-    by one tool turn with a response to each call, in order; a tool turn only there."""
+    by one tool turn with a response to each call, in order; a tool turn only there; the last
+    turn is no human turn."""
     sources = [t["from"] for t in turns]
     assert sources[0] == "system" and "system" not in sources[1:]
+    assert sources[-1] != "human", sources
     assert len(sources) == 1 or sources[1] == "human", sources
     follows = {"human": {"gpt"}, "tool": {"gpt", "human"}}
     for index, turn in enumerate(turns[1:], 1):
@@ -114,6 +119,33 @@ def test_every_call_is_answered_and_roles_come_in_order(script: SessionScript,
     weights = [m["weight"] for m in openai if m["role"] == "assistant"]
     assert [m["weight"] for m in trl if m["role"] == "assistant"] == weights
     assert [t["weight"] for t in gpt] == weights
+    _check_samples(rows)
+
+
+def _check_samples(rows: dict[str, list[dict]]) -> None:
+    for fmt, samples in rows.items():
+        for sample in samples:
+            if fmt == "sharegpt":
+                check_sharegpt(sample["conversations"])
+            else:
+                check_messages(sample["messages"])
+
+
+@settings(PROPERTY, max_examples=5)
+@given(turns=st.integers(2, 6), window=st.sampled_from((1024, 2048)),
+       resume_at=st.none() | st.integers(1, 5))
+def test_every_segment_of_a_compressed_session_ends_answered(turns: int, window: int,
+                                                             resume_at: int | None) -> None:
+    """Before, a segment that a compression closed between a user message and its reply
+    ended on that message (the next segment answers it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        compressed_session(home, turns=turns, window=window, resume_at=resume_at)
+        rows = _exports(home / "sessions", home, "segments")
+        stitched = _exports(home / "sessions", home)
+    _check_samples(rows)
+    _check_samples(stitched)
+    assert all(len(samples) == 1 for samples in stitched.values())
 
 
 # --- secrets ------------------------------------------------------------------------------------

@@ -15,14 +15,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from effects.envelope import encode_line, line_hash
+from pipeline.agent import Agent
 from pipeline.cli import main
 from pipeline.index import open_index
-from pipeline.insights import summarise
+from pipeline.insights import OUTCOMES, summarise
 from pipeline.prices import PriceTable
 from pipeline.query import connect, query, query_index
+from pipeline.runner import Effects
+from pipeline.settings import AgentSettings
+from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from pipeline.views import UNITS
 from stages.errors import UsageError
+from stages.events import ModelReplied, SessionSettings, Usage
+from stages.messages import Message
+from tests.pipeline.test_replay_properties import SCRIPTS, run_live
 from tests.sample_home import Sample, record
+from tests.strategies.scripts import SessionScript
 
 
 @pytest.fixture(scope="module")
@@ -467,3 +475,54 @@ def test_a_scripted_session_in_every_view(tmp_path: Path) -> None:
             assert con.execute(f"SELECT count(*) FROM {empty}").fetchone() == (0,)
         turn = con.execute("SELECT started_at, finished_at FROM turns").fetchone()
         assert turn[0].year == 2026 and turn[1] > turn[0]  # the fake clock's times
+
+
+# --- outcomes add up; unreadable logs are named -------------------------------------------------
+
+def _bucketed(turns: dict[str, int]) -> int:
+    return sum(turns[outcome] for outcome in OUTCOMES)
+
+
+def test_a_turn_cut_short_lands_in_a_bucket(tmp_path: Path) -> None:
+    """Before, a turn ending incomplete_response was counted in no bucket."""
+    cut = ModelReplied(message=Message(role="assistant", content="part"), model="scripted",
+                       finish_reason="length", latency_ms=1.0, usage=Usage(output_tokens=1))
+    model = ScriptedModel(*[cut] * 4)
+    with Agent(settings=SessionSettings(model="m", provider="custom"),
+               agent_settings=AgentSettings(home=tmp_path),
+               effects=Effects(clock=FakeClock(), ids=CountingIds(), model=model)) as agent:
+        assert agent.run("write a lot").turn_exit_reason == "incomplete_response"
+    found = summarise(tmp_path / "sessions", index=tmp_path / "i.duckdb")
+    assert found.turns["incomplete"] == 1 and _bucketed(found.turns) == found.turns["turns"] == 1
+
+
+def test_the_sample_s_buckets_add_up(sample: Sample, tmp_path: Path) -> None:
+    found = summarise(sample.root, index=tmp_path / "i.duckdb")
+    assert _bucketed(found.turns) == found.turns["turns"] == 8
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(script=SCRIPTS)
+def test_every_turn_lands_in_exactly_one_bucket(script: SessionScript) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        live = run_live(Path(tmp), script, None)
+        found = summarise(live.root, index=Path(tmp) / "i.duckdb")
+    assert _bucketed(found.turns) == found.turns["turns"] == len(script.turns)
+
+
+@pytest.mark.parametrize("content", [b"", b"not json at all\n", b'{"torn": '])
+def test_a_log_with_no_record_is_named_by_insights_and_sql(copy: Path, capsys,
+                                                           content: bytes) -> None:
+    """Before, `sql` named the unparseable logs but not an empty one, and `insights` named
+    none where its tables were not shown (`--json`)."""
+    (copy / "bad.jsonl").write_bytes(content)
+    home = copy.parent
+    assert main(["--home", str(home), "insights", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "mibyan: log problem (indexed up to it): bad: seq 0: " in err or \
+        "mibyan: log problem (indexed up to it): bad: the log has no complete record" in err
+    assert any(p.startswith("bad: ") for p in json.loads(out)["index"]["problems"])
+    for command in (["insights"], ["sql", "SELECT 1"], ["sql", "--reindex", "SELECT 1"]):
+        assert main(["--home", str(home), *command]) == 0
+        assert "mibyan: log problem (indexed up to it): bad: " in capsys.readouterr().err
