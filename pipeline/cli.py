@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the provider API (else detected from provider and endpoint)")
     run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
-    run.add_argument("--max-turns", type=_positive_int, default=500,
+    run.add_argument("--max-turns", type=_positive_int, default=None,
                      help="model calls per turn (500)")
     run.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
     run.add_argument("--timeout", type=_seconds, help="seconds without a byte before a model "
@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"), help="the provider API")
     chat.add_argument("--resume", metavar="SESSION", help="continue this session")
     chat.add_argument("--system", help="system prompt added to every turn")
-    chat.add_argument("--max-turns", type=_positive_int, default=500,
+    chat.add_argument("--max-turns", type=_positive_int, default=None,
                       help="model calls per turn (500)")
     chat.add_argument("--max-tokens", type=_positive_int, help="output cap per model call")
     chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
