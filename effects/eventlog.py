@@ -75,6 +75,7 @@ class SessionLog:
         self._last_hash = last_hash
         self._size = size
         self._dir_dirty = dir_dirty
+        self._created = dir_dirty
         self._lock = threading.Lock()
         self._closed = False
         self._broken: str | None = None
@@ -170,7 +171,11 @@ class SessionLog:
                 return
             self._closed = True
             try:
-                if self.durability == "durable" and self._broken is None:
+                if self._created and self._next_seq == 0:
+                    # A session that failed to start (its first record could not be encoded):
+                    # an empty file would read as a corrupt log, so none is left.
+                    self.path.unlink(missing_ok=True)
+                elif self.durability == "durable" and self._broken is None:
                     self._fsync()
             finally:
                 self._file.close()

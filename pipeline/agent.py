@@ -10,7 +10,8 @@ own (``AgentSettings``: home, durability, timeouts, delegation) and its effects 
 clock, ids, tool runner). ``Agent.from_config`` reads config.toml, the environment and key pools
 and starts the embedded model when nothing is configured; ``Agent(...)`` with keyword arguments
 does the same. Each agent owns one session (created on first use, or resumed with
-``session_id=``) whose event log lives under ``<home>/sessions``.
+``session_id=``, which keeps the settings the session recorded unless an argument replaces
+one) whose event log lives under ``<home>/sessions``.
 """
 
 from __future__ import annotations

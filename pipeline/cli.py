@@ -132,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the provider API (else detected from provider and endpoint)")
     run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
-    run.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=500,
+    run.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
                      help="model calls per turn (500)")
     run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                      help="output cap per model call")
@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"), help="the provider API")
     chat.add_argument("--resume", metavar="SESSION", help="continue this session")
     chat.add_argument("--system", help="system prompt added to every turn")
-    chat.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=500,
+    chat.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
                       help="model calls per turn (500)")
     chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                       help="output cap per model call")

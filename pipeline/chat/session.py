@@ -47,7 +47,7 @@ class ChatOptions:
     api_mode: str | None = None
     session_id: str | None = None
     system: str | None = None
-    max_turns: int = 500
+    max_turns: int | None = None  # None: 500 for a new session, its own for a resumed one
     max_tokens: int | None = None
     timeout: float | None = None
     deadline: float | None = None

@@ -152,6 +152,17 @@ def test_invalid_append_writes_nothing(tmp_path: Path) -> None:
     assert verify(log.path).count == 2
 
 
+def test_a_new_log_whose_first_record_failed_leaves_no_file(tmp_path: Path) -> None:
+    # An empty file would read as a corrupt log (replay --all and log verify fail on it).
+    with SessionLog.open(tmp_path, "unstarted", durability="flush") as log:
+        with pytest.raises(UsageError):
+            log.append(FIRST_KIND, 1, {"model": "bad\udcff"}, T0)
+    assert not session_path(tmp_path, "unstarted").exists()
+    write_log(tmp_path, "started", 1)
+    SessionLog.open(tmp_path, "started").close()  # a log this open did not create stays
+    assert verify(session_path(tmp_path, "started")).count == 1
+
+
 @pytest.mark.parametrize("bad", ["", "a/b", "../x", "a b", "..", "é", "x" * 201, "a\nb"])
 def test_invalid_session_ids_are_usage_errors(tmp_path: Path, bad: str) -> None:
     with pytest.raises(UsageError):

@@ -97,6 +97,13 @@ def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
         (("fork", "no_such_session", "--at", "1"), "no session 'no_such_session'"),
         (("fork", sid, "--at", "2", "--set", "colour=red"), "unknown settings: colour"),
         (("fork", sid, "--at", "2", "--set", "nonsense"), "--set takes key=value"),
+        (("fork", sid, "--at", "2", "--set", "base_url=ftp://x"),
+         "base_url must be an http:// or https:// URL with a host, got 'ftp://x'"),
+        (("fork", sid, "--at", "2", "--set", "model="), "model must be a name, got ''"),
+        (("run", "--model", "fake", "--base-url", "ftp://x", "hi"),
+         "base_url must be an http:// or https:// URL"),
+        (("run", "--resume", sid, "--base-url", "ftp://x", "hi"),
+         "base_url must be an http:// or https:// URL"),
         (("diff", sid, "no_such_session"), "no session 'no_such_session'"),
     ]
     for args, message in cases:
@@ -119,3 +126,20 @@ def test_fork_and_diff_print_the_model_s_control_characters_escaped(server, home
     compared = mibyan(home, "diff", sid, first.rsplit(" ", 1)[1])
     assert compared.returncode == 0, compared.stderr
     assert "\x1b" not in compared.stdout and "first\\x1b[2J" in compared.stdout
+
+
+def test_a_fork_resumed_from_the_command_line_goes_on_with_its_own_model(server, home):
+    sid = _run(home, server, "hello", "first answer")
+    end = sum(1 for _ in read_envelopes(session_path(home / "sessions", sid)))
+    forked = mibyan(home, "fork", sid, "--at", str(end), "--model", "forked-model",
+                    env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0"})
+    assert forked.returncode == 0, forked.stderr
+    fid = forked.stdout.split(": ")[1].strip()
+    server.script(Reply.text("goes on"))
+    # MIBYAN_MODEL names the model of a new session; a resumed one keeps its own.
+    resumed = mibyan(home, "run", "--no-tools", "--resume", fid, "and now?",
+                     env={"OPENAI_BASE_URL": server.base_url, "MIBYAN_MODEL": "fake"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "goes on\n"
+    assert server.requests[-1]["model"] == "forked-model"
+    assert "embedded local model" not in resumed.stderr

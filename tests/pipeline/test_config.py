@@ -6,9 +6,11 @@ import re
 
 import pytest
 
+from pipeline import settings as settings_module
 from pipeline.agent import Agent
 from pipeline.config import credential_labels, load_file, provider_entry, resolve_provider
 from pipeline.providers import split_userinfo
+from pipeline.testing import FakeClock, ScriptedModel
 from stages.errors import ProviderNotConfiguredError, UsageError
 
 
@@ -41,8 +43,10 @@ def test_nothing_configured_names_every_setting_consulted(tmp_path):
 
 
 def test_a_custom_endpoint_needs_a_model_name():
-    with pytest.raises(ProviderNotConfiguredError, match="no model name"):
+    # A usage error, not "nothing configured": that one would run the embedded model instead.
+    with pytest.raises(UsageError, match="no model name") as caught:
         resolve_provider(base_url="http://localhost:8080/v1", env={})
+    assert not isinstance(caught.value, ProviderNotConfiguredError)
 
 
 def test_fallback_entries_resolve_their_api_mode_and_key_label():
@@ -81,7 +85,7 @@ def test_openrouter_reads_its_own_key_and_endpoint():
 
 
 def test_a_missing_model_name_names_the_provider_and_endpoint():
-    with pytest.raises(ProviderNotConfiguredError, match="anthropic at http://anthropic.test"):
+    with pytest.raises(UsageError, match="anthropic at http://anthropic.test"):
         resolve_provider(provider="anthropic", env=BOTH)
 
 
@@ -215,3 +219,95 @@ def test_from_config_is_what_agent_keywords_build(home, monkeypatch):
         assert not (home / "sessions").exists()  # building an agent logs nothing
     with pytest.raises(TypeError, match="colour"):
         Agent.from_config(colour="blue", home=home)
+
+
+# --- a model or provider named is never replaced by the embedded local model ----------------
+
+PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "MIBYAN_MODEL")
+
+
+@pytest.fixture
+def no_provider(monkeypatch):
+    """No provider variable set, and the embedded model refusing to start: a test that reaches
+    it fell back to it."""
+    for name in PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+    def fell_back(home, missing):
+        raise AssertionError(f"fell back to the embedded local model ({missing})")
+    monkeypatch.setattr(settings_module, "local_endpoint", fell_back)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("kw, env, config, missing", [
+    ({"model": "gpt-4o-mini"}, {}, "", "OPENAI_API_KEY"),
+    ({"provider": "anthropic", "model": "claude-sonnet-4-5"}, {}, "", "ANTHROPIC_API_KEY"),
+    ({"provider": "openrouter"}, {}, "", "OPENROUTER_API_KEY"),
+    ({}, {"MIBYAN_MODEL": "gpt-4o-mini"}, "", "OPENAI_API_KEY"),
+    ({}, {}, '[model]\nname = "gpt-4o"\n', "OPENAI_API_KEY"),
+    ({}, {}, '[model]\nprovider = "anthropic"\nname = "claude-x"\n', "ANTHROPIC_API_KEY"),
+    ({}, {}, '[model]\napi_key_env = "MY_KEY"\n', "MY_KEY"),
+])
+def test_a_model_or_provider_named_without_its_key_is_a_usage_error_naming_it(
+        no_provider, home, kw, env, config, missing):
+    for name, value in env.items():
+        no_provider.setenv(name, value)
+    if config:
+        write_config(home, config)
+    with pytest.raises(UsageError, match=f"{missing} is not set: export {missing}="):
+        Agent(home=home, **kw).chat("hi")
+    assert not (home / "sessions").exists()
+
+
+def test_an_endpoint_and_key_without_a_model_asks_for_the_model(no_provider, home):
+    no_provider.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    no_provider.setenv("OPENAI_API_KEY", "sk-config-test-key-000000")
+    with pytest.raises(UsageError, match=r"no model name for openai at http://127\.0\.0\.1:9/v1: "
+                                         "pass --model"):
+        Agent(home=home)
+
+
+def test_only_nothing_named_at_all_runs_the_embedded_model(no_provider, home):
+    no_provider.setattr(settings_module, "local_endpoint",
+                        lambda home, missing: ("tiny", lambda: "http://127.0.0.1:9/v1"))
+    with Agent(home=home) as fallback, Agent(home=home, provider="local") as asked:
+        assert (fallback.settings.provider, fallback.settings.model) == ("local", "tiny")
+        assert (asked.settings.provider, asked.settings.model) == ("local", "tiny")
+    with pytest.raises(UsageError, match="the embedded local model is 'tiny', not 'big'"):
+        Agent(home=home, provider="local", model="big")
+
+
+# --- settings no adapter could use, or no log could hold, are refused when built -------------
+
+@pytest.mark.parametrize("kw, expected", [
+    ({"base_url": "ftp://x"}, "base_url must be an http:// or https:// URL with a host, "
+                              "got 'ftp://x'"),
+    ({"base_url": "http://"}, "base_url must be an http:// or https:// URL"),
+    ({"base_url": "https://user:hunter2hunter2@[::1/v1"}, "got '(unreadable URL)'"),
+    ({"fallback_providers": [{"provider": "p", "model": "m", "base_url": "file:///etc"}]},
+     "base_url must be an http:// or https:// URL with a host, got 'file:///etc'"),
+    ({"model": "bad\udcff"}, r"model is not valid UTF-8 text: 'bad\udcff'"),
+    ({"identity": "\udcfe"}, "identity is not valid UTF-8 text"),
+    ({"cwd": "/tmp/\udcff"}, "cwd is not valid UTF-8 text"),
+])
+def test_an_unusable_endpoint_or_text_that_is_not_utf8_is_refused_before_any_file(
+        home, kw, expected):
+    kw.setdefault("base_url", URL)
+    with pytest.raises(UsageError, match=re.escape(expected)):
+        Agent(model=kw.pop("model", "m"), api_key="sk-config-test-key-000000", home=home,
+              **kw).chat("hi")
+    assert not (home / "sessions").exists()
+
+
+class _BrokenClock(FakeClock):
+    def now(self) -> str:
+        raise RuntimeError("the clock broke")
+
+
+def test_a_session_that_fails_to_start_leaves_no_log(home):
+    with pytest.raises(RuntimeError, match="the clock broke"), \
+            Agent(model="m", client=ScriptedModel("hi"), clock=_BrokenClock(),
+                  home=home) as broken:
+        broken.chat("hi")
+    assert list((home / "sessions").iterdir()) == []
