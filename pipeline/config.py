@@ -155,7 +155,13 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
     chosen = provider or section.get("provider")
     provider = chosen or "openai"
     if provider == LOCAL:
-        return ProviderConfig(provider=LOCAL, model=model or "", base_url="", api_key=KEYLESS)
+        if base_url is None:  # the embedded server, started by pipeline.settings
+            return ProviderConfig(provider=LOCAL, model=model or "", base_url="", api_key=KEYLESS)
+        if model is None:  # a llama.cpp server of the caller's own
+            raise UsageError(f"no model name for local at {endpoint_label(base_url)}: pass "
+                             "--model, set MIBYAN_MODEL, or set [model] name in config.toml")
+        return ProviderConfig(provider=LOCAL, model=model, base_url=base_url,
+                              api_key=api_key or KEYLESS)
     own = PROVIDER_VARIABLES.get(provider, OPENAI_VARIABLES)
     key_env = section.get("api_key_env", own.key_env)
     base_url = base_url or env.get(own.url_env) or section.get("base_url")

@@ -424,7 +424,7 @@ def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callabl
                     else cfg.resume_provider(recorded, **named, file=file, pooled=pooled))
     except ProviderNotConfiguredError as missing:
         return _local(root, endpoints, missing, None)
-    if resolved.provider == LOCAL:
+    if resolved.provider == LOCAL and not resolved.base_url:
         return _local(root, endpoints, None, asked.model)
     return resolved
 

@@ -311,3 +311,15 @@ def test_a_session_that_fails_to_start_leaves_no_log(home):
                   home=home) as broken:
         broken.chat("hi")
     assert list((home / "sessions").iterdir()) == []
+
+
+def test_provider_local_with_a_base_url_is_that_server_not_the_embedded_one() -> None:
+    """A llama.cpp server of the caller's own (tests/realserver runs one with a small window):
+    the embedded server starts only when no endpoint is given."""
+    own = resolve_provider(provider="local", model="smollm2", base_url="http://127.0.0.1:9/v1",
+                           api_key="k", env={})
+    assert (own.provider, own.model, own.base_url, own.api_key) == (
+        "local", "smollm2", "http://127.0.0.1:9/v1", "k")
+    assert resolve_provider(provider="local", env={}).base_url == ""  # the embedded one
+    with pytest.raises(UsageError, match="no model name for local"):
+        resolve_provider(provider="local", base_url="http://127.0.0.1:9/v1", env={})
