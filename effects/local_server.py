@@ -38,6 +38,7 @@ __all__ = ["LocalServer"]
 START_TIMEOUT = 120.0
 CONFIG_ENV = "MIBYAN_LOCAL_SERVER_CONFIG"
 LOG_ROTATE_BYTES = 5_000_000
+PENALTY_LAST_N = 256
 
 _log = get_logger(__name__)
 
@@ -127,10 +128,9 @@ class LocalServer:
 
     def _child_config(self) -> dict[str, Any]:
         s = self.settings
-        model = model_file(s)
-        return {"model_path": str(model) if model else None, "hf_repo": s.hf_repo,
-                "hf_file": s.hf_file, "alias": self.model_name, "port": self.port,
+        return {"model_path": str(model_file(s)), "alias": self.model_name, "port": self.port,
                 "n_ctx": s.n_ctx, "threads": s.threads, "temperature": s.temperature,
+                "repeat_penalty": s.repeat_penalty,
                 "chat_template": s.template_text(), "api_key": self.api_key,
                 "grammar": s.grammar}
 
@@ -215,11 +215,8 @@ def _params(config: dict[str, Any]) -> Any:
     import xllamacpp
 
     params = xllamacpp.CommonParams()
-    if config["model_path"]:
-        params.model.path = config["model_path"]
-    else:
-        params.model.hf_repo = config["hf_repo"]
-        params.model.hf_file = config["hf_file"] or ""
+    # Always a file: given a Hugging Face repo, the embedded server aborts instead of fetching.
+    params.model.path = config["model_path"]
     params.model_alias = {config["alias"]}
     params.hostname = "127.0.0.1"
     params.port = config["port"]
@@ -227,6 +224,10 @@ def _params(config: dict[str, Any]) -> Any:
     params.n_parallel = 1  # one slot: the whole window for one conversation
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = config["threads"]
     params.sampling.temp = config["temperature"]
+    params.sampling.penalty_repeat = config["repeat_penalty"]
+    # llama.cpp's 64 tokens are shorter than the block a small model repeats (a JSON object, a
+    # list item): over 256 SmolLM2 ends the main job's answer instead of looping to the cap.
+    params.sampling.penalty_last_n = PENALTY_LAST_N
     params.use_jinja = True  # the model's (or our) chat template, with tools
     if config["api_key"]:
         params.api_keys = [config["api_key"]]
