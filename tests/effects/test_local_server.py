@@ -181,6 +181,26 @@ def test_a_server_that_fails_to_start_reports_its_log(tmp_path: Path,
     assert (tmp_path / "logs" / "llama-server.log").exists()
 
 
+def test_a_native_abort_reports_its_error_not_the_debuggers_backtrace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # What ggml writes when an assert fails: the error, then gdb's 100-line backtrace, which
+    # filled the 20 lines shown and hid the error.
+    log = ["srv load_model: loading model ''",
+           "llama.cpp:893: GGML_ASSERT(exactly one out of metadata and path_model) failed",
+           "[New LWP 15890]", "#0  syscall () at syscall.S:38",
+           *(f"#{n} 0x00007f in frame{n} () at x.c:{n}" for n in range(1, 40)),
+           "[Inferior 1 (process 15871) detached]"]
+    script = f"import os; print({chr(10).join(log)!r}, flush=True); os.abort()"
+    monkeypatch.setattr(LocalServer, "_command",
+                        lambda self, config: [sys.executable, "-c", script])
+    with pytest.raises(ProviderUnavailableError) as caught:
+        LocalServer(tmp_path)._start()
+    message = str(caught.value)
+    assert "exited with code -6" in message and "GGML_ASSERT(exactly one" in message
+    assert "#0" not in message and "(a native backtrace of 42 lines, left in the log)" in message
+    assert "#39 0x00007f" in (tmp_path / "logs" / "llama-server.log").read_text()
+
+
 def test_a_model_llama_cpp_cannot_load_is_reported_from_the_childs_log(tmp_path: Path):
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + bytes(1000))
