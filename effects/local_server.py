@@ -17,6 +17,7 @@ import atexit
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,6 +39,12 @@ __all__ = ["LocalServer"]
 START_TIMEOUT = 120.0
 CONFIG_ENV = "MIBYAN_LOCAL_SERVER_CONFIG"
 LOG_ROTATE_BYTES = 5_000_000
+PENALTY_LAST_N = 256
+START_MARK = "mibyan starts the llama server"
+LOG_TAIL_BYTES = 64_000  # a native backtrace is about 12 KB; the error is above it
+# A failed GGML_ASSERT runs gdb, which prints a backtrace of about 100 lines after the error.
+_BACKTRACE_START = re.compile(r"\[New LWP |\[Thread debugging |#0 ")
+_BACKTRACE_END = re.compile(r"\[Inferior \d+ \(process \d+\) detached\]")
 
 _log = get_logger(__name__)
 
@@ -127,10 +134,9 @@ class LocalServer:
 
     def _child_config(self) -> dict[str, Any]:
         s = self.settings
-        model = model_file(s)
-        return {"model_path": str(model) if model else None, "hf_repo": s.hf_repo,
-                "hf_file": s.hf_file, "alias": self.model_name, "port": self.port,
+        return {"model_path": str(model_file(s)), "alias": self.model_name, "port": self.port,
                 "n_ctx": s.n_ctx, "threads": s.threads, "temperature": s.temperature,
+                "repeat_penalty": s.repeat_penalty,
                 "chat_template": s.template_text(), "api_key": self.api_key,
                 "grammar": s.grammar}
 
@@ -152,8 +158,8 @@ class LocalServer:
             env[CONFIG_ENV] = json.dumps(config)
             command = self._command(config)
             with self.log_path.open("ab") as log:
-                log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} mibyan starts the llama "
-                          f"server on port {self.port} ({self.model_name})\n".encode())
+                log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {START_MARK} on port "
+                          f"{self.port} ({self.model_name})\n".encode())
                 log.flush()
                 self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
                                               stderr=subprocess.STDOUT, env=env)
@@ -201,11 +207,30 @@ class LocalServer:
                                         provider="local")
 
     def _log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` of this start's log, without a debugger's backtrace."""
         try:
-            data = self.log_path.read_bytes()[-8000:].decode("utf-8", "replace")
+            data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:].decode("utf-8", "replace")
         except OSError:
             return ""
-        return "\n".join(data.splitlines()[-lines:])
+        this_start = data.rpartition(START_MARK)[2]
+        return "\n".join(_without_backtrace(this_start.splitlines())[-lines:])
+
+
+def _without_backtrace(lines: list[str]) -> list[str]:
+    """The lines with each debugger backtrace replaced by a note: it hid the error above it."""
+    kept: list[str] = []
+    dropped = 0
+    for line in lines:
+        if dropped or _BACKTRACE_START.match(line):
+            dropped += 1
+            if _BACKTRACE_END.match(line):
+                kept.append(f"(a native backtrace of {dropped} lines, left in the log)")
+                dropped = 0
+        else:
+            kept.append(line)
+    if dropped:
+        kept.append(f"(a native backtrace of {dropped} lines, left in the log)")
+    return kept
 
 
 # ---- the child process ------------------------------------------------------------------------
@@ -215,11 +240,8 @@ def _params(config: dict[str, Any]) -> Any:
     import xllamacpp
 
     params = xllamacpp.CommonParams()
-    if config["model_path"]:
-        params.model.path = config["model_path"]
-    else:
-        params.model.hf_repo = config["hf_repo"]
-        params.model.hf_file = config["hf_file"] or ""
+    # Always a file: given a Hugging Face repo, the embedded server aborts instead of fetching.
+    params.model.path = config["model_path"]
     params.model_alias = {config["alias"]}
     params.hostname = "127.0.0.1"
     params.port = config["port"]
@@ -227,6 +249,10 @@ def _params(config: dict[str, Any]) -> Any:
     params.n_parallel = 1  # one slot: the whole window for one conversation
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = config["threads"]
     params.sampling.temp = config["temperature"]
+    params.sampling.penalty_repeat = config["repeat_penalty"]
+    # llama.cpp's 64 tokens are shorter than the block a small model repeats (a JSON object, a
+    # list item): over 256 SmolLM2 ends the main job's answer instead of looping to the cap.
+    params.sampling.penalty_last_n = PENALTY_LAST_N
     params.use_jinja = True  # the model's (or our) chat template, with tools
     if config["api_key"]:
         params.api_keys = [config["api_key"]]

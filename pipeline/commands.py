@@ -110,10 +110,14 @@ def run(args: argparse.Namespace) -> int:
         print(printable(f"mibyan: context {warning}"), file=sys.stderr)
     if result["failed"]:
         print(printable(f"mibyan: the turn failed: {result['error']}"), file=sys.stderr)
+    elif not result["completed"] and not received:
+        print(f"mibyan: the turn did not complete ({result['turn_exit_reason']}): the answer "
+              "above is partial", file=sys.stderr)
     print(_usage_line(result), file=sys.stderr)
     if received:
         return EXIT_SIGNALLED + received[0]
-    return EXIT_FAILED if result["failed"] else EXIT_OK
+    # A cut-off or budget-ended answer is not the answer asked for: scripts must see that.
+    return EXIT_OK if result["completed"] else EXIT_FAILED
 
 
 def sessions(args: argparse.Namespace) -> int:

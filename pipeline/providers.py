@@ -184,8 +184,10 @@ def _with_userinfo(base_url: str | None, userinfo: str | None) -> str | None:
 
 
 LOCAL = "local"
-# A tiny model may ramble or repeat itself: always cap what it may write.
-LOCAL_MAX_TOKENS = 256
+# A tiny model may ramble or repeat itself: always cap what it may write. 256 cut ordinary
+# answers (a list); 1024 leaves the prompt (about 2,000 tokens with the tools) most of the 8,192
+# window and bounds a runaway reply to about a minute on one core.
+LOCAL_MAX_TOKENS = 1024
 # Shown whenever a session runs on it: with nothing configured, asked for as provider local,
 # or resumed on it.
 LOCAL_NOTICE = ("mibyan: this runs the embedded local model (SmolLM2 135M Instruct unless "

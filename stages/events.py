@@ -27,7 +27,7 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.redact.redact_event``)."""
 
-RULES = 4
+RULES = 5
 """The version of the decision rules a new session runs under. A change of what the stages
 decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
 ``config.rules``; old sessions are upcast to the rules they ran under.
@@ -53,7 +53,10 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
   reasoning (``strip_reasoning``, once a turn), unreadable encrypted reasoning stops its replay
   for the session (``stop_reasoning_replay``), a reply cut at the output limit with only
   reasoning ends the turn (``thinking_budget_exhausted``); requests carry the session's
-  ``prompt_cache_key`` and the turn's own reasoning setting."""
+  ``prompt_cache_key`` and the turn's own reasoning setting.
+* 5: a continuation of a reply cut at the output limit that begins as the answer began (a small
+  model starts over instead of going on) replaces the parts before it in the answer, and is
+  not continued again (``incomplete_response``, or the next provider)."""
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")

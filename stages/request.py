@@ -17,6 +17,9 @@ from stages.messages import Message, canonical_json
 from stages.preflight import estimate_tokens
 from stages.reasoning import reasoning_digest_fields, reasoning_for
 from stages.state import State
+from stages.step import LENGTH_PROMPT, cut_parts
+
+LOCAL = "local"  # the embedded llama.cpp server's provider name
 
 
 def request_digest(request: ModelRequest, history_digest: str) -> str:
@@ -63,6 +66,19 @@ def _item(value: object) -> str:
     return canonical_json(value)
 
 
+def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
+    """Rules 5, the embedded local model: a reply cut at the output limit goes on from its own
+    text (llama.cpp continues a trailing assistant message) instead of from a user message
+    asking it to, which a small model answers by starting over or by a new reply. The cut
+    parts (none started over: that ends the continuations) become that one message."""
+    if (len(messages) < 3 or messages[-1].role != "user"
+            or messages[-1].content != LENGTH_PROMPT or messages[-2].role != "assistant"):
+        return messages
+    parts = cut_parts(messages, len(messages) - 2)
+    first = len(messages) - 2 * len(parts)
+    return [*messages[:first], Message(role="assistant", content="".join(parts))]
+
+
 def decide_request(state: State, *, config: SessionSettings,
                    cache_marks: tuple[int, ...] = ()) -> Decision:
     turn = state.turn
@@ -80,6 +96,8 @@ def decide_request(state: State, *, config: SessionSettings,
     if recall is not None:  # rules 3: recalled memory rides on the user's message, when sent
         history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
         messages = with_recall(state, recall)
+    if config.rules >= 5 and entry.provider == LOCAL and entry.api_mode == "chat_completions":
+        messages = prefilled(messages)
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=messages, tools=tools, max_tokens=config.max_tokens,

@@ -9,7 +9,7 @@ result, and a user message left without a reply gets a short assistant note.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stages.budget import NO_SUMMARY_TEXT
@@ -23,7 +23,7 @@ from stages.events import (
     ToolCallRejected,
     TurnFinished,
 )
-from stages.messages import canonical_json
+from stages.messages import Message, canonical_json
 from stages.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
 from stages.recovery import decide_recovery, next_provider
 from stages.state import State
@@ -35,6 +35,10 @@ CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
 # again once, then reported.
 LENGTH_PROMPT = ("Your reply was cut off at the output limit. Continue exactly where it "
                  "stopped, without repeating anything.")
+# Rules 5: a continuation that begins as the cut answer began is the model starting over (small
+# models do): it replaces the parts before it, and is not asked to go on again.
+RESTART_HEAD = 40  # characters of the answer's start compared
+RESTART_MIN = 12  # a shorter start is too common to tell a restart by
 EMPTY_PROMPT = "Your reply was empty. Give your answer, or call a tool."
 MAX_EMPTY_RETRIES = 1
 EMPTY_REPLY_TEXT = "the model returned an empty reply, also when asked again"
@@ -101,16 +105,39 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
 
 
 def _joined_answer(state: State) -> str:
-    """The answer, with the parts of it that were cut at the output limit before it."""
-    messages = state.messages
-    parts = [messages[-1].content or ""]
-    index = len(messages) - 2
+    """The answer, with the parts of it that were cut at the output limit before it (rules 5:
+    from the last part that started the answer over)."""
+    parts = _cut_parts(state)
+    rules = state.settings.rules if state.settings is not None else 0
+    if rules >= 5:
+        parts = parts[max((i for i, part in enumerate(parts[1:], 1)
+                           if _starts_over(parts[0], part)), default=0):]
+    return "".join(parts)
+
+
+def _cut_parts(state: State) -> list[str]:
+    """The last reply and the replies cut at the output limit just before it, oldest first."""
+    return cut_parts(state.messages, len(state.messages) - 1)
+
+
+def cut_parts(messages: Sequence[Message], last: int) -> list[str]:
+    """The reply at ``last`` and the replies cut at the output limit just before it, each
+    followed by the length prompt, oldest first."""
+    parts = [messages[last].content or ""]
+    index = last - 1
     while (index >= 1 and messages[index].role == "user"
            and messages[index].content == LENGTH_PROMPT
            and messages[index - 1].role == "assistant"):
         parts.append(messages[index - 1].content or "")
         index -= 2
-    return "".join(reversed(parts))
+    return parts[::-1]
+
+
+def _starts_over(first: str, part: str) -> bool:
+    """``part``, a later part of the answer, begins as ``first`` did."""
+    first, part = first.lstrip(), part.lstrip()
+    size = min(RESTART_HEAD, len(first), len(part))
+    return size >= RESTART_MIN and first[:size] == part[:size]
 
 
 def _empty(reply: ModelReplied) -> bool:
@@ -171,7 +198,7 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
             failed=True, error=THINKING_EXHAUSTED_TEXT),), next=Finish())
     ask = (ContinuationRequested(prompt=LENGTH_PROMPT, why="length") if why == "length"
            else ContinuationRequested(prompt=CONTINUE_PROMPT))
-    if turn.continuations < MAX_CONTINUATIONS:
+    if turn.continuations < MAX_CONTINUATIONS and not _restarted(state, why):
         return Decision(events=(ask,), next=PrepareCall())
     fallback = next_provider(state, config)
     if fallback is None:
@@ -186,6 +213,13 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
                              at=state.now or 0.0, credential_id=turn.credential_id,
                              provider_index=fallback)
     return Decision(events=(switch, ask), next=PrepareCall())
+
+
+def _restarted(state: State, why: str | None) -> bool:
+    """Rules 5: the cut reply started the answer over; asked again, it would once more."""
+    parts = _cut_parts(state) if why == "length" else []
+    return (state.settings is not None and state.settings.rules >= 5 and len(parts) > 1
+            and _starts_over(parts[0], parts[-1]))
 
 
 def next_stage(state: State) -> str:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "stages": {"attrs", "stages"},
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx", "httpx2", "openai",
-                "anthropic", "xllamacpp", "msgspec"},
+                "anthropic", "xllamacpp", "huggingface_hub", "msgspec"},
 }
 
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import http.server
 import importlib.machinery
 import importlib.util
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -128,15 +133,17 @@ def test_local_settings_come_from_the_local_table(tmp_path: Path):
         n_ctx = 2048
         threads = 2
         temperature = 0.7
+        repeat_penalty = 1
     """)
     settings = local_settings(tmp_path)
-    assert settings == LocalSettings(model_path=gguf, n_ctx=2048, threads=2, temperature=0.7)
+    assert settings == LocalSettings(model_path=gguf, n_ctx=2048, threads=2, temperature=0.7,
+                                     repeat_penalty=1.0)
     assert settings.model_name == "my-model"
     assert model_file(settings) == gguf
     assert settings.template_text() is None  # a user's model keeps its own template
     assert "<tool_call>" in LocalSettings().template_text()
     hub = LocalSettings(hf_repo="org/Some-Model-GGUF", hf_file="q4.gguf")
-    assert hub.model_name == "Some-Model-GGUF" and model_file(hub) is None
+    assert hub.model_name == "Some-Model-GGUF"
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -146,6 +153,7 @@ def test_local_settings_come_from_the_local_table(tmp_path: Path):
     ("threads = true", "threads .* must be a int"),
     ("temperature = 3", "temperature .* within 0..2"),
     ('temperature = "hot"', "temperature .* must be a number"),
+    ("repeat_penalty = 0.9", "repeat_penalty .* within 1..2"),
     ('model_path = "a.gguf"\nhf_repo = "o/r"', "model_path or hf_repo, not both"),
     ('chat_template = "/nonexistent/t.jinja"', "chat_template '/nonexistent/t.jinja': cannot "),
 ])
@@ -171,6 +179,26 @@ def test_a_server_that_fails_to_start_reports_its_log(tmp_path: Path,
     with pytest.raises(ProviderUnavailableError, match=r"(?s)exited with code 3.*boom: no model"):
         LocalServer(tmp_path)._start()
     assert (tmp_path / "logs" / "llama-server.log").exists()
+
+
+def test_a_native_abort_reports_its_error_not_the_debuggers_backtrace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # What ggml writes when an assert fails: the error, then gdb's 100-line backtrace, which
+    # filled the 20 lines shown and hid the error.
+    log = ["srv load_model: loading model ''",
+           "llama.cpp:893: GGML_ASSERT(exactly one out of metadata and path_model) failed",
+           "[New LWP 15890]", "#0  syscall () at syscall.S:38",
+           *(f"#{n} 0x00007f in frame{n} () at x.c:{n}" for n in range(1, 40)),
+           "[Inferior 1 (process 15871) detached]"]
+    script = f"import os; print({chr(10).join(log)!r}, flush=True); os.abort()"
+    monkeypatch.setattr(LocalServer, "_command",
+                        lambda self, config: [sys.executable, "-c", script])
+    with pytest.raises(ProviderUnavailableError) as caught:
+        LocalServer(tmp_path)._start()
+    message = str(caught.value)
+    assert "exited with code -6" in message and "GGML_ASSERT(exactly one" in message
+    assert "#0" not in message and "(a native backtrace of 42 lines, left in the log)" in message
+    assert "#39 0x00007f" in (tmp_path / "logs" / "llama-server.log").read_text()
 
 
 def test_a_model_llama_cpp_cannot_load_is_reported_from_the_childs_log(tmp_path: Path):
@@ -205,8 +233,10 @@ def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
 
 
 def test_the_model_follows_an_instruction(client: httpx.Client):
+    # Without the default repeat penalty (a request's own setting wins), which makes this tiny
+    # model add a sentence or two after the answer.
     reply = chat(client, messages=[{"role": "user", "content": "What is the capital of France?"}],
-                 max_tokens=16)
+                 max_tokens=16, repeat_penalty=1.0)
     assert reply.status_code == 200, reply.text
     body = reply.json()
     assert "Paris" in body["choices"][0]["message"]["content"]
@@ -229,8 +259,9 @@ def test_streaming_ends_with_usage(client: httpx.Client):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_tool_choice_required_forces_a_parseable_call(client: httpx.Client, stream: bool):
+    # 96: under the repeat penalty the made-up path is longer than 48 tokens.
     reply = chat(client, messages=FILES, tools=[LIST_DIR], tool_choice="required",
-                 max_tokens=48, stream=stream)
+                 max_tokens=96, stream=stream)
     assert reply.status_code == 200, reply.text
     if stream:
         deltas = [d for e in sse_events(reply) for c in e["choices"]
@@ -340,3 +371,82 @@ def test_an_api_key_is_required_when_set_and_never_on_the_command_line(tmp_path:
         child = server._proc
         server.stop()
     assert child.returncode == 0  # it ended on SIGTERM, not on the SIGKILL that follows
+
+
+# --- a model from a Hugging Face repo --------------------------------------------------------
+
+
+class _FakeHub(http.server.BaseHTTPRequestHandler):
+    """The two requests huggingface_hub makes for one file: HEAD (metadata), then GET."""
+
+    files: ClassVar[dict[str, bytes]] = {}
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    def _head(self) -> bytes | None:
+        body = self.files.get(self.path)
+        if body is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", self.commit)
+        self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return body
+
+    def do_HEAD(self) -> None:
+        self._head()
+
+    def do_GET(self) -> None:
+        body = self._head()
+        if body is not None:
+            self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    yield _FakeHub
+    server.shutdown()
+    thread.join()
+
+
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{sock.getsockname()[1]}")
+
+
+def test_an_hf_repo_is_fetched_into_the_cache_and_the_server_gets_the_file(
+        hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    body = b"GGUF" + bytes(60)
+    hub.files = {"/org/Tiny-GGUF/resolve/main/tiny-q4.gguf": body}
+    settings = LocalSettings(hf_repo="org/Tiny-GGUF", hf_file="tiny-q4.gguf")
+    # The embedded server aborted (a gdb backtrace) when given the repo: it fetches nothing.
+    config = LocalServer(tmp_path, settings)._child_config()
+    path = Path(config["model_path"])
+    assert path.read_bytes() == body and str(tmp_path / "hf-cache") in str(path)
+    assert config["alias"] == "Tiny-GGUF" and "hf_repo" not in config
+    _offline(monkeypatch)  # later starts, offline, use the cached file
+    assert model_file(settings) == path
+
+
+def test_an_hf_repo_that_cannot_be_fetched_is_one_clear_error(hub, tmp_path: Path):
+    hub.files = {}
+    with pytest.raises(EffectError, match=r"hf_repo 'org/Tiny-GGUF': cannot fetch 'absent.gguf' "
+                                          r"\(.*\); without network.*model_path"):
+        LocalServer.get(tmp_path, LocalSettings(hf_repo="org/Tiny-GGUF", hf_file="absent.gguf"))
+    assert not (tmp_path / "logs" / "llama-server.log").exists()  # no server was started
+    with pytest.raises(UsageError, match="needs hf_file too"):
+        model_file(LocalSettings(hf_repo="org/Tiny-GGUF"))

@@ -88,16 +88,19 @@ def test_a_prompt_over_the_context_window_is_classified_as_overflow(home):
     assert replay(home / "sessions", result["session_id"]).identical
 
 
-def test_the_cli_says_it_uses_the_local_model(home):
+def test_the_readme_main_job_answers_in_one_call_and_says_it_uses_the_local_model(home,
+                                                                                  tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MIBYAN_MODEL")}
     env["MIBYAN_HOME"] = str(home)
-    # No tools: their schemas would make each of the cut reply's calls a 2,000-token prompt.
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--no-tools",
-                           "--max-tokens", "16", "Hello"], check=False, cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    # The README's main job as a new user runs it. Greedy and without a repeat penalty, the
+    # model listed made-up files until its 256-token cap, four times over (about 70 s).
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--workdir",
+                           str(tmp_path), "What files are in this directory?"], check=False,
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "embedded local model" in done.stderr and "tokens in" in done.stderr
+    assert "embedded local model" in done.stderr and "| 1 calls |" in done.stderr
+    assert "text_response(finish_reason=stop)" in done.stderr
     assert done.stdout.strip()
 
 

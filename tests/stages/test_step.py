@@ -12,7 +12,7 @@ from stages.alternation import violations
 from stages.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
 from stages.decision import Decision, Finish, PrepareCall, RunTools, Wait
 from stages.request import decide_request
-from stages.step import decide_abandon
+from stages.step import LENGTH_PROMPT, decide_abandon
 from tests.stages.helpers import (
     SETTINGS,
     answered,
@@ -249,3 +249,79 @@ def test_an_abandoned_turn_says_which_calls_may_have_run() -> None:
                ev.ToolsPlanned(call_ids=("c1",), concurrent=False))
     assert {e.reason for e in decide_abandon(old).events
             if isinstance(e, ev.ToolCallRejected)} == {"abandoned"}
+
+
+def _cut_then(first: str, second: str, *, settings: ev.SessionSettings = SETTINGS,
+              second_finish: str = "length"):
+    """A reply cut at the output limit, continued once, and the continuation's reply."""
+    state = answered(turn(session(settings=settings)), reply(first, finish_reason="length"))
+    decision = decide_next(state, config=settings)
+    assert decision.events[0].kind == "continuation_requested"
+    state = then(state, decision)
+    return answered(state, reply(second, finish_reason=second_finish))
+
+
+START = "This directory contains a variety of files:\n- `a.txt`\n- `b.t"
+
+
+def test_a_continuation_that_starts_over_is_not_glued_to_the_cut_part_nor_continued() -> None:
+    # SmolLM2 asked to go on wrote its answer again from the start, four times over, glued.
+    state = _cut_then(START, START[:45] + " and more")
+    finished = _finished(decide_next(state, config=SETTINGS))
+    assert finished.exit_reason == "incomplete_response" and not finished.completed
+    assert finished.final_response == START[:45] + " and more"
+
+
+def test_a_restart_that_ends_is_the_whole_answer() -> None:
+    state = _cut_then(START, "  " + START + "txt`", second_finish="stop")
+    finished = _finished(decide_next(state, config=SETTINGS))
+    assert finished.completed and finished.final_response == "  " + START + "txt`"
+
+
+def test_a_true_continuation_is_joined_and_continued() -> None:
+    state = _cut_then(START, "xt`\n- `c.t")
+    decision = decide_next(state, config=SETTINGS)
+    assert decision.events[0].kind == "continuation_requested"
+    state = answered(then(state, decision), reply("xt`", finish_reason="stop"))
+    assert _finished(decide_next(state, config=SETTINGS)).final_response == (
+        START + "xt`\n- `c.t" + "xt`")
+
+
+def test_under_rules_4_a_restart_is_glued_as_before() -> None:
+    rules_4 = attrs.evolve(SETTINGS, rules=4)
+    state = _cut_then("hey there, welcome to", "hey there, welcome to", settings=rules_4)
+    decision = decide_next(state, config=rules_4)
+    assert decision.events[0].kind == "continuation_requested"
+    state = answered(then(state, decision), reply(" you", finish_reason="stop"))
+    assert _finished(decide_next(state, config=rules_4)).final_response == (
+        "hey there, welcome tohey there, welcome to you")
+
+
+def test_a_short_cut_part_is_too_common_a_start_to_call_a_restart() -> None:
+    state = _cut_then("The", "The end.", second_finish="stop")
+    assert _finished(decide_next(state, config=SETTINGS)).final_response == "TheThe end."
+
+
+LOCAL = attrs.evolve(SETTINGS, provider="local", max_turns=10)
+
+
+def _sent(settings: ev.SessionSettings, *parts: str) -> list[tuple[str, str | None]]:
+    """What the request after ``parts``, each cut at the output limit, sends."""
+    state = turn(session(settings=settings))
+    for part in parts:
+        state = answered(state, reply(part, finish_reason="length"))
+        state = then(state, decide_next(state, config=settings))
+    request = decide_request(state, config=settings).next.request
+    return [(m.role, m.content) for m in request.messages]
+
+
+def test_the_local_model_goes_on_from_its_cut_reply_not_from_a_prompt() -> None:
+    # Asked in a user message to go on, SmolLM2 started over or answered the prompt instead.
+    assert _sent(LOCAL, "hey there,", " welcome to") == [
+        ("user", "hello"), ("assistant", "hey there, welcome to")]
+
+
+def test_other_providers_and_rules_4_are_asked_in_a_user_message() -> None:
+    for settings in (SETTINGS, attrs.evolve(LOCAL, rules=4)):
+        sent = _sent(settings, "hey there,")
+        assert sent[1:] == [("assistant", "hey there,"), ("user", LENGTH_PROMPT)]
