@@ -15,6 +15,9 @@ from pipeline.replay import replay
 pytestmark = pytest.mark.realserver
 
 N_CTX = 1024
+# Enough turns for two compressions. Rules 5 ends a cut reply's continuations at its first
+# restart, so a turn adds less history than under rules 4, when three turns were enough.
+TURNS = 5
 KEY = "lane-key"
 FACT = ("I am planning a trip. We keep notes about it: the museum opens at nine, the train "
         "leaves from platform four, lunch is booked for noon, and the hotel is near the river. ")
@@ -34,7 +37,7 @@ def test_a_long_session_in_a_small_window_answers_every_turn(server, tmp_path) -
     with Agent(model=MODEL_NAME, base_url=server.base_url, api_key=KEY, provider="local",
                home=tmp_path, max_tokens=32, max_retries=1, retry_base_delay=0.01,
                stream=False) as agent:
-        for n in range(3):
+        for n in range(TURNS):
             result = agent.run_conversation(f"Note {n}: {FACT * 2}Reply with one short "
                                             f"sentence about note {n}.")
             assert not result["failed"], (n, result["error"])

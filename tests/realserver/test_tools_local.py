@@ -33,7 +33,7 @@ def test_the_local_model_reads_a_real_file_through_read_file(server, tmp_path) -
     (work / "notes.txt").write_text("the answer is 42\n")
     tools = builtin_tools(work, toolsets=("files",))
     with Agent(model=MODEL_NAME, base_url=server.base_url, api_key=KEY, home=tmp_path / "home",
-               tools=tools, tool_choice="required", max_turns=1, max_tokens=64,
+               tools=tools, tool_choice="required", max_turns=1, max_tokens=128,
                max_retries=1, retry_base_delay=0.01) as agent:
         result = agent.run_conversation("Read the file notes.txt and tell me the answer.")
     [call] = [c for m in result["messages"] if m["role"] == "assistant"
