@@ -107,6 +107,17 @@ class SessionLogs:
             self._known[log_id] = (key, facts)
         return facts
 
+    def __contains__(self, log_id: str) -> bool:
+        with self._lock:
+            return log_id in self._known
+
+    def forget(self, log_ids: Iterable[str]) -> None:
+        """Drop what is kept of these logs (a deleted session's): a gateway that makes and
+        deletes sessions for months keeps nothing of them."""
+        with self._lock:
+            for log_id in log_ids:
+                self._known.pop(log_id, None)
+
     def describe(self, session_id: str) -> Logged:
         """The session whose first log is ``session_id``, along its lineage."""
         lineage, turns = [session_id], 0

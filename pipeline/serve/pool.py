@@ -125,6 +125,8 @@ class SessionPool:
         with self._lock:
             self._open.pop(session.id, None)
         session.close(deleted=delete)
+        if delete:
+            self.logs.forget(session.lineage)
 
     def _keep(self, session: ServedSession) -> None:
         with self._lock:

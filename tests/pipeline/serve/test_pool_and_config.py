@@ -100,6 +100,17 @@ def test_a_deleted_session_stays_deleted_after_a_restart(upstream, tmp_path):
     second.close()
 
 
+def test_the_pool_keeps_nothing_of_a_deleted_session_s_logs(gateway):
+    """It kept each listed log's facts for good: a gateway making and deleting sessions for
+    months would have grown by each of them."""
+    with gateway.client() as client:
+        kept, deleted = (client.post("/v1/sessions").json()["id"] for _ in range(2))
+        client.get("/v1/sessions")  # listing reads (and keeps) what the logs tell
+        assert kept in gateway.pool.logs and deleted in gateway.pool.logs
+        assert client.delete(f"/v1/sessions/{deleted}").status_code == 200
+    assert deleted not in gateway.pool.logs and kept in gateway.pool.logs
+
+
 ENV = {"TA": "token-a", "TB": "token-b"}
 
 
