@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from effects.protocols import CancelToken, DeltaSink
 from stages.decision import ModelRequest
 from stages.errors import ProviderError, ProviderNotConfiguredError, UsageError
-from stages.events import ModelReplied, SessionSettings
+from stages.events import LOCAL_PROVIDER, ModelReplied, SessionSettings
 from stages.redact import redact
 
 Refresh = Callable[[str], str | None]
@@ -183,7 +183,7 @@ def _with_userinfo(base_url: str | None, userinfo: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=f"{quote(userinfo, safe=':')}@{parts.netloc}"))
 
 
-LOCAL = "local"
+LOCAL = LOCAL_PROVIDER
 # A tiny model may ramble or repeat itself: always cap what it may write. 256 cut ordinary
 # answers (a list); 1024 leaves the prompt (about 2,000 tokens with the tools) most of the 8,192
 # window and bounds a runaway reply to about a minute on one core.

@@ -60,6 +60,8 @@ decide (so that an old log would no longer replay) bumps it and keeps the old ru
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")
+# The provider name of a llama.cpp server: the embedded one, or one of the caller's own.
+LOCAL_PROVIDER = "local"
 SYSTEM_MESSAGE_MODES = ("append", "replace")
 
 

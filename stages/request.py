@@ -11,15 +11,13 @@ from json.encoder import encode_basestring
 
 from stages.context_notes import system_prompt
 from stages.decision import CallModel, Decision, ModelRequest
-from stages.events import ModelRequested, SessionSettings
+from stages.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
 from stages.memory import recall_block, with_recall
 from stages.messages import Message, canonical_json
 from stages.preflight import estimate_tokens
 from stages.reasoning import reasoning_digest_fields, reasoning_for
 from stages.state import State
 from stages.step import LENGTH_PROMPT, cut_parts
-
-LOCAL = "local"  # the embedded llama.cpp server's provider name
 
 
 def request_digest(request: ModelRequest, history_digest: str) -> str:
@@ -96,7 +94,8 @@ def decide_request(state: State, *, config: SessionSettings,
     if recall is not None:  # rules 3: recalled memory rides on the user's message, when sent
         history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
         messages = with_recall(state, recall)
-    if config.rules >= 5 and entry.provider == LOCAL and entry.api_mode == "chat_completions":
+    if (config.rules >= 5 and entry.provider == LOCAL_PROVIDER
+            and entry.api_mode == "chat_completions"):
         messages = prefilled(messages)
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=system_prompt(state, config),
