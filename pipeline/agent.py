@@ -24,9 +24,8 @@ from typing import Any, Self
 import attrs
 
 from effects.clock import RandomIds, SystemClock
-from effects.codec import from_payload
 from effects.context_files import ContextReader
-from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
+from effects.eventlog import Durability, SessionLog, session_path
 from effects.protocols import DeltaSink, ModelClient
 from effects.tool_runner import ThreadPoolToolRunner
 from pipeline import config as cfg
@@ -43,7 +42,6 @@ from stages.api_mode import resolve_api_mode
 from stages.budget import child_budget
 from stages.errors import LogError, UsageError
 from stages.events import Event, SessionSettings
-from stages.fold import fold
 from stages.messages import from_openai
 from stages.reasoning_parts import check_setting
 
@@ -211,8 +209,7 @@ class Agent:
 
     def _folded(self) -> Any:
         assert self._log is not None
-        return fold(from_payload(e.kind, e.schema_version, e.payload)
-                    for e in read_envelopes(self._log.path))
+        return lineage.folded_log(self._log.path)
 
     # --- turns ------------------------------------------------------------------------------
     def run(self, user_message: str, system_message: str | None = None,

@@ -12,14 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from effects.codec import from_payload
 from effects.eventlog import Durability, SessionLog, read_envelopes, session_path
 from pipeline.journal import LiveJournal
 from pipeline.runner import SessionRunner
 from stages.events import ContextInherited, SessionSplit, TurnStarted
+from stages.fold import fold
 from stages.state import State
 from stages.tools import ToolSpec
 
 REASON = "compression"
+
+
+def folded_log(path: Path) -> State:
+    """The state the log at ``path`` folds to."""
+    return fold(from_payload(e.kind, e.schema_version, e.payload) for e in read_envelopes(path))
 
 
 def _child_of(path: Path) -> str | None:

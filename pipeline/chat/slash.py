@@ -124,11 +124,9 @@ def _recap(root: Path, session_id: str) -> str:
 
 
 def _folded(root: Path, session_id: str) -> State:
-    from effects.codec import from_payload
-    from effects.eventlog import read_envelopes, session_path
-    from stages.fold import fold
-    return fold(from_payload(e.kind, e.schema_version, e.payload)
-                for e in read_envelopes(session_path(root, session_id)))
+    from effects.eventlog import session_path
+    from pipeline.lineage import folded_log
+    return folded_log(session_path(root, session_id))
 
 
 @command("sessions", "list the recent sessions")

@@ -20,6 +20,7 @@ import attrs
 from effects.codec import from_payload
 from effects.envelope import Envelope
 from effects.eventlog import read_envelopes, session_path
+from pipeline.lineage import folded_log
 from stages.errors import LogError
 from stages.events import (
     SessionForked,
@@ -28,7 +29,6 @@ from stages.events import (
     SessionStarted,
     TurnStarted,
 )
-from stages.fold import fold
 from stages.messages import Message
 
 _SETTINGS = (SessionStarted.kind, SessionResumed.kind, SessionForked.kind)
@@ -141,6 +141,4 @@ class SessionLogs:
         path = session_path(self.root, log_id)
         if not path.exists():
             return ()
-        state = fold(from_payload(e.kind, e.schema_version, e.payload)
-                     for e in read_envelopes(path))
-        return tuple(state.messages)
+        return tuple(folded_log(path).messages)
