@@ -28,13 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from effects import anthropic_convert, openai_chat, openai_responses  # noqa: E402
-from effects.anthropic_messages import AnthropicMessagesClient  # noqa: E402
-from effects.openai_chat import OpenAIChatClient  # noqa: E402
-from effects.openai_responses import OpenAIResponsesClient  # noqa: E402
-from stages.decision import ModelRequest  # noqa: E402
-from stages.messages import Message, ToolCall  # noqa: E402
-from stages.tools import ToolSpec  # noqa: E402
+from effects.providers import anthropic_convert, openai_chat, openai_responses
+from effects.providers.anthropic_messages import AnthropicMessagesClient  # noqa: E402
+from effects.providers.openai_chat import OpenAIChatClient  # noqa: E402
+from effects.providers.openai_responses import OpenAIResponsesClient  # noqa: E402
+from stages.log.messages import Message, ToolCall  # noqa: E402
+from stages.tools.specs import ToolSpec  # noqa: E402
+from stages.turn.decision import ModelRequest  # noqa: E402
 from tests import fake_anthropic, fake_openai, fake_responses  # noqa: E402
 
 SIZES = (0, 200, 2000)

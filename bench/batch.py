@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipeline.batch import BatchJob, run_batch  # noqa: E402
+from pipeline.batch.generate import BatchJob, run_batch  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
 
 WORKERS = (1, 2, 4)
@@ -58,7 +58,7 @@ def main() -> None:
     with FakeOpenAIServer(Reply.text("an answer")) as server:
         measure("local", 1, 1, server.base_url)  # warm-up: start the fork server
         if "ray" in backends:
-            from pipeline.batch_ray import start_local_ray
+            from pipeline.batch.on_ray import start_local_ray
             start_local_ray(4)
             measure("ray", 4, 4, server.base_url)  # warm-up: start the worker processes
         for backend in backends:

@@ -371,8 +371,8 @@ def worker_memory(base_url: str, kind: str, size: int, turns: int, trace: bool) 
 
 
 def sample_event():
-    from stages.events import ModelReplied, Usage
-    from stages.messages import Message
+    from stages.log.events import ModelReplied, Usage
+    from stages.log.messages import Message
     return ModelReplied(
         message=Message(role="assistant", content="It is sunny in Oslo today."),
         finish_reason="stop", usage=Usage(input_tokens=1234, output_tokens=56),
@@ -381,10 +381,10 @@ def sample_event():
 
 def bench_eventlog(n_flush: int, n_durable: int) -> dict:
     from effects.clock import SystemClock
-    from effects.codec import to_payload
-    from effects.envelope import encode_line
-    from effects.eventlog import SessionLog
-    from pipeline.journal import LiveJournal
+    from effects.eventlog.codec import to_payload
+    from effects.eventlog.envelope import encode_line
+    from effects.eventlog.store import SessionLog
+    from pipeline.shell.journal import LiveJournal
 
     event = sample_event()
     payload = to_payload(event)
@@ -436,12 +436,12 @@ def bench_eventlog(n_flush: int, n_durable: int) -> dict:
 
 
 def bench_replay(turns: int, repeats: int) -> dict:
-    from effects.codec import from_payload
-    from effects.eventlog import read_envelopes, session_path
+    from effects.eventlog.codec import from_payload
+    from effects.eventlog.store import read_envelopes, session_path
     from pipeline.agent import Agent
-    from pipeline.replay import replay
+    from pipeline.shell.replay import replay
     from pipeline.tools import tool
-    from stages.fold import fold
+    from stages.log.fold import fold
 
     @tool(read_only=True)
     def lookup(query: str) -> str:
@@ -518,7 +518,7 @@ def bench_startup(runs: int) -> dict:
     mibyan = shutil.which("mibyan") or str(Path(python).parent / "mibyan")
     base = _wall([python, "-c", "pass"], runs)
     out = {"python -c pass": (base, None)}
-    for module in ("pipeline", "pipeline.agent", "pipeline.cli", "openai"):
+    for module in ("pipeline", "pipeline.agent", "pipeline.cli.main", "openai"):
         _wall([python, "-c", f"import {module}"], 1)  # warm the page cache / bytecode
         wall = _wall([python, "-c", f"import {module}"], runs)
         cumulative = statistics.median(_importtime(module) for _ in range(runs))
@@ -738,7 +738,7 @@ def main() -> int:
     print(f"5. Replay: a session of {rep['turns']} turns, each a tool call + its result + a text "
           f"answer ({rep['events']} events, {rep['bytes'] / 1024:.0f} KiB log)")
     print("-" * 100)
-    print(f"pipeline.replay.replay        {rep['events'] / rep['replay_s']:10,.0f} events/s   "
+    print(f"pipeline.shell.replay.replay        {rep['events'] / rep['replay_s']:10,.0f} events/s   "
           f"({rep['replay_s'] * 1000:.1f} ms, median of 3; {rep['describe']})")
     print(f"read_envelopes + decode + fold {rep['events'] / rep['fold_s']:9,.0f} events/s   "
           f"({rep['fold_s'] * 1000:.1f} ms; what opening/resuming a session costs)")

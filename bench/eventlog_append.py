@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
     args = parser.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
-    from effects.eventlog import SessionLog, read_envelopes, verify
+    from effects.eventlog.store import SessionLog, read_envelopes, verify
 
     root = Path(tempfile.mkdtemp(prefix="mibyan-bench-append-"))
     try:

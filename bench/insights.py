@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from effects.envelope import encode_line, line_hash  # noqa: E402
-from effects.eventlog import read_envelopes, session_path  # noqa: E402
-from pipeline.index import open_index  # noqa: E402
-from pipeline.insights import summarise  # noqa: E402
-from pipeline.views import UNITS  # noqa: E402
+from effects.eventlog.envelope import encode_line, line_hash  # noqa: E402
+from effects.eventlog.store import read_envelopes, session_path  # noqa: E402
+from pipeline.insights.index import open_index  # noqa: E402
+from pipeline.insights.summary import summarise  # noqa: E402
+from pipeline.insights.views import UNITS  # noqa: E402
 from tests.sample_home import record  # noqa: E402
 
 MODELS = ("gpt-4o-mini", "claude-sonnet-4-5", "gpt-4.1", "local-model")

@@ -26,9 +26,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from effects.local_model import LocalSettings, model_file
-from effects.local_server import LocalServer
-from stages.prompt import DEFAULT_IDENTITY
+from effects.local.model_file import LocalSettings, model_file
+from effects.local.server import LocalServer
+from stages.prompt.system import DEFAULT_IDENTITY
 
 TOOLS = [{"type": "function", "function": {
     "name": name, "description": text,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from stages.redact import redact
+from stages.log.redact import redact
 from tests.stages.redaction_corpus import SECRETS
 
 ROOT = Path(__file__).resolve().parent.parent

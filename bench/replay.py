@@ -36,12 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from effects.codec import from_payload  # noqa: E402
-from effects.eventlog import read_envelopes, session_path  # noqa: E402
+from effects.eventlog.codec import from_payload  # noqa: E402
+from effects.eventlog.store import read_envelopes, session_path  # noqa: E402
 from pipeline.agent import Agent  # noqa: E402
-from pipeline.replay import replay  # noqa: E402
+from pipeline.shell.replay import replay  # noqa: E402
 from pipeline.tools import tool  # noqa: E402
-from stages.fold import fold  # noqa: E402
+from stages.log import fold  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
 
 _LOREM = ("The quick brown fox jumps over the lazy dog while the agent loop reads its event log "
@@ -92,14 +92,14 @@ def replay_all(home: Path, root: Path, session_id: str, sessions: int) -> None:
     copies of the session (each its own id), on one process and on one per core."""
     import subprocess
 
-    from effects.eventlog import session_path as path_of
+    from effects.eventlog.store import session_path as path_of
     lines = path_of(root, session_id).read_bytes()
     for i in range(1, sessions):
         copy_id = f"{session_id}-{i}"
         # A copy under another id must chain under that id: re-encode every record.
         write_copy(lines, path_of(root, copy_id), copy_id)
     for jobs in sorted({1, os.cpu_count() or 1}):
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "--home", str(home),
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", "--home", str(home),
                                "replay", "--all", "--jobs", str(jobs)], cwd=ROOT,
                               capture_output=True, text=True, check=True)
         print(f"  replay --all, {jobs} process{'es' if jobs > 1 else ' '}: "
@@ -107,7 +107,7 @@ def replay_all(home: Path, root: Path, session_id: str, sessions: int) -> None:
 
 
 def write_copy(lines: bytes, path: Path, session_id: str) -> None:
-    from effects.envelope import decode_line, encode_line, line_hash
+    from effects.eventlog.envelope import decode_line, encode_line, line_hash
     prev, out = "0" * 64, []
     for raw in lines.splitlines():
         e = decode_line(raw)
@@ -126,7 +126,7 @@ _TREE_RUN = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from pipeline.replay import replay
+from pipeline.shell import replay
 root, session_id, repeats = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 report = replay(root, session_id)
 assert report.identical, report.describe()

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from effects.eventlog import read_envelopes, session_path  # noqa: E402
+from effects.eventlog.store import read_envelopes, session_path  # noqa: E402
 
 REPLY = "The gateway answers with a reply of about four hundred characters. " * 6
 MESSAGE = "A user message of a realistic size, about two hundred characters long. " * 3
@@ -62,7 +62,7 @@ def upstream() -> tuple[subprocess.Popen, str]:
 def gateway(base_url: str, home: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "MIBYAN_HOME": str(home), "OPENAI_API_KEY": "sk-bench-0123456789"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "serve", "--no-auth", "--port", "0", "--model",
+        [sys.executable, "-m", "pipeline.cli.main", "serve", "--no-auth", "--port", "0", "--model",
          "m", "--base-url", base_url, "--durability", "flush", "--toolsets", "files",
          "--workdir", str(home)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)

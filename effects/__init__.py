@@ -1,8 +1,8 @@
 """mibyan's effects: the only code that touches the network, disk, clock, randomness, threads."""
 
-from effects.eventlog import SessionLog, read_envelopes, verify
+from effects.eventlog.store import SessionLog, read_envelopes, verify
 from effects.protocols import Clock, IdSource, ModelClient
-from effects.tool_runner import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
+from effects.tools.runner import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
 
 __all__ = [
     "Clock",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from stages.redact import redact
+from stages.log.redact import redact
 
 
 def _redact_line(logger: Any, method: str, line: Any) -> Any:

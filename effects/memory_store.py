@@ -18,8 +18,8 @@ from pathlib import Path
 
 import attrs
 
-from stages.injection import scan
-from stages.memory import ENTRY_SEPARATOR, SEPARATOR_LINE, TARGETS, entries
+from stages.prompt.injection import scan
+from stages.prompt.memory import ENTRY_SEPARATOR, SEPARATOR_LINE, TARGETS, entries
 
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from stages.decision import ModelRequest
-from stages.events import ModelReplied
+from stages.log.events import ModelReplied
+from stages.turn.decision import ModelRequest
 
 DeltaSink = Callable[[str], None]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.events import SkillCard
-from stages.skills import skill_card
+from stages.log.events import SkillCard
+from stages.prompt.skills import skill_card
 
 MAX_SKILLS = 500
 MAX_SKILL_CHARS = 100_000

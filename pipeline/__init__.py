@@ -30,17 +30,17 @@ __all__ = [
 _HOMES = {
     "Agent": "pipeline.agent",
     "AgentSettings": "pipeline.settings",
-    "Effects": "pipeline.runner",
+    "Effects": "pipeline.shell.runner",
     "MibyanError": "stages.errors",
-    "ProviderEntry": "stages.events",
-    "ReplayReport": "pipeline.replay",
-    "SessionSettings": "stages.events",
+    "ProviderEntry": "stages.log.events",
+    "ReplayReport": "pipeline.shell.replay",
+    "SessionSettings": "stages.log.events",
     "Tool": "pipeline.tools",
     "ToolArgumentsError": "pipeline.tools",
     "ToolRegistry": "pipeline.tools",
     "TurnResult": "pipeline.result",
     "UsageError": "stages.errors",
-    "replay": "pipeline.replay",
+    "replay": "pipeline.shell.replay",
     "tool": "pipeline.tools",
 }
 

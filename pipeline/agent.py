@@ -24,26 +24,27 @@ from typing import Any, Self
 import attrs
 
 from effects.clock import RandomIds, SystemClock
-from effects.context_files import ContextReader
-from effects.eventlog import Durability, SessionLog, session_path
+from effects.eventlog.store import Durability, SessionLog, session_path
+from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
-from effects.tool_runner import ThreadPoolToolRunner
+from effects.tools.runner import ThreadPoolToolRunner
 from pipeline import config as cfg
-from pipeline import context, lineage
-from pipeline.approval import AllowList, ApprovalCallback, Approver
 from pipeline.hooks import Hooks, default_hooks
-from pipeline.journal import LiveJournal
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
-from pipeline.runner import Effects, SessionRunner
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
+from pipeline.shell import context_calls as context
+from pipeline.shell import lineage
+from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
+from pipeline.shell.journal import LiveJournal
+from pipeline.shell.runner import Effects, SessionRunner
 from pipeline.tools import Tool, ToolRegistry
-from stages.api_mode import resolve_api_mode
-from stages.budget import child_budget
 from stages.errors import LogError, UsageError
-from stages.events import Event, SessionSettings
-from stages.messages import from_openai
-from stages.reasoning_parts import check_setting
+from stages.log.events import Event, SessionSettings
+from stages.log.messages import from_openai
+from stages.turn.api_mode import resolve_api_mode
+from stages.turn.budget import child_budget
+from stages.turn.reasoning_parts import check_setting
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
 Listener = Callable[[Event], None]
@@ -330,8 +331,8 @@ class Agent:
         None), then goes on live with ``changes`` to its settings (``SessionSettings`` fields:
         ``model``, ``provider``, ``api_mode``, ``max_tokens``, ...) through this agent's model
         client and tools; a fork inside a turn finishes that turn first. Returns an agent bound
-        to the fork (``.session_id``); see ``pipeline.fork.fork_session`` for the details."""
-        from pipeline.fork import fork_session
+        to the fork (``.session_id``); see ``pipeline.shell.fork.fork_session`` for the details."""
+        from pipeline.shell.fork import fork_session
         return fork_session(self, session_id, at=at, **changes).agent
 
     def close(self) -> None:

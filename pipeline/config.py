@@ -37,12 +37,12 @@ from typing import Any
 
 import attrs
 
-from effects.http_errors import endpoint_label
+from effects.providers.http_errors import endpoint_label
 from pipeline.providers import LOCAL, split_userinfo
-from stages.api_mode import resolve_api_mode
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import ProviderEntry, SessionSettings
-from stages.reasoning_parts import parse_setting
+from stages.log.events import ProviderEntry, SessionSettings
+from stages.turn.api_mode import resolve_api_mode
+from stages.turn.reasoning_parts import parse_setting
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"

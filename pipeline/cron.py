@@ -6,7 +6,7 @@ in the machine's local time zone. A job is due when a fire time has passed since
 (or since it was added); fire times missed while nothing ticked are run once, not once each.
 A tick marks a job as run *before* running it, so a crash mid-run does not run it again and
 again (at most once per fire time), and a lock keeps two overlapping ticks from running the
-same jobs. The runs themselves (``pipeline.cmd_cron``) use the cron platform hints and deny
+same jobs. The runs themselves (``pipeline.cli.cmd_cron``) use the cron platform hints and deny
 dangerous commands.
 """
 

@@ -23,13 +23,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from effects.tools_workspace import ToolError
+from effects.tools.workspace import ToolError
 from pipeline.tools import Tool
 
 if TYPE_CHECKING:
     from pipeline.agent import Agent
     from pipeline.result import TurnResult
-    from stages.events import Event
+    from stages.log.events import Event
 
 # Hears each child's events, with the child's goal (a chat shows them under the parent's call).
 Progress = Callable[[str, "Event"], None]

@@ -35,7 +35,7 @@ from typing import Any
 
 from effects.logs import get_logger
 from stages.errors import UsageError
-from stages.tools import ToolInvocation, ToolOutcome
+from stages.tools.specs import ToolInvocation, ToolOutcome
 
 __all__ = ["ENTRY_POINT_GROUP", "HOOK_EVENTS", "Hooks", "default_hooks"]
 
@@ -90,7 +90,7 @@ class Hooks:
     def __bool__(self) -> bool:
         return any(self._hooks.values())
 
-    # --- the tool runner's side (effects.tool_runner.ToolHooks) ------------------------------
+    # --- the tool runner's side (effects.tools.runner.ToolHooks) ------------------------------
     def before_tool(self, call: ToolInvocation, task_id: str) -> str | None:
         results = self.fire("pre_tool_call", name=call.name, arguments=_arguments(call),
                             call_id=call.call_id, task_id=task_id)

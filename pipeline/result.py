@@ -7,11 +7,11 @@ from typing import Any
 
 import attrs
 
-from stages.events import Usage
-from stages.messages import Message
-from stages.ratelimits import format_usage
-from stages.reasoning import last_reasoning
-from stages.state import State
+from stages.log.events import Usage
+from stages.log.messages import Message
+from stages.log.state import State
+from stages.recovery.ratelimits import format_usage
+from stages.turn.reasoning import last_reasoning
 
 
 @attrs.frozen(kw_only=True)

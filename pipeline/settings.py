@@ -1,7 +1,7 @@
 """The values an ``Agent`` is built from, and how they are assembled.
 
 * ``AgentSettings``: what the agent needs beyond the session's own settings
-  (``stages.events.SessionSettings``, recorded in the log): where its state lives, how hard it
+  (``stages.log.events.SessionSettings``, recorded in the log): where its state lives, how hard it
   syncs, how long a model call may take, how deep delegation goes. Checked when built.
 * ``configure(...)``: the keyword arguments of ``Agent(...)`` / ``Agent.from_config(...)``,
   then the environment, then ``<home>/config.toml``, turned into those settings, the effects
@@ -21,14 +21,12 @@ from urllib.parse import urlsplit
 import attrs
 
 from effects.clock import RandomIds, SystemClock
-from effects.codec import from_payload
-from effects.eventlog import Durability, read_envelopes, session_path
-from effects.http_errors import endpoint_label
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import Durability, read_envelopes, session_path
 from effects.protocols import Clock, IdSource, ModelClient
-from effects.tool_runner import MAX_RESULT_CHARS, ToolRunner
+from effects.providers.http_errors import endpoint_label
+from effects.tools.runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
-from pipeline import lineage
-from pipeline.context import context_values, window_probe
 from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
@@ -40,12 +38,11 @@ from pipeline.providers import (
     pooled_keys,
     split_userinfo,
 )
-from pipeline.runner import Effects
-from stages.api_mode import resolve_api_mode
-from stages.budget import DELEGATION_MAX_ITERATIONS
-from stages.credential_pool import STRATEGIES
+from pipeline.shell import lineage
+from pipeline.shell.context_calls import context_values, window_probe
+from pipeline.shell.runner import Effects
 from stages.errors import ProviderNotConfiguredError, UsageError
-from stages.events import (
+from stages.log.events import (
     CACHE_TTLS,
     PLATFORMS,
     SYSTEM_MESSAGE_MODES,
@@ -55,7 +52,10 @@ from stages.events import (
     SessionSettings,
     SessionStarted,
 )
-from stages.reasoning_parts import parse_setting
+from stages.recovery.credential_pool import STRATEGIES
+from stages.turn.api_mode import resolve_api_mode
+from stages.turn.budget import DELEGATION_MAX_ITERATIONS
+from stages.turn.reasoning_parts import parse_setting
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure", "positive_number"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from effects.skills import read_skill, scan_skills, skill_roots
 from pipeline.tools import Tool
-from stages.injection import screened
+from stages.prompt.injection import screened
 
 __all__ = ["skill_tools"]
 

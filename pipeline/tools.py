@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import attrs
 
 from stages.errors import ModelBehaviourError, UsageError
-from stages.messages import canonical_json
-from stages.tools import ToolSpec
+from stages.log.messages import canonical_json
+from stages.tools.specs import ToolSpec
 
 if TYPE_CHECKING:  # both are imported where a tool is built: a session without tools skips them
     import docstring_parser

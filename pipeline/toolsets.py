@@ -14,7 +14,7 @@ planning     todo
 
 Paths are resolved against ``root`` and refused outside it unless ``allow_outside``; the
 directories in ``allowed``, and the one where oversized results are kept
-(``effects.tool_runner.SPILL_DIR``), may be used too.
+(``effects.tools.runner.SPILL_DIR``), may be used too.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 
 import attrs
 
-from effects.tool_runner import SPILL_DIR
-from effects.tools_files import FileTools
-from effects.tools_session import Clarifier, ClarifyCallback, TodoList
-from effects.tools_terminal import Terminal
-from effects.tools_workspace import Workspace
+from effects.tools.files import FileTools
+from effects.tools.runner import SPILL_DIR
+from effects.tools.session import Clarifier, ClarifyCallback, TodoList
+from effects.tools.terminal import Terminal
+from effects.tools.workspace import Workspace
 from pipeline.tools import Tool
 from stages.errors import UsageError
-from stages.messages import Message
+from stages.log.messages import Message
 
 __all__ = ["DEFAULT_TOOLSETS", "TOOLSETS", "BuiltinTools", "builtin_tools"]
 

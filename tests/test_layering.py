@@ -38,8 +38,8 @@ def test_package_imports_only_what_its_layer_allows(package):
 
 
 def test_help_does_not_import_sdks_or_duckdb():
-    code = ("import sys, pipeline.cli\n"
-            "try:\n    pipeline.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys, pipeline.cli.main\n"
+            "try:\n    pipeline.cli.main.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('openai', 'anthropic', 'duckdb', 'httpx2', 'pydantic')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

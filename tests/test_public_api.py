@@ -47,7 +47,7 @@ def test_every_public_name_resolves():
 
 
 def test_replay_is_the_module_at_every_look_up():
-    code = ("import pipeline, pipeline.replay as m\n"
+    code = ("import pipeline, pipeline.shell.replay as m\n"
             "print(pipeline.replay is m, pipeline.replay is m, callable(m.replay))")
     fresh = ("import pipeline\nfirst = pipeline.replay\nfrom pipeline import replay\n"
              "print(first is replay, type(first).__name__)")

@@ -6,7 +6,7 @@
 * ``listen`` and ``display``/``render``: events to what is shown, plain or rich;
 * ``app``: the terminal's prompts; ``piped``: stdin line by line;
 * ``inline``: approvals and ``clarify`` questions asked inline;
-* ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.prices`).
+* ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.insights.prices`).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def _terminable(session: ChatSession) -> Iterator[list[int]]:
 
 
 def _check_resume(options: ChatOptions) -> None:
-    from effects.eventlog import session_path
+    from effects.eventlog.store import session_path
     from stages.errors import UsageError
     root = options.state_home / "sessions"
     if options.session_id and not session_path(root, options.session_id).exists():

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from effects.tools_workspace import ToolError
-from pipeline.approval import ApprovalRequest
+from effects.tools.workspace import ToolError
+from pipeline.shell.approval import ApprovalRequest
 
 __all__ = ["APPROVAL_KEYS", "Inbox", "Question", "approval_choice", "clarify_answer"]
 
@@ -50,7 +50,7 @@ class Inbox:
         return question.answer
 
     def approve(self, request: ApprovalRequest) -> str:
-        """The agent's approval callback (``pipeline.approval``: it times the answer out)."""
+        """The agent's approval callback (``pipeline.shell.approval``: it times the answer out)."""
         return self._ask(Question(request=request)) or "deny"
 
     def clarify(self, question: str, choices: Sequence[str]) -> str:

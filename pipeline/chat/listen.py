@@ -9,13 +9,13 @@ from typing import Any
 
 from pipeline.chat.display import Display
 from pipeline.chat.text import argument_summary, shorten
-from stages import events as ev
-from stages.messages import ToolCall
+from stages.log import events as ev
+from stages.log.messages import ToolCall
 
 __all__ = ["EventRouter"]
 
 LABEL_CHARS = 30
-# How a resumed session's unfinished turn is closed (stages.step.decide_abandon).
+# How a resumed session's unfinished turn is closed (stages.turn.step.decide_abandon).
 ABANDONED = "abandoned"
 
 

@@ -21,7 +21,7 @@ from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question
 from pipeline.chat.listen import EventRouter
 from pipeline.chat.text import turn_line
-from pipeline.prices import price_table
+from pipeline.insights.prices import price_table
 from pipeline.result import TurnResult
 from pipeline.toolsets import DEFAULT_TOOLSETS
 from stages.errors import MibyanError

@@ -17,7 +17,7 @@ from stages.errors import MibyanError
 
 if TYPE_CHECKING:
     from pipeline.chat.session import ChatSession
-    from stages.state import State
+    from stages.log.state import State
 
 __all__ = ["COMMANDS", "KEYS_HELP", "SlashCommand", "command", "names", "register", "run"]
 
@@ -101,8 +101,8 @@ def _resume(session: ChatSession, arg: str) -> None:
         _sessions(session, "")
         session.display.text("/resume ID continues one of them")
         return
-    from effects.eventlog import session_path
-    from pipeline.lineage import newest
+    from effects.eventlog.store import session_path
+    from pipeline.shell.lineage import newest
     from stages.errors import UsageError
     root = session.home / "sessions"
     if not session_path(root, arg).exists():
@@ -124,15 +124,15 @@ def _recap(root: Path, session_id: str) -> str:
 
 
 def _folded(root: Path, session_id: str) -> State:
-    from effects.eventlog import session_path
-    from pipeline.lineage import folded_log
+    from effects.eventlog.store import session_path
+    from pipeline.shell.lineage import folded_log
     return folded_log(session_path(root, session_id))
 
 
 @command("sessions", "list the recent sessions")
 def _sessions(session: ChatSession, arg: str) -> None:
-    from pipeline.commands import SESSIONS_WITH_LINEAGE
-    from pipeline.query import query
+    from pipeline.cli.commands import SESSIONS_WITH_LINEAGE
+    from pipeline.insights.query import query
     root = session.home / "sessions"
     if not root.is_dir():
         session.display.text("no sessions yet")
@@ -195,7 +195,7 @@ def _usage(session: ChatSession, arg: str) -> None:
 
 @command("replay", "replay a session from its log and compare (default: this one)", "[id]")
 def _replay(session: ChatSession, arg: str) -> None:
-    from pipeline.replay import replay
+    from pipeline.shell.replay import replay
     target = arg or session.session_id
     if target is None:
         session.display.text("nothing to replay yet")
@@ -211,7 +211,7 @@ FORK_USAGE = "usage: /fork [SEQ] [model=NAME] (SEQ: keep the records before it; 
 @command("fork", "go on in a fork of this session (its first SEQ records, else all)",
          "[SEQ] [model=NAME]")
 def _fork(session: ChatSession, arg: str) -> None:
-    from pipeline.fork import fork_session
+    from pipeline.shell.fork import fork_session
     from stages.errors import UsageError
     origin = session.session_id
     if origin is None:
@@ -247,9 +247,9 @@ def _fork_arguments(arg: str) -> tuple[int | None, dict[str, str]]:
 @command("export", "write this session's trajectory (sharegpt, openai, trl) as JSONL",
          "[format] [path]")
 def _export(session: ChatSession, arg: str) -> None:
-    from pipeline.export import export_sessions
-    from pipeline.export_select import ExportFilters
-    from pipeline.lineage import oldest
+    from pipeline.export.exporter import export_sessions
+    from pipeline.export.select import ExportFilters
+    from pipeline.shell.lineage import oldest
     from stages.errors import UsageError
     if session.session_id is None:
         raise UsageError("nothing to export yet: this session has no turn")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline.prices import PriceTable
+from pipeline.insights.prices import PriceTable
 from pipeline.result import TurnResult
-from stages.events import Usage
+from stages.log.events import Usage
 
 __all__ = ["argument_summary", "collapsed", "cost_text", "shorten", "turn_line", "usage_text"]
 

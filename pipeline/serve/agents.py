@@ -18,7 +18,7 @@ from pipeline.settings import Configured, configure
 from pipeline.skills_tools import skill_tools
 from pipeline.tools import Tool
 from pipeline.toolsets import builtin_tools
-from stages.events import Event
+from stages.log.events import Event
 
 
 def home_tools(home: Path, workdir: Path) -> tuple[Tool, ...]:

@@ -17,19 +17,19 @@ from pathlib import Path
 
 import attrs
 
-from effects.codec import from_payload
-from effects.envelope import Envelope
-from effects.eventlog import read_envelopes, session_path
-from pipeline.lineage import folded_log
+from effects.eventlog.codec import from_payload
+from effects.eventlog.envelope import Envelope
+from effects.eventlog.store import read_envelopes, session_path
+from pipeline.shell.lineage import folded_log
 from stages.errors import LogError
-from stages.events import (
+from stages.log.events import (
     SessionForked,
     SessionResumed,
     SessionSplit,
     SessionStarted,
     TurnStarted,
 )
-from stages.messages import Message
+from stages.log.messages import Message
 
 _SETTINGS = (SessionStarted.kind, SessionResumed.kind, SessionForked.kind)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from stages.messages import Message, from_openai
+from stages.log.messages import Message, from_openai
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _SYSTEM_ROLES = ("system", "developer")

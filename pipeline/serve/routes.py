@@ -168,7 +168,7 @@ def idle_action(action: Action) -> Callable[[Request], Any]:
 
 def replay(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
     """Every log of the session re-run from the log and compared."""
-    from pipeline.replay import replay as replay_log
+    from pipeline.shell.replay import replay as replay_log
     root = session.agent.home / "sessions"
     reports = [replay_log(root, log_id) for log_id in session.lineage]
     return {"id": session.id, "object": "session.replay",
@@ -183,7 +183,7 @@ def fork(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dic
     it when absent), to go on from there with other messages. Its settings stay the
     gateway's (a reopened session takes the gateway's settings), so a fork changes no model;
     ``mibyan fork`` and ``Agent.fork`` do."""
-    from pipeline.fork import fork_session
+    from pipeline.shell.fork import fork_session
     unknown = sorted(set(body) - {"at"})
     if unknown:
         raise oa.bad(f"A fork takes only 'at' (a record number); not {', '.join(unknown)}.",
@@ -207,9 +207,9 @@ def export(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> d
     import tempfile
     from pathlib import Path
 
-    from pipeline.export import export_sessions
-    from pipeline.export_select import ExportFilters
-    from pipeline.lineage import oldest
+    from pipeline.export.exporter import export_sessions
+    from pipeline.export.select import ExportFilters
+    from pipeline.shell.lineage import oldest
     fmt = body.get("format", "sharegpt")
     if not isinstance(fmt, str):
         raise oa.bad("'format' must be sharegpt, openai or trl.", param="format")

@@ -24,13 +24,13 @@ import attrs
 
 from effects.logs import get_logger
 from pipeline.agent import Agent
-from pipeline.journal import encode
 from pipeline.result import TurnResult
 from pipeline.serve import shown as show
 from pipeline.serve.logged import Logged, SessionLogs
 from pipeline.serve.openai_compat import ApiError
-from stages.events import Event, ModelFailed
-from stages.messages import Message
+from pipeline.shell.journal import encode
+from stages.log.events import Event, ModelFailed
+from stages.log.messages import Message
 
 # (session id to resume or None, platform, event listener) -> an agent.
 AgentFactory = Callable[[str | None, str, Callable[[Event], None]], Agent]

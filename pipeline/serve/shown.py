@@ -5,7 +5,7 @@ event log keeps the whole text (replay reads it back as it was written) and the 
 has it; only the copies a client gets are changed.
 
 The note a turn that failed with no reply leaves in the history (``[no reply: the model call
-failed: ...]``, written by ``stages.step``) holds the whole text too, also in logs written
+failed: ...]``, written by ``stages.turn.step``) holds the whole text too, also in logs written
 before the gateway hid it. A note carries no class or status to tell, so every such note is
 shown with one neutral text: a session reopened from its log shows the same history as before
 the restart.
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import attrs
 
 from pipeline.serve.openai_compat import upstream_failed
-from stages.events import (
+from stages.log.events import (
     ContextInherited,
     Event,
     HistoryLoaded,
@@ -27,11 +27,12 @@ from stages.events import (
     TurnAborted,
     TurnFinished,
 )
-from stages.messages import Message
+from stages.log.messages import Message
 
 FAILED_NOTE = "[no reply: the model call failed: "
 SHOWN_NOTE = f"{FAILED_NOTE}the server's log has the details]"
-# The summariser's own failures (pipeline.context); any other one is a failed model call.
+# The summariser's own failures (pipeline.shell.context_calls); any other one is a failed model
+# call.
 OWN_SUMMARY_FAILURES = ("EmptySummary", "Interrupted")
 
 

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.anthropic_messages import AnthropicMessagesClient, request_body, to_anthropic
 from effects.protocols import CancelToken
-from stages.decision import ModelRequest
+from effects.providers.anthropic_messages import AnthropicMessagesClient, request_body, to_anthropic
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
@@ -18,8 +17,9 @@ from stages.errors import (
     ProviderUnavailableError,
     UsageError,
 )
-from stages.messages import Message, ToolCall
-from stages.tools import ToolSpec
+from stages.log.messages import Message, ToolCall
+from stages.tools.specs import ToolSpec
+from stages.turn.decision import ModelRequest
 from tests.effects.cancelling import cancelled_after
 from tests.fake_anthropic import FakeAnthropicServer, Reply, Usage
 
@@ -394,7 +394,7 @@ def test_cancel_aborts_the_response_in_flight(server, stream, gap):
 
 def _uncached(request: ModelRequest) -> tuple[bytes, dict]:
     """The request converted from scratch, as before histories had a settled prefix."""
-    from effects import anthropic_convert
+    from effects.providers import anthropic_convert
     shared = anthropic_convert._PREFIXES
     anthropic_convert._PREFIXES = anthropic_convert._Prefixes()
     try:
@@ -410,7 +410,7 @@ def _uncached(request: ModelRequest) -> tuple[bytes, dict]:
 def test_a_growing_history_converts_as_it_would_from_scratch(history, data):
     """The settled prefix cached from earlier requests never changes what is sent: whatever
     the history, the order of requests (growing, going back, a replaced tail) and the marks."""
-    from effects import anthropic_convert
+    from effects.providers import anthropic_convert
     cache = anthropic_convert._Prefixes()
     shared, step = anthropic_convert._PREFIXES, anthropic_convert.PREFIX_STEP
     anthropic_convert._PREFIXES, anthropic_convert.PREFIX_STEP = cache, 1
@@ -430,7 +430,7 @@ def test_a_growing_history_converts_as_it_would_from_scratch(history, data):
 
 
 def test_a_long_session_reuses_its_prefix():
-    from effects import anthropic_convert
+    from effects.providers import anthropic_convert
     history: list[Message] = []
     for i in range(40):
         history += [user(f"q{i}"), calls(f"c{i}"), result(f"c{i}"),

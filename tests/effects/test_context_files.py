@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from effects.context_files import ContextReader, context_files, repository_root
 from effects.memory_store import MemoryStore
+from effects.prompt_files import ContextReader, context_files, repository_root
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:

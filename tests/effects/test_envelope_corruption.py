@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from effects.envelope import FIRST_KIND, decode_line, encode_line, line_hash
-from effects.eventlog import SessionLog, read_envelopes, session_path, verify
+from effects.eventlog.envelope import FIRST_KIND, decode_line, encode_line, line_hash
+from effects.eventlog.store import SessionLog, read_envelopes, session_path, verify
 from stages.errors import LogCorruptError, LogError, UsageError
 
 T0 = "2025-01-01T00:00:00Z"

@@ -9,7 +9,7 @@ import math
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from effects.envelope import _parse
+from effects.eventlog.envelope import _parse
 
 
 def _reject_constant(name: str) -> None:

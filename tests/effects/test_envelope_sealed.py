@@ -9,7 +9,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from effects.envelope import _decode_any, _decode_sealed, encode_line
+from effects.eventlog.envelope import _decode_any, _decode_sealed, encode_line
 from tests.effects.test_envelope_parse import _same, json_values
 
 _KEYS = ("session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload")

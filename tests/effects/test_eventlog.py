@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.envelope import FIRST_KIND, GENESIS_HASH, decode_line, encode_line
-from effects.eventlog import (
+from effects.eventlog.envelope import FIRST_KIND, GENESIS_HASH, decode_line, encode_line
+from effects.eventlog.store import (
     Envelope,
     SessionLog,
     list_session_ids,
@@ -238,7 +238,7 @@ def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail, caplog) -> None:
     with pytest.raises(LogCorruptError, match="line 4"):
         list(read_envelopes(path, tolerate_torn_tail=False))
 
-    caplog.set_level(logging.WARNING, logger="effects.eventlog")
+    caplog.set_level(logging.WARNING, logger="effects.eventlog.store")
     with SessionLog.open(tmp_path, "torn", durability="durable") as log:
         assert path.read_bytes() == good
         assert log.next_seq == 3
@@ -369,7 +369,7 @@ def test_threads_share_one_writer(tmp_path: Path) -> None:
 _CHILD_OPEN = """
 import sys
 from pathlib import Path
-from effects.eventlog import SessionLog
+from effects.eventlog.store import SessionLog
 from stages.errors import LogConflictError
 try:
     SessionLog.open(Path(sys.argv[1]), "shared").close()
@@ -525,7 +525,7 @@ def test_truncation_at_every_byte_of_a_small_log(tmp_path: Path) -> None:
 def test_a_v1_model_failed_with_an_integer_code_reads_again(tmp_path):
     """Sessions logged with llama.cpp's integer ``code`` were unreadable for ever; the v2
     upcaster keeps the code as text, so they verify, replay and resume."""
-    from effects.codec import from_payload
+    from effects.eventlog.codec import from_payload
     event = from_payload("model_failed", 1, {"error_type": "ProviderHTTPError",
                                              "message": "boom", "status": 500, "code": 500})
     assert event.code == "500"

@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.http_errors import ErrorDetail, endpoint_label, error_detail, retry_after_seconds
+from effects.providers.http_errors import (
+    ErrorDetail,
+    endpoint_label,
+    error_detail,
+    retry_after_seconds,
+)
 
 NOW = 1_750_000_000.0  # a fixed "now", epoch seconds
 

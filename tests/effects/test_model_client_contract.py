@@ -18,11 +18,10 @@ from typing import Any
 import attrs
 import pytest
 
-from effects.anthropic_messages import AnthropicMessagesClient
-from effects.openai_chat import OpenAIChatClient
-from effects.openai_responses import OpenAIResponsesClient
 from effects.protocols import CancelToken, ModelClient
-from stages.decision import ModelRequest
+from effects.providers.anthropic_messages import AnthropicMessagesClient
+from effects.providers.openai_chat import OpenAIChatClient
+from effects.providers.openai_responses import OpenAIResponsesClient
 from stages.errors import (
     ModelBehaviourError,
     ProviderError,
@@ -30,9 +29,10 @@ from stages.errors import (
     ProviderTimeoutError,
     UsageError,
 )
-from stages.events import ModelReplied, Usage
-from stages.messages import Message, ToolCall, canonical_json
-from stages.tools import ToolSpec
+from stages.log.events import ModelReplied, Usage
+from stages.log.messages import Message, ToolCall, canonical_json
+from stages.tools.specs import ToolSpec
+from stages.turn.decision import ModelRequest
 from tests import fake_anthropic, fake_openai, fake_responses
 from tests.effects.cancelling import cancelled_after
 from tests.fake_http import Stall

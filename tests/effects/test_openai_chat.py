@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from effects.openai_chat import OpenAIChatClient, request_body
-from stages.decision import ModelRequest
+from effects.providers.openai_chat import OpenAIChatClient, request_body
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
-from stages.messages import Message, ToolCall
-from stages.tools import ToolSpec
+from stages.log.messages import Message, ToolCall
+from stages.tools.specs import ToolSpec
+from stages.turn.decision import ModelRequest
 from tests.fake_openai import FakeOpenAIServer, Reply, Usage
 
 SPEC = ToolSpec(name="lookup", description="Look up.", parameters='{"type":"object"}')
@@ -132,7 +132,7 @@ def test_tool_choice_is_sent_in_openai_shape(choice, wire):
 
 
 def test_a_name_repeated_in_every_delta_is_kept_once():
-    from effects.openai_chat import _StreamAssembly
+    from effects.providers.openai_chat import _StreamAssembly
     assembly = _StreamAssembly(None)
     for part in ('{"city"', ':"Paris"}'):
         assembly.feed({"choices": [{"delta": {"tool_calls": [

@@ -7,9 +7,8 @@ import pydantic
 import pytest
 from openai.types.responses import FunctionToolParam, ResponseInputParam
 
-from effects.openai_responses import OpenAIResponsesClient, to_responses_input
 from effects.protocols import CancelToken
-from stages.decision import ModelRequest
+from effects.providers.openai_responses import OpenAIResponsesClient, to_responses_input
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
@@ -17,8 +16,9 @@ from stages.errors import (
     ProviderUnavailableError,
     UsageError,
 )
-from stages.messages import Message, ToolCall
-from stages.tools import ToolSpec
+from stages.log.messages import Message, ToolCall
+from stages.tools.specs import ToolSpec
+from stages.turn.decision import ModelRequest
 from tests.effects.cancelling import cancelled_after
 from tests.fake_responses import FakeResponsesServer, ResponsesReply, Usage
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from effects.eventlog import session_path
-from effects.tool_runner import ThreadPoolToolRunner, private_directory, spill, sweep
+from effects.eventlog.store import session_path
+from effects.tools.runner import ThreadPoolToolRunner, private_directory, spill, sweep
 from pipeline.agent import Agent
-from pipeline.replay import replay
-from pipeline.runner import Effects
 from pipeline.settings import AgentSettings
+from pipeline.shell.replay import replay
+from pipeline.shell.runner import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.tools import ToolRegistry
 from pipeline.toolsets import builtin_tools
-from stages.events import SessionSettings
-from stages.tools import ToolInvocation
+from stages.log.events import SessionSettings
+from stages.tools.specs import ToolInvocation
 
 MARKER = re.compile(r"\[output truncated: (\d+) characters, (\d+) lines in all; the whole "
                     r"output is in (\S+); read it with read_file and offset/limit\]$")

@@ -1,4 +1,4 @@
-"""Tests for effects.tool_runner: the thread-pool runner and the strict scripted double."""
+"""Tests for effects.tools.runner: the thread-pool runner and the strict scripted double."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.tool_runner import (
+from effects.tools.runner import (
     INTERRUPTED_ERROR,
     MAX_TOOL_WORKERS,
     ScriptedToolRunner,
@@ -21,8 +21,8 @@ from effects.tool_runner import (
     ToolRunner,
     render_result,
 )
-from stages.messages import canonical_json
-from stages.tools import ToolInvocation, ToolOutcome
+from stages.log.messages import canonical_json
+from stages.tools.specs import ToolInvocation, ToolOutcome
 
 TIMEOUT = 2.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from effects.tools_files import FileTools
-from effects.tools_workspace import ToolError, Workspace, cap_middle
+from effects.tools.files import FileTools
+from effects.tools.workspace import ToolError, Workspace, cap_middle
 
 
 @pytest.fixture

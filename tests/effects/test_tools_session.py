@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from effects.tools_session import Clarifier, TodoList
-from effects.tools_workspace import ToolError
-from stages.messages import Message
+from effects.tools.session import Clarifier, TodoList
+from effects.tools.workspace import ToolError
+from stages.log.messages import Message
 
 
 def test_clarify_asks_the_callback() -> None:

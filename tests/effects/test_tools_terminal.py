@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from effects.tool_runner import RUNNING_INTERRUPT
-from effects.tools_terminal import Terminal
-from effects.tools_workspace import ToolError, Workspace
+from effects.tools.runner import RUNNING_INTERRUPT
+from effects.tools.terminal import Terminal
+from effects.tools.workspace import ToolError, Workspace
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from effects.wire import WireCache
+from effects.providers.wire import WireCache
 
 
 class Key:

@@ -9,15 +9,15 @@ import threading
 import attrs
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline import AgentSettings, Effects, SessionSettings, TurnResult
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.tools import tool
-from stages.alternation import violations
 from stages.errors import LogConflictError, UsageError
-from stages.messages import from_openai
+from stages.log.alternation import violations
+from stages.log.messages import from_openai
 from tests.fake_openai import Reply, Usage
 
 KEY = "sk-proj-ThisIsASecretKey0123456789"

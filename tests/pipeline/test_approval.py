@@ -7,16 +7,16 @@ import threading
 
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.approval import AllowList, ApprovalRequest, Approver
-from pipeline.replay import replay
+from pipeline.shell.approval import AllowList, ApprovalRequest, Approver
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import builtin_tools
-from stages import events as ev
-from stages.decision import AskApproval
 from stages.errors import UsageError
+from stages.log import events as ev
+from stages.turn.decision import AskApproval
 
 ASK = AskApproval(call_id="c1", tool="terminal", command="rm -rf build",
                   pattern="recursive_delete", description="deletes files recursively")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from effects.eventlog import read_envelopes
-from pipeline.batch import BatchJob, finished_tasks, read_prompts, run_batch
-from pipeline.cli import main
+from effects.eventlog.store import read_envelopes
+from pipeline.batch.generate import BatchJob, finished_tasks, read_prompts, run_batch
+from pipeline.cli.main import main
 from stages.errors import UsageError
 from tests.fake_openai import FakeOpenAIServer, Reply
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from pipeline.batch_ray import write_back
+from pipeline.batch.on_ray import write_back
 from stages.errors import LogConflictError
 from tests.fake_openai import FakeOpenAIServer, Reply
 
@@ -32,7 +32,7 @@ class RayRun:
 def _batch(prompts: Path, out: Path, base_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "batch", str(prompts), "--out", str(out),
+        [sys.executable, "-m", "pipeline.cli.main", "batch", str(prompts), "--out", str(out),
          "--backend", "ray", "--workers", "2", "--model", "gpt-fake", "--base-url", base_url,
          "--format", "openai", "--no-tools", "--quiet"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)

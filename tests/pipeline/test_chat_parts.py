@@ -11,7 +11,7 @@ from pipeline.chat import slash
 from pipeline.chat.blocks import BlockSplitter
 from pipeline.chat.inline import approval_choice, clarify_answer
 from pipeline.chat.text import argument_summary, collapsed, usage_text
-from stages.events import Usage
+from stages.log.events import Usage
 
 ANSWER = ("Intro line one\nstill intro\n\n# Title\nText before code\n```python\n"
           "def f():\n\n    return 1\n```\nAfter code.\n\n- a\n- b\n")

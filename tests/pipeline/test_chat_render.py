@@ -9,9 +9,9 @@ from rich.console import Console
 
 from pipeline.chat.listen import EventRouter
 from pipeline.chat.render import RichDisplay
-from stages import events as ev
-from stages.messages import Message, ToolCall
-from stages.tools import ToolOutcome
+from stages.log import events as ev
+from stages.log.messages import Message, ToolCall
+from stages.tools.specs import ToolOutcome
 
 
 def _display(terminal: bool = False) -> tuple[RichDisplay, Console]:
@@ -155,9 +155,9 @@ def test_model_and_tool_text_reaches_the_terminal_with_its_control_characters_es
 
 
 def test_an_inline_question_shows_the_model_s_text_escaped(tmp_path) -> None:
-    from pipeline.approval import ApprovalRequest
     from pipeline.chat.app import Terminal
     from pipeline.chat.inline import Question
+    from pipeline.shell.approval import ApprovalRequest
     console = Console(file=io.StringIO(), record=True, width=120, force_terminal=True)
     terminal = Terminal(tmp_path, console)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import attrs
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.chat.display import PlainDisplay
 from pipeline.chat.inline import Question
 from pipeline.chat.piped import piped
 from pipeline.chat.session import ChatOptions, ChatSession
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import PROVIDER_VARIABLES, mibyan
@@ -279,7 +279,7 @@ def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
 
 def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server, tmp_path,
                                                                          capsys):
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     from tests.fake_openai import Usage
     home = tmp_path / "home"
     home.mkdir()
@@ -302,7 +302,7 @@ def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server,
 
 def test_the_chat_takes_run_s_model_call_options(server, tmp_path, monkeypatch):
     from pipeline.chat.command import options_from
-    from pipeline.cli import _parser
+    from pipeline.cli.main import _parser
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     args = _parser().parse_args([
         "--home", str(tmp_path / "home"), "chat", "--model", "gpt-4o-mini", "--base-url",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import PROVIDER_VARIABLES, ArrivalServer
 from tests.pipeline.tmux import Tmux, base_environment

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.store import read_envelopes, session_path
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_anthropic import Reply as AReply
 from tests.fake_openai import FakeOpenAIServer, Reply
@@ -33,7 +33,7 @@ def clean_env(home: Path, env: dict | None = None) -> dict[str, str]:
 
 def mibyan(home: Path, *args: str, env: dict | None = None,
            stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "pipeline.cli.main", *args], cwd=ROOT,
                           env=clean_env(home, env), capture_output=True, text=True, timeout=60,
                           input=stdin, check=False)
 
@@ -236,7 +236,7 @@ def test_a_signal_interrupts_the_turn_cleanly_and_the_session_resumes(home, sign
         slow.script(Reply.hang(30), Reply.text("resumed fine"))
         env["OPENAI_BASE_URL"] = slow.base_url
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", "slow question"], cwd=ROOT,
+            [sys.executable, "-m", "pipeline.cli.main", "run", "slow question"], cwd=ROOT,
             env=clean_env(home, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert slow.arrived.wait(30), "the model call never reached the server"
         proc.send_signal(signum)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from effects.eventlog import SessionLog, read_envelopes, session_path
+from effects.eventlog.store import SessionLog, read_envelopes, session_path
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import mibyan
 

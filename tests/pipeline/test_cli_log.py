@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from effects.eventlog import session_path
+from effects.eventlog.store import session_path
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import mibyan
 
@@ -110,9 +110,9 @@ def test_sql_cannot_write_over_a_session_log(home: Path) -> None:
 def test_log_verify_reads_every_payload_through_the_codec(home: Path) -> None:
     """A payload the codec refuses (a status as text) chains and seals fine: verify said ok
     while replay and resume refused the session for ever."""
-    from effects.codec import to_payload
-    from effects.eventlog import SessionLog
-    from stages import events as ev
+    from effects.eventlog.codec import to_payload
+    from effects.eventlog.store import SessionLog
+    from stages.log import events as ev
     sid = "20260101_000000_fedcba"
     started = ev.SessionStarted(session_id=sid, started_at="t",
                                 settings=ev.SessionSettings(model="m", provider="p"))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.store import read_envelopes, session_path
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import ROOT, ArrivalServer, clean_env, mibyan, no_traceback
 
@@ -56,7 +56,7 @@ def test_chat_shows_control_characters_escaped(server, home):
 
 def _chat_in_a_call(home, server, *args: str) -> subprocess.Popen:
     """A piped chat whose first turn is waiting for the model (stdin stays open)."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "chat", "--no-tools", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli.main", "chat", "--no-tools", *args],
                             cwd=ROOT, env=clean_env(home, _env(server)), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdin is not None
@@ -117,7 +117,7 @@ def _into_a_closed_pipe(home, *args: str) -> subprocess.CompletedProcess:
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "pipeline.cli.main", *args], cwd=ROOT,
                               env=clean_env(home), stdout=write, stderr=subprocess.PIPE,
                               text=True, timeout=60, check=False)
     finally:

@@ -3,10 +3,10 @@ the session goes on in a child and both replay."""
 
 from __future__ import annotations
 
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds
-from stages import events as ev
-from stages.compress_now import MANUAL
+from stages.context.compress_now import MANUAL
+from stages.log import events as ev
 from tests.pipeline.test_context import _agent, _events, _turn, summarising
 
 __all__ = ["summarising"]  # the fixture

@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from effects.codec import from_payload
-from effects.context_window import probe_context_window
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
+from effects.providers.window_probe import probe_context_window
 from pipeline.agent import Agent
-from pipeline.lineage import newest, oldest
 from pipeline.memory import MemoryProvider
-from pipeline.replay import replay
+from pipeline.shell.lineage import newest, oldest
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock
-from stages import events as ev
-from stages.alternation import violations
-from stages.summary import SUMMARY_PREFIX
+from stages.context.summary import SUMMARY_PREFIX
+from stages.log import events as ev
+from stages.log.alternation import violations
 from tests.fake_openai import FakeOpenAIServer, Reply
 
 
@@ -216,7 +216,7 @@ def test_the_probe_reads_llama_cpp_props_then_the_models_listing(props_server) -
 
 
 def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tmp_path) -> None:
-    from pipeline.context import window_probe
+    from pipeline.shell.context_calls import window_probe
     from pipeline.testing import ScriptedModel
     base_url, answers = props_server
     answers["/props"] = {"default_generation_settings": {"n_ctx": 4096}}
@@ -235,7 +235,7 @@ def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tm
 
 
 def test_mibyan_sessions_shows_the_lineage(summarising, home, capsys) -> None:
-    from pipeline.cli import main
+    from pipeline.cli.main import main
     ids = CountingIds()
     with _agent(summarising, home, ids) as agent:
         first = _turn(summarising, agent, 0)["session_id"]

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
-from pipeline.cmd_cron import job_runner
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
+from pipeline.cli.cmd_cron import job_runner
 from pipeline.cron import CronStore, is_due, next_run, tick
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import FakeClock
 from stages.errors import UsageError
-from stages.events import ApprovalAnswered, ToolRan
+from stages.log.events import ApprovalAnswered, ToolRan
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import mibyan
 
@@ -131,7 +131,7 @@ def test_a_bad_schedule_is_a_usage_error(tmp_path, clock, schedule):
 def test_a_job_run_now_that_fails_says_so_in_its_status(tmp_path, clock, monkeypatch):
     import argparse
 
-    from pipeline import cmd_cron
+    from pipeline.cli import cmd_cron
     store = CronStore(tmp_path)
     job = store.add("0 9 * * *", "broken", at(clock))
     monkeypatch.setattr(cmd_cron, "job_runner", lambda *a, **k: Recorder(fail="broken"))

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
-from effects.tools_workspace import ToolError
+from effects.tools.workspace import ToolError
 from pipeline.agent import Agent
 from pipeline.delegation import Delegation
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock
-from stages import events as ev
-from stages.messages import Message, ToolCall
+from stages.log import events as ev
+from stages.log.messages import Message, ToolCall
 
 
 def note(text: str) -> str:

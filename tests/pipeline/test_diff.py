@@ -1,11 +1,11 @@
-"""``pipeline.diff``: the field-level diff of a divergence and the side-by-side session diff."""
+"""``pipeline.insights.diff``: the field-level diff of a divergence and the side-by-side session diff."""
 
 from __future__ import annotations
 
 import json
 
-from effects.envelope import Envelope
-from pipeline.diff import common_prefix, field_diff
+from effects.eventlog.envelope import Envelope
+from pipeline.insights.diff import common_prefix, field_diff
 
 
 def _event(kind: str, payload: dict) -> str:

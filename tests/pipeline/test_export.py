@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from effects.envelope import session_path, strict_lines
+from effects.eventlog.envelope import session_path, strict_lines
 from pipeline.agent import Agent
-from pipeline.cli import main
-from pipeline.export import ExportFilters, answered, export_sessions
-from pipeline.export_formats import Sample, sharegpt
+from pipeline.cli.main import main
+from pipeline.export.exporter import ExportFilters, answered, export_sessions
+from pipeline.export.formats import Sample, sharegpt
+from pipeline.export.trajectory import Entry, read_lineage
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
-from pipeline.trajectory import Entry, read_lineage
 from stages.errors import UsageError
-from stages.messages import Message, ToolCall
+from stages.log.messages import Message, ToolCall
 from tests.pipeline.export_sessions import (
     GITHUB_TOKEN,
     KEY,

@@ -10,8 +10,8 @@ import jinja2
 import jsonschema
 import pytest
 
-from pipeline.export import export_sessions
-from pipeline.export_schemas import SCHEMAS
+from pipeline.export.exporter import export_sessions
+from pipeline.export.schemas import SCHEMAS
 from tests.pipeline.export_sessions import calls_session, compressed_session, tool_session
 
 TEMPLATE = jinja2.Environment().from_string(

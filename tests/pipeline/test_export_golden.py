@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from effects.envelope import session_path, strict_lines
-from pipeline.export import export_sessions
+from effects.eventlog.envelope import session_path, strict_lines
+from pipeline.export.exporter import export_sessions
 from tests.pipeline.export_sessions import tool_session
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "export"

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.agent import Agent
-from pipeline.export import export_sessions
+from pipeline.export.exporter import export_sessions
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
-from stages.events import ModelReplied, Usage
-from stages.messages import Message, ToolCall
+from stages.log.events import ModelReplied, Usage
+from stages.log.messages import Message, ToolCall
 from tests.pipeline.export_sessions import compressed_session
 from tests.pipeline.test_replay_properties import SCRIPTS, run_live
 from tests.strategies.events import texts

@@ -1,4 +1,4 @@
-"""``Agent.fork`` / ``pipeline.fork.fork_session``: the prefix replays exactly, the fork goes on
+"""``Agent.fork`` / ``pipeline.shell.fork.fork_session``: the prefix replays exactly, the fork goes on
 live with its own settings, and the fork replays."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ import re
 
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.fork import fork_session
 from pipeline.providers import ProviderRouter
-from pipeline.replay import replay
-from pipeline.runner import Effects
 from pipeline.settings import AgentSettings
+from pipeline.shell.fork import fork_session
+from pipeline.shell.replay import replay
+from pipeline.shell.runner import Effects
 from pipeline.testing import CountingIds, FakeClock
 from pipeline.tools import tool
 from stages.errors import ReplayDivergenceError, UsageError
-from stages.events import SessionForked, SessionSettings
+from stages.log.events import SessionForked, SessionSettings
 from tests.fake_openai import FakeOpenAIServer, Reply
 
 
@@ -232,7 +232,7 @@ def test_a_prefix_that_no_longer_replays_fails_and_leaves_no_fork(srv, tmp_path)
     origin = _log(home, origin_id)
     requested = next(e for e in origin if e.kind == "model_requested")
     # Rewrite the logged decision (and re-chain the log) as an older rule would have made it.
-    from effects.eventlog import SessionLog
+    from effects.eventlog.store import SessionLog
     path.unlink()
     with SessionLog.open(home / "sessions", origin_id, durability="flush") as log:
         for e in origin:

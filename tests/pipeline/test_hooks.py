@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.agent import Agent
 from pipeline.hooks import Hooks
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from stages.errors import UsageError
 

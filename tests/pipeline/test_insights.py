@@ -14,20 +14,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.envelope import encode_line, line_hash
+from effects.eventlog.envelope import encode_line, line_hash
 from pipeline.agent import Agent
-from pipeline.cli import main
-from pipeline.index import open_index
-from pipeline.insights import OUTCOMES, summarise
-from pipeline.prices import PriceTable
-from pipeline.query import connect, query, query_index
-from pipeline.runner import Effects
+from pipeline.cli.main import main
+from pipeline.insights.index import open_index
+from pipeline.insights.prices import PriceTable
+from pipeline.insights.query import connect, query, query_index
+from pipeline.insights.summary import OUTCOMES, summarise
+from pipeline.insights.views import UNITS
 from pipeline.settings import AgentSettings
+from pipeline.shell.runner import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
-from pipeline.views import UNITS
 from stages.errors import UsageError
-from stages.events import ModelReplied, SessionSettings, Usage
-from stages.messages import Message
+from stages.log.events import ModelReplied, SessionSettings, Usage
+from stages.log.messages import Message
 from tests.pipeline.test_replay_properties import SCRIPTS, run_live
 from tests.sample_home import Sample, record
 from tests.strategies.scripts import SessionScript
@@ -267,7 +267,7 @@ def test_a_log_cut_while_it_is_copied_is_left_for_the_next_update(
         copy: Path, sample: Sample, monkeypatch) -> None:
     """Bytes copied before the log shrank under the reader are not indexed (they used to
     reach the index, a line cut in half breaking its JSON read)."""
-    import pipeline.index as index_module
+    import pipeline.insights.index as index_module
     real = index_module.scan
     path = copy / f"{sample.alpha[0]}.jsonl"
 
@@ -321,7 +321,7 @@ def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_p
 
 def test_sql_through_the_index_gives_the_rows_of_a_query_over_the_raw_logs(
         sample: Sample, tmp_path: Path, capsys) -> None:
-    from pipeline.commands import _table
+    from pipeline.cli.commands import _table
     home = tmp_path / "home"
     shutil.copytree(sample.root, home / "sessions")
     root = home / "sessions"

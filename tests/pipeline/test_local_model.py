@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.providers import local_endpoint
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.tools import tool
-from stages.classify import classify_api_error
 from stages.errors import ProviderNotConfiguredError
+from stages.recovery.classify import classify_api_error
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.local_model
@@ -95,7 +95,7 @@ def test_the_readme_main_job_answers_in_one_call_and_says_it_uses_the_local_mode
     env["MIBYAN_HOME"] = str(home)
     # The README's main job as a new user runs it. Greedy and without a repeat penalty, the
     # model listed made-up files until its 256-token cap, four times over (about 70 s).
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--workdir",
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", "run", "--workdir",
                            str(tmp_path), "What files are in this directory?"], check=False,
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -112,7 +112,7 @@ def test_without_the_extra_the_error_names_the_settings_and_the_extra(monkeypatc
 
 
 def test_a_server_that_dies_mid_session_is_restarted_and_the_session_goes_on(home):
-    from effects.local_server import LocalServer
+    from effects.local.server import LocalServer
     with Agent(home=home, max_tokens=8, retry_base_delay=0.01) as agent:
         first = agent.run_conversation("One word, please.")
         server = LocalServer.get(home)

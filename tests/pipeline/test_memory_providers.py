@@ -9,12 +9,12 @@ import pytest
 
 from pipeline.agent import Agent
 from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
-from pipeline.replay import replay
 from pipeline.session_search import SessionSearch
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from stages.errors import UsageError
-from stages.events import MemoryPrefetched
-from stages.memory import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, MEMORY_NOTE
+from stages.log.events import MemoryPrefetched
+from stages.prompt.memory import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, MEMORY_NOTE
 
 
 class Recorder(MemoryProvider):

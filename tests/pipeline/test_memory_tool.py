@@ -15,10 +15,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from effects.memory_store import MemoryStore, MemoryWriteRefused
 from pipeline.agent import Agent
 from pipeline.memory_tool import memory_tool
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.skills_tools import skill_tools
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
-from stages.memory import ENTRY_SEPARATOR
+from stages.prompt.memory import ENTRY_SEPARATOR
 
 _entry = st.text(st.sampled_from("abcdef §\n"), min_size=0, max_size=400)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.prices import Price, PriceTable, parse_price, price_table
+from pipeline.insights.prices import Price, PriceTable, parse_price, price_table
 from stages.errors import UsageError
-from stages.events import Usage
+from stages.log.events import Usage
 
 
 def test_prices_by_name_prefix_and_override() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.skills_tools import skill_tools
 from pipeline.testing import CountingIds, FakeClock
 from tests.fake_openai import FakeOpenAIServer, Reply

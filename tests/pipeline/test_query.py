@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from effects.eventlog import SessionLog, session_path
-from pipeline.index import INDEX_NAME
-from pipeline.query import connect, query, query_index
+from effects.eventlog.store import SessionLog, session_path
+from pipeline.insights.index import INDEX_NAME
+from pipeline.insights.query import connect, query, query_index
 from stages.errors import UsageError
 
 T0 = "2026-01-01T00:00:00+00:00"

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from stages.errors import UsageError
-from stages.fold import fold
-from stages.reasoning import THINKING_EXHAUSTED_TEXT
+from stages.log.fold import fold
+from stages.turn.reasoning import THINKING_EXHAUSTED_TEXT
 from tests.fake_anthropic import FakeAnthropicServer, signature_of
 from tests.fake_anthropic import Reply as AReply
 from tests.fake_openai import Reply

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from effects.eventlog import session_path
+from effects.eventlog.store import session_path
 from pipeline.agent import Agent
-from pipeline.export import export_sessions
+from pipeline.export.exporter import export_sessions
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import builtin_tools
 

@@ -1,7 +1,7 @@
 """Replay properties of the real pipeline.
 
 Live sessions run through ``pipeline.agent.Agent`` with a strict scripted model client and real
-tools, writing a real event log; ``pipeline.replay.replay`` must then reproduce every event.
+tools, writing a real event log; ``pipeline.shell.replay.replay`` must then reproduce every event.
 A log whose decision event was altered (and re-chained, so it is a valid log) must diverge at
 exactly that event, in the stage that makes it. The replies each turn gets are found first by
 running the same script through the pure simulation (``tests.strategies.simulation``), so the
@@ -21,18 +21,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.codec import from_payload
-from effects.envelope import Envelope
-from effects.eventlog import SessionLog, read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.envelope import Envelope
+from effects.eventlog.store import SessionLog, read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.replay import ReplayReport, replay
+from pipeline.shell.replay import ReplayReport, replay
 from pipeline.tools import Tool
-from stages import events as ev
-from stages.alternation import violations
-from stages.decision import ModelRequest
 from stages.errors import ProviderHTTPError, ProviderTimeoutError
-from stages.fold import fold
-from stages.messages import Message, ToolCall
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.log.fold import fold
+from stages.log.messages import Message, ToolCall
+from stages.turn.decision import ModelRequest
 from tests.strategies.scripts import (
     FailStep,
     ReplyStep,
@@ -220,7 +220,7 @@ def run_live(home: Path, script: SessionScript, resume_at: int | None) -> LiveRu
 
 
 def _fields(raw: dict) -> dict:
-    from stages.messages import from_openai
+    from stages.log.messages import from_openai
     return {k: v for k, v in attrs.asdict(from_openai(raw), recurse=False).items()
             if k != "wire"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from tests.pipeline.test_replay_properties import rewrite, run_live
 from tests.strategies.scripts import CallStep, ReplyStep, SessionScript, TurnScript
 

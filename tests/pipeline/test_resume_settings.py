@@ -10,7 +10,7 @@ from pipeline.agent import Agent
 from pipeline.config import resume_provider
 from pipeline.testing import FakeClock, ScriptedModel
 from stages.errors import UsageError
-from stages.events import SessionSettings
+from stages.log.events import SessionSettings
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import PROVIDER_VARIABLES
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from stages.errors import ProviderHTTPError
 

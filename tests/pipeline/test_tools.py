@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.tool_runner import ThreadPoolToolRunner
+from effects.tools.runner import ThreadPoolToolRunner
 from pipeline.tools import Tool, ToolArgumentsError, ToolRegistry, tool
 from stages.errors import ModelBehaviourError, UsageError
-from stages.tools import ToolInvocation
+from stages.tools.specs import ToolInvocation
 
 
 def google_style(

@@ -6,13 +6,13 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
-from pipeline.replay import replay
-from stages import events as ev
+from pipeline.shell.replay import replay
 from stages.errors import ProviderHTTPError
-from stages.messages import Message, ToolCall
+from stages.log import events as ev
+from stages.log.messages import Message, ToolCall
 
 
 def ping() -> str:
@@ -90,7 +90,7 @@ def test_an_event_the_fold_refuses_never_reaches_the_log(tmp_path) -> None:
 
 
 def _decision(*events: ev.Event):
-    from stages.decision import Decision
+    from stages.turn.decision import Decision
     return Decision(events=events)
 
 

@@ -32,7 +32,7 @@ class Tmux:
 
     def start(self, args: Iterable[str], env: Mapping[str, str],
               unset: Iterable[str] = ()) -> None:
-        """Run ``python -m pipeline.cli ARGS`` in a new session (ending the previous one); its
+        """Run ``python -m pipeline.cli.main ARGS`` in a new session (ending the previous one); its
         exit status shows as ``[exited N]``."""
         self.tmux("kill-session", "-t", "chat")
         self.runs += 1
@@ -42,7 +42,7 @@ class Tmux:
         lines = ["#!/bin/sh", "trap : INT", f"cd {shlex.quote(str(ROOT))}"]
         lines += [f"unset {name}" for name in unset]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-        command = shlex.join([sys.executable, "-m", "pipeline.cli", *args])
+        command = shlex.join([sys.executable, "-m", "pipeline.cli.main", *args])
         # The program's stderr goes to a file, for the report of a failing wait.
         self.stderr = self.scratch / f"stderr-{self.runs}.txt"
         lines += [f"{command} 2>{shlex.quote(str(self.stderr))}", f'echo "{EXITED}$?]"',

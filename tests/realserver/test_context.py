@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from effects.eventlog import read_envelopes, session_path
-from effects.local_model import MODEL_NAME, LocalSettings
-from effects.local_server import LocalServer
+from effects.eventlog.store import read_envelopes, session_path
+from effects.local.model_file import MODEL_NAME, LocalSettings
+from effects.local.server import LocalServer
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 
 pytestmark = pytest.mark.realserver
 

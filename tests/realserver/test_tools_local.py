@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from effects.local_model import MODEL_NAME, LocalSettings
-from effects.local_server import LocalServer
+from effects.local.model_file import MODEL_NAME, LocalSettings
+from effects.local.server import LocalServer
 from pipeline.agent import Agent
-from pipeline.replay import replay
+from pipeline.shell.replay import replay
 from pipeline.toolsets import builtin_tools
 
 pytestmark = pytest.mark.realserver

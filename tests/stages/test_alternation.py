@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stages.alternation import violations
-from stages.messages import Message, ToolCall
+from stages.log.alternation import violations
+from stages.log.messages import Message, ToolCall
 
 
 def sys(text: str = "s") -> Message:

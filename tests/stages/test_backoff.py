@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.backoff import (
+from stages.recovery.backoff import (
     BASE_DELAY,
     MAX_DELAY,
     RETRY_AFTER_CAP,

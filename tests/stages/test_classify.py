@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import error_phrases as pat
-from stages.classify import (
+from stages.log.events import ModelFailed
+from stages.recovery import phrases as pat
+from stages.recovery.classify import (
     ACTIONS,
     STATUS_REASONS,
     ClassifiedError,
     FailureReason,
     classify_api_error,
 )
-from stages.events import ModelFailed
 
 R = FailureReason
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.codec import from_payload, make_converter, to_payload
-from effects.envelope import decode_line, encode_line
-from stages import events as ev
+from effects.eventlog.codec import from_payload, make_converter, to_payload
+from effects.eventlog.envelope import decode_line, encode_line
 from stages.errors import LogCorruptError
+from stages.log import events as ev
 from tests.strategies.events import EVENT_STRATEGIES, any_event, uncovered_fields
 
 
@@ -91,8 +91,8 @@ def test_payload_is_plain_json_data(event: ev.Event) -> None:
 
 
 def test_derived_fields_are_not_serialised() -> None:
-    from stages.messages import Message
-    from stages.tools import ToolSpec
+    from stages.log.messages import Message
+    from stages.tools.specs import ToolSpec
     payload = to_payload(ev.HistoryLoaded(messages=(Message(role="user", content="hi"),)))
     assert "wire" not in payload["messages"][0]
     spec = ToolSpec(name="t", description="d", parameters="{}")
@@ -149,7 +149,7 @@ def test_wrongly_typed_scalars_are_corrupt(kind: str, payload: dict) -> None:
 
 
 def test_every_kind_has_a_fold_rule() -> None:
-    from stages.fold import _APPLY
+    from stages.log.fold import _APPLY
     assert set(_APPLY) == set(ev.EVENT_TYPES.values())
 
 

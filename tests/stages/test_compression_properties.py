@@ -9,14 +9,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.alternation import violations
-from stages.context_apply import compacted
-from stages.context_engine import Compressor
-from stages.context_plan import Budgets
-from stages.fold import fold
-from stages.messages import Message, ToolCall
-from stages.summary import merge_done, summary_text
+from stages.context.apply import compacted
+from stages.context.engine import Compressor
+from stages.context.plan import Budgets
+from stages.context.summary import merge_done, summary_text
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.log.fold import fold
+from stages.log.messages import Message, ToolCall
 from tests.strategies.simulation import check_pairs
 
 _TEXT = st.integers(0, 3000).map(lambda n: "w" * n)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.context_files import context_section, strip_frontmatter, truncate
+from stages.prompt.context_files import context_section, strip_frontmatter, truncate
 
 
 def test_short_text_is_kept_whole() -> None:

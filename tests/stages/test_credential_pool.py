@@ -7,13 +7,23 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from stages.classify import FailureReason
-from stages.credential_pool import (
-    AUTH_COOLDOWN, BILLING_COOLDOWN, DEFAULT_COOLDOWN, PoolEntry, PoolState, available,
-    next_expiry, record_failure, record_rate_limits, record_success, record_use, select,
-)
 from stages.errors import UsageError
-from stages.ratelimits import parse_rate_limits
+from stages.recovery.classify import FailureReason
+from stages.recovery.credential_pool import (
+    AUTH_COOLDOWN,
+    BILLING_COOLDOWN,
+    DEFAULT_COOLDOWN,
+    PoolEntry,
+    PoolState,
+    available,
+    next_expiry,
+    record_failure,
+    record_rate_limits,
+    record_success,
+    record_use,
+    select,
+)
+from stages.recovery.ratelimits import parse_rate_limits
 
 
 def pool(strategy: str = "fill_first", keys: str = "abc") -> PoolState:

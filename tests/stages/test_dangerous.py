@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.dangerous import detect
+from stages.tools.dangerous import detect
 
 HARD = [
     ("rm -rf /", "rm_root"), ("rm -rf /*", "rm_root"), ("sudo rm -rf --no-preserve-root /",

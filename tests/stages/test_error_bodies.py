@@ -1,7 +1,7 @@
 """Reading an error body is total: any shape classifies to a reason and nothing raises.
 
 Issue 8: llama.cpp, vLLM and OpenRouter send an integer ``error.code``; the adapters passed it
-on as ``ModelFailed.code`` and ``stages/error_text.py`` called ``.strip()`` on it, so the
+on as ``ModelFailed.code`` and ``stages/recovery/error_text.py`` called ``.strip()`` on it, so the
 ``AttributeError`` escaped the turn. The named tests below failed before the fix; the
 properties cover every other shape a body or a field may take.
 """
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.classify import ACTIONS, ClassifiedError, FailureReason, classify_api_error
-from stages.events import ModelFailed
+from stages.log.events import ModelFailed
+from stages.recovery.classify import ACTIONS, ClassifiedError, FailureReason, classify_api_error
 
 R = FailureReason
 

@@ -7,7 +7,7 @@ the shape comes from (provider docs, SDK and server sources, bodies quoted in pu
 Each case becomes a ``ModelFailed`` the way the adapters build one (``code`` is the body's raw
 ``error.code``, an integer for llama.cpp, vLLM and OpenRouter; ``retry_after`` the header).
 
-The action is what ``stages.recovery`` does first for the classified error with retries left, a
+The action is what ``stages.recovery.chain`` does first for the classified error with retries left, a
 second key in the pool and a fallback provider configured: ``compress`` (the request is too
 big), ``rotate`` (another key), ``retry`` (the same request after a backoff), ``fallback`` (the
 next provider), else ``fail``.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.classify import ClassifiedError, FailureReason, classify_api_error
-from stages.events import ModelFailed
+from stages.log.events import ModelFailed
+from stages.recovery.classify import ClassifiedError, FailureReason, classify_api_error
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "errors"
 PROVIDERS = {"openai", "anthropic", "openrouter", "azure", "gemini", "llamacpp", "vllm",

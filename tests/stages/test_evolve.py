@@ -1,4 +1,4 @@
-"""``stages.evolve.evolve`` behaves as ``attrs.evolve`` on the classes the fold evolves."""
+"""``stages.log.evolve.evolve`` behaves as ``attrs.evolve`` on the classes the fold evolves."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.events import Usage
-from stages.evolve import evolve
-from stages.history import History
-from stages.messages import Message
-from stages.state import State, TurnState
+from stages.log.events import Usage
+from stages.log.evolve import evolve
+from stages.log.history import History
+from stages.log.messages import Message
+from stages.log.state import State, TurnState
 
 
 @given(turns=st.integers(0, 10), chars=st.integers(0, 10**6), digest=st.text(max_size=8),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from effects.codec import from_payload
-from stages import events as ev
-from stages import upcast as up
-from stages.fold import apply_event, fold
-from stages.state import State
+from effects.eventlog.codec import from_payload
+from stages.log import events as ev
+from stages.log import upcast as up
+from stages.log.fold import apply_event, fold
+from stages.log.state import State
 from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, then, turn
 
 
@@ -36,7 +36,7 @@ def test_fold_tracks_usage_calls_and_history_chars() -> None:
 
 def test_history_loaded_replaces_the_history() -> None:
     state = answered(turn(session()), reply("x"))
-    from stages.messages import Message
+    from stages.log.messages import Message
     loaded = then(state, ev.HistoryLoaded(messages=(Message(role="user", content="old"),
                                                     Message(role="assistant", content="ok"))))
     assert [m.content for m in loaded.messages] == ["old", "ok"]

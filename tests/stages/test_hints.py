@@ -1,5 +1,5 @@
-"""Named examples and properties for subdirectory hints (``stages.hints``,
-``stages.context_files``): which directories a call reaches, that each is read once a session,
+"""Named examples and properties for subdirectory hints (``stages.prompt.hints``,
+``stages.prompt.context_files``): which directories a call reaches, that each is read once a session,
 and where the file lands."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.context_files import candidate_paths, reached_dirs
-from stages.decision import NOTHING
-from stages.hints import decide_hints, dirs_to_read
-from stages.tool_plan import decide_tool_plan
-from stages.tools import ToolOutcome
+from stages.log import events as ev
+from stages.prompt.context_files import candidate_paths, reached_dirs
+from stages.prompt.hints import decide_hints, dirs_to_read
+from stages.tools.plan import decide_tool_plan
+from stages.tools.specs import ToolOutcome
+from stages.turn.decision import NOTHING
 from tests.stages.helpers import SETTINGS, call, reply, requested, session, spec, then, turn
 
 LOADING = attrs.evolve(SETTINGS, load_context=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.history import History
-from stages.messages import Message
+from stages.log.history import History
+from stages.log.messages import Message
 
 
 def _m(text: str) -> Message:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.injection import INVISIBLE, PATTERN_IDS, blocked_note, scan, screened
+from stages.prompt.injection import INVISIBLE, PATTERN_IDS, blocked_note, scan, screened
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "injection"
 

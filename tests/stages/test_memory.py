@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.memory import (
+from stages.prompt.memory import (
     MEMORY_FENCE_CLOSE,
     MEMORY_FENCE_OPEN,
     MEMORY_NOTE,

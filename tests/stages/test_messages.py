@@ -8,7 +8,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 
-from stages.messages import Message, ToolCall, canonical_arguments, canonical_json, from_openai
+from stages.log.messages import Message, ToolCall, canonical_arguments, canonical_json, from_openai
 from tests.strategies.events import messages
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import attrs
 
-from stages import events as ev
-from stages.decision import NOTHING
-from stages.preflight import CHARS_PER_TOKEN, decide_preflight, estimate_tokens
-from stages.request import decide_request, request_digest
+from stages.log import events as ev
+from stages.turn.decision import NOTHING
+from stages.turn.preflight import CHARS_PER_TOKEN, decide_preflight, estimate_tokens
+from stages.turn.request import decide_request, request_digest
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
-
 
 RULES_2 = attrs.evolve(SETTINGS, rules=2)
 

@@ -7,11 +7,10 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.decision import NOTHING
-from stages.fold import apply_event
-from stages.memory import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, MEMORY_NOTE, memory_block
-from stages.prompt import (
+from stages.log import events as ev
+from stages.log.fold import apply_event
+from stages.prompt.memory import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, MEMORY_NOTE, memory_block
+from stages.prompt.system import (
     DEFAULT_IDENTITY,
     PLATFORM_HINTS,
     TOOL_GUIDANCE,
@@ -20,6 +19,7 @@ from stages.prompt import (
     mark_stale,
     needs_inputs,
 )
+from stages.turn.decision import NOTHING
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 
 RULES2 = attrs.evolve(SETTINGS, rules=2)

@@ -1,6 +1,6 @@
 """Hypothesis properties of the pure stages, driven by a simulated model (no I/O at all).
 
-A tiny driver plays the part of ``pipeline.runner``: it runs the same stage chain, but its
+A tiny driver plays the part of ``pipeline.shell.runner``: it runs the same stage chain, but its
 observations (turn starts, model replies, failures, interruptions, tool results) come from a
 generated script. After every event the history must alternate (calls may await results); at the
 end of every turn it must alternate strictly, every call must sit right before its results in
@@ -13,12 +13,12 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.alternation import violations
-from stages.decision import Decision, Finish
-from stages.fold import apply_event, fold
-from stages.state import State
-from stages.step import decide_abandon
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.log.fold import apply_event, fold
+from stages.log.state import State
+from stages.turn.decision import Decision, Finish
+from stages.turn.step import decide_abandon
 from tests.stages.helpers import decide_next
 from tests.strategies.scripts import (
     CallStep,

@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.ratelimits import (
-    Bucket, RateLimitSnapshot, format_count, format_seconds, format_usage, is_exhausted,
-    parse_rate_limits, parse_reset, seconds_until_reset,
+from stages.recovery.ratelimits import (
+    Bucket,
+    RateLimitSnapshot,
+    format_count,
+    format_seconds,
+    format_usage,
+    is_exhausted,
+    parse_rate_limits,
+    parse_reset,
+    seconds_until_reset,
 )
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC).timestamp()

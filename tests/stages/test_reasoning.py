@@ -7,15 +7,15 @@ import attrs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from effects.codec import from_payload, to_payload
-from stages import events as ev
-from stages.decision import CallModel, Finish, PrepareCall
-from stages.messages import Message
-from stages.reasoning import THINKING_EXHAUSTED_TEXT, last_reasoning
-from stages.reasoning_parts import ReasoningPart
-from stages.redact import redact_event
-from stages.request import decide_request
-from stages.think_tags import ThinkSplitter, split_think
+from effects.eventlog.codec import from_payload, to_payload
+from stages.log import events as ev
+from stages.log.messages import Message
+from stages.log.redact import redact_event
+from stages.turn.decision import CallModel, Finish, PrepareCall
+from stages.turn.reasoning import THINKING_EXHAUSTED_TEXT, last_reasoning
+from stages.turn.reasoning_parts import ReasoningPart
+from stages.turn.request import decide_request
+from stages.turn.think_tags import ThinkSplitter, split_think
 from tests.stages.helpers import SETTINGS, answered, decide_next, requested, session, then, turn
 
 RULES3 = attrs.evolve(SETTINGS, rules=3)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.messages import Message
-from stages.redact import mask, redact, redact_event
+from stages.log import events as ev
+from stages.log.messages import Message
+from stages.log.redact import mask, redact, redact_event
 from tests.stages.helpers import call, ran, reply
 
 OPENAI_KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stages.redact import holds_mask, redact
+from stages.log.redact import holds_mask, redact
 
 KNOWN = "Zq9-the-configured-key-4471"
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0"

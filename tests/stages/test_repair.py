@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.messages import ToolCall, canonical_json
-from stages.repair import repair, repair_arguments, repair_name
+from stages.log.messages import ToolCall, canonical_json
+from stages.tools.repair import repair, repair_arguments, repair_name
 from tests.strategies.events import identifiers, json_objects
 
 NAMES = ("read_file", "write_file", "search_files", "terminal", "patch", "todo")

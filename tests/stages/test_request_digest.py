@@ -8,8 +8,8 @@ import enum
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from stages.messages import canonical_json
-from stages.request import digest_text
+from stages.log.messages import canonical_json
+from stages.turn.request import digest_text
 
 
 class _Mode(enum.StrEnum):

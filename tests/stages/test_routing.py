@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.routing import COMPLEX_KEYWORDS, decide_routing, why_complex
+from stages.log import events as ev
+from stages.turn.routing import COMPLEX_KEYWORDS, decide_routing, why_complex
 from tests.stages.helpers import SETTINGS, answered, reply, session, turn
 
 CHEAP = ev.ProviderEntry(provider="p", model="mini")

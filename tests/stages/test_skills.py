@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.events import SkillCard
-from stages.skills import available, parse_frontmatter, skill_card, skills_index
+from stages.log.events import SkillCard
+from stages.prompt.skills import available, parse_frontmatter, skill_card, skills_index
 
 DOC = """---
 name: deploy-preview

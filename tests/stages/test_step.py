@@ -7,12 +7,12 @@ import json
 
 import attrs
 
-from stages import events as ev
-from stages.alternation import violations
-from stages.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
-from stages.decision import Decision, Finish, PrepareCall, RunTools, Wait
-from stages.request import decide_request
-from stages.step import LENGTH_PROMPT, decide_abandon
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.turn.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
+from stages.turn.decision import Decision, Finish, PrepareCall, RunTools, Wait
+from stages.turn.request import decide_request
+from stages.turn.step import LENGTH_PROMPT, decide_abandon
 from tests.stages.helpers import (
     SETTINGS,
     answered,

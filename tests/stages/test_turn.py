@@ -1,4 +1,4 @@
-"""Named examples for the turn machine (``stages.turn``): the order of its asks, read off the
+"""Named examples for the turn machine (``stages.turn.machine``): the order of its asks, read off the
 generator with hand-served observations. The simulation (``tests.strategies.simulation``)
 drives the same generator under hypothesis; the pipeline tests drive it live and in replay."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import attrs
 
-from stages import events as ev
-from stages import turn
-from stages.decision import BeginTurn, CallModel, PollInterrupt, RunTools, Wait
-from stages.fold import apply_event
-from stages.state import State
-from stages.tools import ToolOutcome
+from stages.log import events as ev
+from stages.log.fold import apply_event
+from stages.log.state import State
+from stages.tools.specs import ToolOutcome
+from stages.turn import machine as turn
+from stages.turn.decision import BeginTurn, CallModel, PollInterrupt, RunTools, Wait
 from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 

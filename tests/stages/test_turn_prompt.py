@@ -7,9 +7,12 @@ import json
 
 import attrs
 
-from stages import events as ev
-from stages import turn
-from stages.decision import (
+from stages.log import events as ev
+from stages.log.fold import apply_event
+from stages.log.state import State
+from stages.tools.specs import ToolOutcome
+from stages.turn import machine as turn
+from stages.turn.decision import (
     BeginTurn,
     CallModel,
     PollInterrupt,
@@ -18,9 +21,6 @@ from stages.decision import (
     ReadPromptInputs,
     RunTools,
 )
-from stages.fold import apply_event
-from stages.state import State
-from stages.tools import ToolOutcome
 from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 CONFIG = attrs.evolve(SETTINGS, load_context=True, memory_provider="recall")

@@ -12,10 +12,10 @@ import json
 import attrs
 from hypothesis import strategies as st
 
-from stages import events as ev
-from stages.messages import Message, ToolCall, canonical_json
-from stages.reasoning_parts import EFFORTS, ReasoningPart
-from stages.tools import ToolOutcome, ToolSpec
+from stages.log import events as ev
+from stages.log.messages import Message, ToolCall, canonical_json
+from stages.tools.specs import ToolOutcome, ToolSpec
+from stages.turn.reasoning_parts import EFFORTS, ReasoningPart
 
 __all__ = [
     "EVENT_STRATEGIES",

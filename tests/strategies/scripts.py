@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 from hypothesis import strategies as st
 
-from stages.messages import canonical_json
+from stages.log.messages import canonical_json
 from tests.strategies.events import texts
 
 __all__ = [

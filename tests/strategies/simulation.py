@@ -1,5 +1,5 @@
 """A pure simulation of the turn loop: ``Driver`` drives the real turn machine
-(``stages.turn``) as ``pipeline.runner`` does, with every observation (turn start, model reply,
+(``stages.turn.machine``) as ``pipeline.shell.runner`` does, with every observation (turn start, model reply,
 failure, interruption, tool result) taken from a generated
 :class:`~tests.strategies.scripts.SessionScript`.
 
@@ -14,11 +14,16 @@ from collections.abc import Callable
 
 import attrs
 
-from stages import events as ev
-from stages import turn
-from stages.alternation import violations
-from stages.context_window import session_window
-from stages.decision import (
+from stages.context.window import session_window
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.log.fold import apply_event
+from stages.log.messages import Message, ToolCall
+from stages.log.state import State
+from stages.tools.checks import shares_a_path
+from stages.tools.specs import ToolOutcome, ToolSpec
+from stages.turn import machine as turn
+from stages.turn.decision import (
     BeginTurn,
     CallModel,
     LoadHistory,
@@ -30,11 +35,6 @@ from stages.decision import (
     RunTools,
     Summarise,
 )
-from stages.fold import apply_event
-from stages.messages import Message, ToolCall
-from stages.state import State
-from stages.tool_checks import shares_a_path
-from stages.tools import ToolOutcome, ToolSpec
 from tests.strategies.scripts import (
     CutStep,
     FailStep,

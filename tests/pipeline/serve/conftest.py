@@ -11,14 +11,14 @@ import attrs
 import httpx
 import pytest
 
-from effects.codec import from_payload
-from effects.eventlog import read_envelopes, session_path
-from pipeline.replay import replay
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import read_envelopes, session_path
 from pipeline.serve.agents import AgentMaker
 from pipeline.serve.app import create_app
 from pipeline.serve.config import serve_config
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.server import BackgroundServer
+from pipeline.shell.replay import replay
 from tests.fake_openai import FakeOpenAIServer
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-9876543210"}

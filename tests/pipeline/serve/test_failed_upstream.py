@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from effects.eventlog import session_path
-from pipeline.journal import encode
+from effects.eventlog.store import session_path
 from pipeline.serve import shown as show
-from stages.events import (
+from pipeline.shell.journal import encode
+from stages.log.events import (
     ContextInherited,
     HistoryLoaded,
     ModelFailed,
@@ -22,7 +22,7 @@ from stages.events import (
     TurnAborted,
     TurnFinished,
 )
-from stages.messages import Message
+from stages.log.messages import Message
 from tests.fake_openai import FakeOpenAIServer, Reply
 from tests.pipeline.serve.conftest import start_gateway
 from tests.pipeline.serve.test_sessions_api import _events_of

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.openai_chat import usage_from
+from effects.providers.openai_chat import usage_from
 from pipeline.serve import openai_compat as oa
-from stages.events import Usage
+from stages.log.events import Usage
 
 
 def test_system_and_developer_messages_become_the_system_text():
@@ -130,7 +130,7 @@ def test_finish_reasons(reason, finish):
 
 def test_the_completion_and_the_usage_chunk():
     """OpenAI counts cached tokens inside prompt_tokens (mibyan's input_tokens leaves them
-    out): the inverse of ``effects.openai_chat.usage_from``."""
+    out): the inverse of ``effects.providers.openai_chat.usage_from``."""
     body = oa.completion_body("chatcmpl-1", 5, "m", Result("text_response(finish_reason=stop)"))
     assert body["usage"] == {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12,
                              "prompt_tokens_details": {"cached_tokens": 2},
@@ -164,7 +164,7 @@ def test_the_package_names_its_parts_and_loads_no_web_framework_until_asked():
     from pathlib import Path
 
     import pipeline.serve
-    code = ("import sys, pipeline.serve, pipeline.cli; "
+    code = ("import sys, pipeline.serve, pipeline.cli.main; "
             "print(sorted(m for m in ('starlette', 'uvicorn', 'cronsim') if m in sys.modules))")
     root = Path(__file__).resolve().parents[3]
     loaded = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,

@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from stages.events import ToolRan, TurnFinished
+from stages.log.events import ToolRan, TurnFinished
 from tests.fake_openai import Reply
 from tests.pipeline.serve.conftest import TOKENS
 

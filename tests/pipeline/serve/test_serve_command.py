@@ -11,7 +11,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.redact import redact
+from stages.log.redact import redact
 from tests.fake_openai import Reply
 from tests.pipeline.test_cli import ROOT, clean_env, mibyan
 from tests.stages.redaction_corpus import ORDINARY, SECRETS
@@ -25,7 +25,7 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
     server.script(Reply.text("served"))
     env = clean_env(home, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x-0123456",
                            "MIBYAN_TEST_TOKEN": "tok-ci-0123456789"})
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "serve", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli.main", "serve", "--port", "0",
                              "--model", "fake", "--workdir", str(tmp_path)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

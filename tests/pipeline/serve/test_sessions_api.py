@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from stages.events import ContextPressure, Interrupted, TurnFinished
+from stages.log.events import ContextPressure, Interrupted, TurnFinished
 from tests.fake_openai import Reply
 from tests.pipeline.serve.conftest import TOKENS
 

@@ -1,0 +1,117 @@
+"""Anthropic extended thinking: when a request enables it, and which thinking blocks go back.
+
+Thinking is enabled (``thinking: {type: enabled, budget_tokens}``, with ``max_tokens`` kept
+above the budget) when the request asks for reasoning and either a turn starts cleanly (the last
+message is the user's and the final assistant turn asked for no tools) or the final assistant
+turn opens with the signed thinking this provider issued: Anthropic requires the final
+assistant turn to start with its thinking block, unmodified, whenever tool results follow it
+(mid tool loop, and also when the user speaks after an interrupted tool loop, since the user's
+text then shares a message with the tool results), so without one thinking stays off. The final
+assistant turn is the one sent, which may merge several assistant messages (see
+:func:`_final_turn`): its tool calls are all of theirs, and only the first one's thinking opens
+it. A forced tool choice never takes thinking.
+
+When thinking is on, every assistant message sends back the thinking and ``redacted_thinking``
+blocks this provider issued (exactly as received: text, signature, data), first in its content;
+unsigned thinking, and thinking from another provider or API (a fallback), is never sent (the
+plain reasoning text stays in the history). Earlier turns' blocks are accepted and ignored by
+the API, so what a message becomes does not depend on its position: it is converted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import groupby
+
+from stages.errors import UsageError
+from stages.log.messages import Message
+from stages.turn.decision import ModelRequest
+from stages.turn.reasoning import EFFORT_BUDGETS
+
+__all__ = ["MIN_BUDGET", "THINKING_BUDGET", "THINKING_TYPES", "replay_provider",
+           "thinking_blocks", "thinking_config"]
+
+THINKING_BUDGET = EFFORT_BUDGETS
+MIN_BUDGET = 1024  # Anthropic's smallest budget_tokens
+THINKING_TYPES = ("thinking", "redacted_thinking")
+API_MODE = "anthropic_messages"
+
+
+def _budget(request: ModelRequest) -> int | None:
+    effort = request.reasoning_effort
+    if effort is not None and effort != "none" and effort not in THINKING_BUDGET:
+        raise UsageError(f"reasoning_effort {effort!r} is not one of none, "
+                         + ", ".join(THINKING_BUDGET))
+    if effort == "none":
+        return None
+    if effort is not None:
+        return THINKING_BUDGET[effort]
+    return request.reasoning_budget
+
+
+def _final_turn(messages: Sequence[Message]) -> list[Message]:
+    """The assistant messages the last assistant turn sent is made of, oldest first.
+
+    Consecutive assistant messages (system messages go apart) are sent as one turn, and so are
+    two runs of them with only tool results between when the earlier run made no call: the
+    results answer nothing and are dropped (after a call they stay, answered or stubbed)."""
+    turn: list[Message] = []
+    orphans_between = False
+    sides = groupby((m for m in reversed(messages) if m.role != "system"),
+                    key=lambda m: m.role == "assistant")
+    for assistant, group in sides:
+        run = list(group)
+        if not assistant:
+            orphans_between = all(m.role == "tool" for m in run)
+        elif not turn or (orphans_between and not any(m.tool_calls for m in run)):
+            turn[:0] = reversed(run)
+        else:
+            break
+    return turn
+
+
+def _signed(message: Message, provider: str) -> bool:
+    return any(p.replayable_to(API_MODE, provider) for p in message.reasoning_parts)
+
+
+def _may_think(request: ModelRequest) -> bool:
+    if request.tool_choice not in (None, "auto", "none"):
+        return False
+    last = next((m.role for m in reversed(request.messages) if m.role != "system"), None)
+    turn = _final_turn(request.messages)
+    if last == "user" and not any(m.tool_calls for m in turn):
+        return True
+    return request.replay_reasoning and bool(turn) and _signed(turn[0], request.provider)
+
+
+def thinking_config(request: ModelRequest, max_tokens: int,
+                    default_max_tokens: int) -> tuple[dict | None, int]:
+    """The ``thinking`` field (None: off) and the ``max_tokens`` to send with it."""
+    budget = _budget(request)
+    if budget is None or not _may_think(request):
+        return None, max_tokens
+    if request.max_tokens is None:
+        return {"type": "enabled", "budget_tokens": budget}, budget + default_max_tokens
+    budget = min(budget, max_tokens - 1)
+    if budget < MIN_BUDGET:
+        return None, max_tokens
+    return {"type": "enabled", "budget_tokens": budget}, max_tokens
+
+
+def replay_provider(request: ModelRequest, thinking: dict | None) -> str | None:
+    """The provider whose thinking blocks this request sends back (None: none)."""
+    return request.provider if thinking is not None and request.replay_reasoning else None
+
+
+def thinking_blocks(message: Message, provider: str) -> list[dict]:
+    """The message's thinking blocks ``provider`` issued, exactly as it sent them."""
+    blocks = []
+    for part in message.reasoning_parts:
+        if not part.replayable_to(API_MODE, provider):
+            continue
+        if part.type == "thinking":
+            blocks.append({"type": "thinking", "thinking": part.text,
+                           "signature": part.signature})
+        elif part.type == "redacted_thinking":
+            blocks.append({"type": "redacted_thinking", "data": part.data})
+    return blocks

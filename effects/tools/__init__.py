@@ -1,0 +1,1 @@
+"""The built-in tools and the runner that executes validated calls."""

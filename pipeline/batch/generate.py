@@ -1,0 +1,245 @@
+"""Batch generation: one session per prompt, many at a time, then an export.
+
+    from pipeline.batch.generate import BatchJob, run_batch
+    report = run_batch(BatchJob(prompts=Path("prompts.jsonl"), out=Path("run1"), workers=4,
+                                model="gpt-4o-mini"))
+
+``prompts.jsonl`` holds one JSON object per line: ``{"prompt": ...}``, optionally ``task_id``
+and ``system``. Each prompt runs in its own session under ``<out>/sessions`` with its own empty
+working directory under ``<out>/work`` (named after its task id, :func:`work_dir_name`), in a
+local process pool (``backend="local"``) or on Ray (``backend="ray"``, ``pipeline.batch.on_ray``).
+The task id is recorded in the session's turn, so a batch that crashed or was stopped resumes
+where it was: a prompt whose turn completed in a log under ``<out>/sessions`` is skipped. At the
+end the completed sessions of the batch are exported to ``<out>/trajectories.<fmt>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from pipeline.export.exporter import ExportReport, export_sessions
+from pipeline.export.select import ExportFilters
+from stages.errors import MibyanError, UsageError
+
+__all__ = ["BACKENDS", "BatchJob", "BatchReport", "Task", "TaskResult", "finished_tasks",
+           "read_prompts", "run_batch", "run_task", "work_dir_name"]
+
+BACKENDS = ("local", "ray")
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    task_id: str
+    prompt: str
+    system: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BatchJob:
+    """A batch: the prompts file, the output directory, and how each session runs. Model
+    settings not given here come from the environment (``OPENAI_API_KEY``, ``MIBYAN_MODEL``,
+    ...), as for ``mibyan run``."""
+
+    prompts: Path
+    out: Path
+    workers: int = 1
+    backend: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    provider: str | None = None
+    api_mode: str | None = None
+    max_turns: int = 30
+    toolsets: tuple[str, ...] | None = None  # None: no tools
+    fmt: str = "sharegpt"
+    ray_address: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TaskResult:
+    task_id: str
+    session_id: str | None
+    completed: bool
+    error: str | None = None
+    # Ray: the logs of the task's sessions ({file name: bytes}), written back by the driver.
+    logs: tuple[tuple[str, bytes], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class BatchReport:
+    total: int
+    skipped: int
+    ran: int
+    completed: int
+    failed: tuple[str, ...]
+    seconds: float
+    export: ExportReport | None
+
+    def describe(self) -> str:
+        rate = self.ran / self.seconds * 60 if self.seconds > 0 else 0.0
+        lines = [f"{self.total} prompts: {self.skipped} already done, {self.ran} ran "
+                 f"({self.completed} completed) in {self.seconds:.1f} s "
+                 f"({rate:.1f} sessions/min)"]
+        if self.failed:
+            lines.append(f"not completed: {', '.join(self.failed)}")
+        if self.export is not None:
+            lines.append(self.export.describe())
+        return "\n".join(lines)
+
+
+def _task_id(index: int, prompt: str) -> str:
+    return f"task_{index:05d}_{_digest(prompt)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+_DIR_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
+
+
+def work_dir_name(task_id: str) -> str:
+    """The task's working directory under ``<out>/work``: the id itself when it is a plain
+    file name; else (dataset ids like ``HumanEval/0``, ``..``) its plain characters and a
+    digest of it, so that no id reaches outside and no two ids share a directory."""
+    if _DIR_NAME.fullmatch(task_id):
+        return task_id
+    plain = re.sub(r"[^A-Za-z0-9_\-]+", "_", task_id).strip("_")[:60]
+    return f"{plain}_{_digest(task_id)}" if plain else f"task_{_digest(task_id)}"
+
+
+def _optional(item: dict[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kinds) or value == "":
+        raise UsageError(f"{where}: {key} must be a non-empty "
+                         f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
+    return value
+
+
+def read_prompts(path: Path) -> list[Task]:
+    """The tasks of a prompts file; a bad line is a :class:`UsageError` naming it."""
+    try:
+        # utf-8-sig: editors on Windows start the file with a byte order mark.
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read the prompts file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
+    tasks: list[Task] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"{path}:{number}: not JSON ({exc})") from exc
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) \
+                or not item["prompt"].strip():
+            raise UsageError(f'{path}:{number}: expected {{"prompt": "..."}} with a non-empty '
+                             "prompt")
+        where = f"{path}:{number}"
+        task_id = _optional(item, "task_id", (str, int), where)
+        system = _optional(item, "system", (str,), where)
+        tasks.append(Task(task_id=_task_id(len(tasks), item["prompt"]) if task_id is None
+                          else str(task_id), prompt=item["prompt"], system=system))
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise UsageError(f"{path}: task ids repeat ({', '.join(repeated)})")
+    return tasks
+
+
+_FINISHED = """
+SELECT DISTINCT t.payload->>'task_id'
+FROM events t JOIN events f ON f.session_id = t.session_id AND f.kind = 'turn_finished'
+    AND f.seq > t.seq AND CAST(f.payload->>'completed' AS BOOLEAN)
+WHERE t.kind = 'turn_started'
+"""
+
+
+def finished_tasks(root: Path) -> set[str]:
+    """Task ids whose turn completed in a log under ``root`` (found with DuckDB)."""
+    from pipeline.insights.query import query
+    return {row[0] for row in query(root, _FINISHED)[1] if row[0]}
+
+
+def run_task(job: BatchJob, task: Task, home: Path | None = None) -> TaskResult:
+    """Run one prompt in a session of its own (in a worker process)."""
+    from pipeline.agent import Agent
+    home = home or job.out
+    workdir = home / "work" / work_dir_name(task.task_id)
+    workdir.mkdir(parents=True, exist_ok=True)
+    tools: Any = ()
+    if job.toolsets is not None:
+        from pipeline.toolsets import builtin_tools
+        tools = builtin_tools(workdir, toolsets=job.toolsets)
+    try:
+        with Agent(model=job.model, base_url=job.base_url, provider=job.provider,
+                   api_mode=job.api_mode, tools=tools, home=home, cwd=workdir,
+                   max_turns=job.max_turns, stream=False, durability="flush") as agent:
+            result = agent.run(task.prompt, task.system, task_id=task.task_id)
+    except MibyanError as exc:
+        return TaskResult(task_id=task.task_id, session_id=None, completed=False,
+                          error=f"{type(exc).__name__}: {exc}")
+    return TaskResult(task_id=task.task_id, session_id=result.session_id,
+                      completed=result.completed, error=result.error)
+
+
+def _run_local(job: BatchJob, tasks: list[Task], progress: Progress) -> list[TaskResult]:
+    import multiprocessing
+    results: list[TaskResult] = []
+    # forkserver: the parent may run threads (a progress bar, a server), which fork would copy
+    # half-way.
+    context = multiprocessing.get_context("forkserver")
+    # Workers fork from a server that has already paid the one-off costs (pipeline.batch.warm).
+    context.set_forkserver_preload(["pipeline.batch.warm"])
+    with ProcessPoolExecutor(max_workers=job.workers, mp_context=context) as pool:
+        futures = [pool.submit(run_task, job, task) for task in tasks]
+        for future in as_completed(futures):
+            results.append(future.result())
+            progress(len(results), len(tasks))
+    return results
+
+
+def run_batch(job: BatchJob, *, progress: Progress | None = None,
+              export: bool = True) -> BatchReport:
+    """Run the prompts of ``job`` not already completed in ``job.out``, then export."""
+    if job.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {job.backend!r}; choose from {', '.join(BACKENDS)}")
+    if job.workers < 1:
+        raise UsageError(f"workers must be at least 1, got {job.workers}")
+    tasks = read_prompts(job.prompts)
+    root = job.out / "sessions"
+    done = finished_tasks(root) if root.is_dir() else set()
+    todo = [task for task in tasks if task.task_id not in done]
+    report = progress or (lambda n, total: None)
+    started = time.monotonic()
+    if job.backend == "ray":
+        from pipeline.batch.on_ray import run_ray
+        results = run_ray(job, todo, report)
+    else:
+        results = _run_local(job, todo, report) if todo else []
+    seconds = time.monotonic() - started
+    exported = _export(job, tasks) if export else None
+    return BatchReport(total=len(tasks), skipped=len(tasks) - len(todo), ran=len(results),
+                       completed=sum(r.completed for r in results),
+                       failed=tuple(sorted(r.task_id for r in results if not r.completed)),
+                       seconds=seconds, export=exported)
+
+
+def _export(job: BatchJob, tasks: Iterable[Task]) -> ExportReport:
+    """The completed sessions of this batch's prompts (others in ``out`` are left out)."""
+    filters = ExportFilters(completed_only=True, task_ids=tuple(t.task_id for t in tasks))
+    return export_sessions(job.out / "sessions", job.out / f"trajectories.{job.fmt}.jsonl",
+                           fmt=job.fmt, filters=filters)

@@ -1,0 +1,1 @@
+"""The ``mibyan`` command line: the parser and each command's body."""

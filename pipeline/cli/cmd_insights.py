@@ -1,0 +1,99 @@
+"""``mibyan insights``: the figures of :func:`pipeline.insights.summary.summarise` as terminal
+tables
+(rich, the ``insights`` extra) or as JSON (``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from pipeline import config as cfg
+from pipeline.insights.prices import price_table
+from pipeline.insights.summary import Insights, summarise
+
+EXIT_OK = 0
+
+
+def insights(args: argparse.Namespace) -> int:
+    home = args.home or cfg.home()
+    prices = price_table(cfg.load_file(home), args.price or ())
+    found = summarise(home / "sessions", days=args.days, model=args.model, prices=prices,
+                      rebuild=args.reindex)
+    if args.json:
+        json.dump(found.as_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        render(found)
+    warn_problems(found.index["problems"])
+    return EXIT_OK
+
+
+def warn_problems(problems: Iterable[str]) -> None:
+    """On stderr, one line per log not indexed to its end ("SESSION: why"), so that neither
+    ``--json`` on stdout nor a log that holds no record at all hides it (``sql`` too)."""
+    for problem in problems:
+        print(f"mibyan: log problem (indexed up to it): {problem}", file=sys.stderr)
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]) -> Any:
+    from rich.table import Table
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right",
+                         overflow="fold" if i == 0 else "ellipsis")
+    for row in rows:
+        table.add_row(*("-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+                        for v in row))
+    return table
+
+
+def render(found: Insights) -> None:
+    """Print ``found`` as tables on stdout."""
+    try:
+        from rich.console import Console
+    except ImportError:  # the extra is not installed: the same figures, as JSON
+        print("mibyan: install mibyan[insights] for tables; JSON follows", file=sys.stderr)
+        json.dump(found.as_dict(), sys.stdout, indent=2, default=str)
+        return
+    # Piped, the tables keep their width rather than the 80 columns rich assumes.
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    # rich would exit 1 itself; the command line ends every command whose reader left alike.
+    console.on_broken_pipe = _reader_left  # type: ignore[method-assign]
+    scope = f"since {found.since}" if found.since else "all time"
+    console.print(f"[bold]mibyan insights[/bold] ({scope}"
+                  + (f", model {found.model}" if found.model else "") + ")")
+    for table in _tables(found):
+        console.print(table)
+
+
+def _reader_left() -> None:
+    raise BrokenPipeError
+
+
+def _tables(found: Insights) -> list[Any]:
+    t, rec, comp = found.turns, found.recoveries, found.compressions
+    overview = _table("Overview", ["", "count"], [
+        ["sessions", found.sessions], *([k, v] for k, v in t.items()),
+        ["interrupts", rec["interrupts"]], ["budget exhaustions", rec["budget_exhaustions"]],
+        ["estimated cost (USD)", f"{found.cost_usd:.4f}"]])
+    tokens = _table("Tokens", ["bucket", "tokens"], [[k, v] for k, v in found.tokens.items()])
+    models = _table("Models", ["model", "calls", "failed", "input", "output", "cache read",
+                               "cache write", "reasoning", "cost (USD)"], [
+        [m["model"], m["calls"], m["failed"], m["input_tokens"], m["output_tokens"],
+         m["cache_read_tokens"], m["cache_write_tokens"], m["reasoning_tokens"],
+         "unpriced" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}"]
+        for m in found.models])
+    tools = _table("Tools", ["tool", "calls", "errors", "rejected", "error rate", "p50 ms",
+                             "p90 ms"], [list(row.values()) for row in found.tools])
+    latency = _table("Latency (ms)", ["of", "p50", "p90", "p99", "max"],
+                     [[k, *v.values()] for k, v in found.latency_ms.items()])
+    resilience = _table("Recoveries and compressions", ["", "count"], [
+        *([k, v] for k, v in rec.items()), *([f"compression {k}", v] for k, v in comp.items())])
+    days = _table("By day", ["day", "sessions", "turns", "model calls", "tokens", "cost (USD)"],
+                  [list(row.values()) for row in found.by_day])
+    hours = _table("By hour (UTC)", ["hour", "turns", "model calls"],
+                   [list(row.values()) for row in found.by_hour])
+    return [overview, tokens, models, tools, latency, resilience, days, hours]

@@ -1,0 +1,203 @@
+"""What each ``mibyan`` command does (the parser lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from pipeline import config as cfg
+from pipeline.printable import printable
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+# A compressed session continues in a child: each row names its parent and where it went.
+SESSIONS_WITH_LINEAGE = """
+SELECT s.session_id, s.started_at, s.model, s.turns, s.tokens, s.status,
+       l.parent_session_id AS parent, l.continued_in, l.forked_from
+FROM sessions s LEFT JOIN (
+    SELECT session_id,
+           any_value(payload->>'parent_session_id')
+               FILTER (WHERE kind = 'session_started') AS parent_session_id,
+           arg_max((payload->>'origin_session_id') || '@' || (payload->>'origin_seq'), seq)
+               FILTER (WHERE kind = 'session_forked') AS forked_from,
+           arg_max(payload->>'child_session_id', seq)
+               FILTER (WHERE kind = 'session_split') AS continued_in
+    FROM events GROUP BY session_id) l USING (session_id)
+ORDER BY s.started_at DESC, s.session_id DESC
+"""
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return (args.home or cfg.home()) / "sessions"
+
+
+def _tool_line(event: object) -> None:
+    from stages.log.events import ToolCallRejected, ToolRan
+    if isinstance(event, ToolRan):
+        o = event.outcome
+        status = "ok" if o.ok else f"error: {o.error}"
+        print(printable(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)"),
+              file=sys.stderr)
+    elif isinstance(event, ToolCallRejected):
+        print(printable(f"  [tool] {event.call.name} rejected: {event.reason}"), file=sys.stderr)
+
+
+def _unshown(answer: str, streamed: str) -> str:
+    """What of the answer the stream did not show: the rest of it (all of it without a
+    stream; nothing when a cut reply's continuations were all streamed), or the whole answer
+    on a line of its own when the stream showed something else (a reply later discarded)."""
+    if answer.startswith(streamed):
+        return answer[len(streamed):]
+    return f"\n{answer}" if answer else ""
+
+
+def _usage_line(result: dict) -> str:
+    u = result["usage"]
+    return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
+            f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
+            f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
+            f"{u['reasoning_tokens']} total {u['total_tokens']} | {result['turn_exit_reason']}"
+            + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
+
+
+def _ask_approval(request: Any) -> str:
+    """The approval prompt on the terminal (stdin is one): once / session / always / deny."""
+    print(printable(f"mibyan: the model wants to run {request.command!r}: "
+                    f"{request.description}."), file=sys.stderr)
+    answer = input("Allow? [o]nce, [s]ession, [a]lways, [D]eny: ").strip().lower()[:1]
+    return {"o": "once", "s": "session", "a": "always"}.get(answer, "deny")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.agent import Agent
+    from pipeline.cli.main import EXIT_SIGNALLED, read_message, signals_interrupt
+    from pipeline.memory_tool import memory_tool
+    from pipeline.providers import LOCAL, LOCAL_NOTICE
+    from pipeline.skills_tools import skill_tools
+    from pipeline.toolsets import builtin_tools
+    message = read_message(args.message)
+    home, workdir = args.home or cfg.home(), Path(args.workdir or Path.cwd())
+    tools = None if args.no_tools else builtin_tools(workdir, toolsets=args.toolsets)
+    if tools is not None:  # still the toolset: the agent restores its todo list, closes it
+        tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir)))
+    # Without a terminal nobody can answer: dangerous commands are denied.
+    approve = _ask_approval if sys.stdin.isatty() and args.message != "-" else None
+    stream = not args.no_stream
+    with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
+               api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
+               session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
+               timeout=args.timeout, deadline=args.deadline, stream=stream,
+               durability=args.durability, event_listener=_tool_line,
+               approval_callback=approve) as agent:
+        if agent.settings.provider == LOCAL:
+            print(LOCAL_NOTICE, file=sys.stderr)
+        shown: list[str] = []
+
+        def show(delta: str) -> None:
+            shown.append(delta)
+            sys.stdout.write(printable(delta))
+            sys.stdout.flush()
+        with signals_interrupt(agent) as received:
+            result = agent.run_conversation(message, system_message=args.system,
+                                            stream_callback=show if stream else None)
+    unshown = _unshown(result["final_response"] or "", "".join(shown))
+    sys.stdout.write(printable(unshown) + "\n")
+    for warning in result["warnings"]:
+        print(printable(f"mibyan: context {warning}"), file=sys.stderr)
+    if result["failed"]:
+        print(printable(f"mibyan: the turn failed: {result['error']}"), file=sys.stderr)
+    elif not result["completed"] and not received:
+        print(f"mibyan: the turn did not complete ({result['turn_exit_reason']}): the answer "
+              "above is partial", file=sys.stderr)
+    print(_usage_line(result), file=sys.stderr)
+    if received:
+        return EXIT_SIGNALLED + received[0]
+    # A cut-off or budget-ended answer is not the answer asked for: scripts must see that.
+    return EXIT_OK if result["completed"] else EXIT_FAILED
+
+
+def sessions(args: argparse.Namespace) -> int:
+    from pipeline.insights.query import query
+    columns, rows = query(_root(args), SESSIONS_WITH_LINEAGE)
+    _table(columns, rows)
+    return EXIT_OK
+
+
+def verify(args: argparse.Namespace) -> int:
+    from effects.eventlog.store import session_path
+    from effects.eventlog.store import verify as verify_log
+    from stages.errors import UsageError
+    path = session_path(_root(args), args.session)
+    if not path.exists():
+        raise UsageError(f"no session {args.session!r} under {_root(args)}")
+    report = verify_log(path)
+    tail = " (torn last record; it will be cut on the next open)" if report.torn_tail else ""
+    problems = report.problems or _unreadable_events(path)
+    if not problems:
+        print(f"ok: {report.count} records{tail}")
+        return EXIT_OK
+    print(f"BROKEN: {path}: {report.count} good records{tail}")
+    for problem in problems:
+        print(f"  {problem}")
+    return EXIT_FAILED
+
+
+def _unreadable_events(path: Path) -> tuple[str, ...]:
+    """Well-chained records whose payload does not read as its event (replay and resume would
+    refuse them): the codec, upcasters included, is the last word on a log."""
+    from effects.eventlog.codec import from_payload
+    from effects.eventlog.store import read_envelopes
+    from stages.errors import LogCorruptError
+    problems = []
+    for envelope in read_envelopes(path):
+        try:
+            from_payload(envelope.kind, envelope.schema_version, envelope.payload)
+        except LogCorruptError as exc:
+            problems.append(f"seq {envelope.seq}: {exc}")
+    return tuple(problems)
+
+
+def sql(args: argparse.Namespace) -> int:
+    from pipeline.insights.query import query_index
+    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex)
+    _table(columns, rows)
+    from pipeline.cli.cmd_insights import warn_problems
+    warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)
+    return EXIT_OK
+
+
+def _table(columns: list[str], rows: list[tuple]) -> None:
+    cells = [[("" if v is None else printable(str(v))) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def chat(args: argparse.Namespace) -> int:
+    from pipeline.chat import chat as run_chat
+    return run_chat(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "log":
+        return verify(args)
+    if args.command in ("replay", "fork", "diff"):
+        from pipeline.cli import cmd_replay
+        return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
+                "diff": cmd_replay.diff}[args.command](args)
+    if args.command == "insights":
+        from pipeline.cli.cmd_insights import insights
+        return insights(args)
+    if args.command in ("serve", "cron"):
+        from pipeline.cli import cmd_cron, cmd_serve
+        return {"serve": cmd_serve.serve, "cron": cmd_cron.cron}[args.command](args)
+    if args.command in ("export", "batch"):
+        from pipeline.cli import cmd_export
+        return {"export": cmd_export.export, "batch": cmd_export.batch}[args.command](args)
+    return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

@@ -1,0 +1,342 @@
+"""``mibyan``: the command line. Heavy modules (SDKs, DuckDB) are imported by the command that
+needs them, so ``mibyan --help`` starts fast."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _at_most(most: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``most``: past it a value is a typo, or one that overflows
+    further on (a date, a process pool, a socket)."""
+    def whole(text: str) -> int:
+        value = _positive_int(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be a whole number of at most {most}, "
+                                             f"got {text!r}")
+        return value
+    return whole
+
+
+MAX_TURNS, MAX_TOKENS, MAX_JOBS, MAX_DAYS = 1_000_000, 10_000_000, 256, 36_500
+
+
+def _port(text: str) -> int:
+    """0 (any free port, which the server then names) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"must be a port, 0 to 65535, got {text!r}")
+    return value
+
+
+def _directory(text: str) -> str:
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"no such directory: {text!r}")
+    return text
+
+
+def _toolsets(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in TOOLSETS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown toolset(s) {', '.join(unknown) or text!r}; choose from {', '.join(TOOLSETS)}")
+    return names
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def read_message(message: str) -> str:
+    """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
+    from stages.errors import UsageError
+    if message != "-":
+        if not message.strip():
+            raise UsageError("the message is empty")
+        return message
+    text = sys.stdin.read()
+    if not text.strip():
+        raise UsageError("the message is '-' but stdin held no prompt")
+    return text
+
+
+@contextlib.contextmanager
+def signals_interrupt(agent: Any) -> Iterator[list[int]]:
+    """While the block runs, SIGINT and SIGTERM interrupt the agent's turn (which then ends
+    cleanly, with an event, and stays resumable); the signals received are yielded. A second
+    signal stops at once, as Ctrl-C always did."""
+    received: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        del frame
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        agent.interrupt()
+
+    caught = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, handle) for signum in caught}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mibyan", description="An event-sourced LLM agent loop with deterministic replay.")
+    parser.add_argument("--home", type=Path, help="state directory (default: $MIBYAN_HOME or "
+                        "~/.mibyan)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run one agent turn and print the answer")
+    run.add_argument("message", help="the user message ('-': read it from stdin)")
+    run.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+    run.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    run.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    run.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                            "anthropic_messages"),
+                     help="the provider API (else detected from provider and endpoint)")
+    run.add_argument("--resume", metavar="SESSION", help="continue this session")
+    run.add_argument("--system", help="system prompt for this turn")
+    run.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
+                     help="model calls per turn (500)")
+    run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
+                     help="output cap per model call")
+    run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                     help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
+                          f"default {','.join(DEFAULT_TOOLSETS)})")
+    run.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
+                     "(the current directory); the file tools refuse paths outside it")
+
+    commands.add_parser("sessions", help="list sessions")
+    replay = commands.add_parser("replay", help="re-run a session from its log and compare")
+    replay.add_argument("session", nargs="?")
+    replay.add_argument("--all", action="store_true", help="replay every session and summarise")
+    replay.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
+                        help="with --all: replay on N processes (default: one per core for a "
+                        "large home, else one)")
+    log = commands.add_parser("log", help="event-log maintenance")
+    log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
+    verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
+    verify.add_argument("session")
+    sql = commands.add_parser("sql", help="query all event logs with DuckDB through the "
+                              "insights index (events and its views: sessions, turns, "
+                              "model_calls, ...)")
+    sql.add_argument("query")
+    sql.add_argument("--reindex", action="store_true",
+                     help="rebuild the index from the logs first")
+
+    fork = commands.add_parser(
+        "fork", help="replay a session's first records, then go on live with other settings")
+    fork.add_argument("session")
+    fork.add_argument("--at", type=int, required=True, metavar="SEQ",
+                      help="keep the records before SEQ (seq 0 to SEQ-1), then go on from there")
+    fork.add_argument("--model", help="the model the fork goes on with")
+    fork.add_argument("--provider", help="the provider the fork goes on with")
+    fork.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                             "anthropic_messages"))
+    fork.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="another session setting (max_tokens=512, base_url=URL, ...)")
+    fork.add_argument("--workdir", type=_directory,
+                      help="the working tree the fork's tools work in")
+    diff = commands.add_parser("diff", help="compare two sessions turn by turn")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
+    chat = commands.add_parser("chat", help="an interactive session (plain, line by line, when "
+                               "stdin is not a terminal)")
+    chat.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+    chat.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    chat.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    chat.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                             "anthropic_messages"), help="the provider API")
+    chat.add_argument("--resume", metavar="SESSION", help="continue this session")
+    chat.add_argument("--system", help="system prompt added to every turn")
+    chat.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
+                      help="model calls per turn (500)")
+    chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
+                      help="output cap per model call")
+    chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    chat.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
+    chat.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
+                      "(the current directory); the file tools refuse paths outside it")
+    chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
+                      "a terminal")
+    for command in (run, chat):
+        _model_call_options(command)
+    insights = commands.add_parser("insights", help="usage, cost, tools, latency and "
+                                   "recoveries over all logs (through the insights index)")
+    insights.add_argument("--days", type=_at_most(MAX_DAYS), help="only the last N days")
+    insights.add_argument("--model", help="only the sessions and calls of this model")
+    insights.add_argument("--json", action="store_true", help="machine-readable output")
+    insights.add_argument("--price", action="append", metavar="MODEL=IN,OUT[,CR[,CW]]",
+                          help="the price of a model in dollars per million tokens of input, "
+                               "output, cache read and cache write (repeatable; overrides "
+                               "config.toml [prices] and the built-in table)")
+    insights.add_argument("--reindex", action="store_true",
+                          help="rebuild the index from the logs first")
+    # --- the gateway and scheduled runs (pipeline.cli.cmd_serve, pipeline.cli.cmd_cron) ---
+    serve = commands.add_parser("serve", help="serve agents over HTTP (OpenAI-compatible API "
+                                "and a session API; needs the serve extra)")
+    serve.add_argument("--host", help="address to listen on ([serve] host, else 127.0.0.1)")
+    serve.add_argument("--port", type=_port, help="port ([serve] port, else 8642; 0: any "
+                       "free one)")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="no bearer tokens (only on a loopback address)")
+    cron = commands.add_parser("cron", help="scheduled agent runs (needs the serve extra)")
+    actions = cron.add_subparsers(dest="cron_command", required=True, metavar="ACTION")
+    cron_add = actions.add_parser("add", help="schedule a prompt: add '0 9 * * *' 'prompt'")
+    cron_add.add_argument("schedule", help="five cron fields, local time: m h dom mon dow")
+    cron_add.add_argument("prompt", help="what the agent is asked at each run")
+    actions.add_parser("list", help="the jobs, their next and last runs")
+    cron_remove = actions.add_parser("remove", help="unschedule a job")
+    cron_remove.add_argument("job", help="the job's id (see list)")
+    cron_run = actions.add_parser("run", help="run the jobs that are due (call it every "
+                                  "minute, e.g. from crontab)")
+    cron_run.add_argument("--job", help="run this job now, due or not")
+    for command in (serve, cron_run):
+        command.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+        command.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+        command.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+        command.add_argument("--workdir", type=_directory,
+                             help="the working tree the tools work in")
+        command.add_argument("--toolsets", type=_toolsets, default=None,
+                             help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)};"
+                                  f" default {','.join(DEFAULT_TOOLSETS)})")
+    serve.add_argument("--durability", choices=("durable", "flush"), default="durable",
+                       help="fsync the logs at turn ends and before tools (durable) or flush")
+    _export_parsers(commands)
+    return parser
+
+
+def _model_call_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=_seconds, help="seconds without a byte before a "
+                        "model call fails (else [model] timeout, or 600)")
+    parser.add_argument("--deadline", type=_seconds, help="seconds a whole model call may "
+                        "take (else [model] deadline, or 1800)")
+    parser.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    parser.add_argument("--durability", choices=("durable", "flush"), default="durable",
+                        help="fsync the log at turn ends and before tools (durable) or only "
+                             "flush")
+
+
+def _export_parsers(commands: Any) -> None:
+    from pipeline.export.names import FORMAT_NAMES, LINEAGE_NAMES, OUTPUT_NAMES
+    export = commands.add_parser("export", help="write trajectories from the logs as training "
+                                 "data (ShareGPT, OpenAI fine-tuning, TRL)")
+    export.add_argument("out", help="the file to write (.jsonl or .parquet)")
+    _format_options(export, FORMAT_NAMES)
+    export.add_argument("--output", choices=OUTPUT_NAMES, help="jsonl or parquet (else from "
+                        "the file name's suffix)")
+    export.add_argument("--lineage", choices=LINEAGE_NAMES, default="stitched",
+                        help="a compressed session as one stitched sample (default) or one "
+                             "sample per context segment")
+    export.add_argument("--completed", action="store_true", help="only sessions whose turns "
+                        "all completed")
+    export.add_argument("--model", help="only sessions this model served (or was set for)")
+    export.add_argument("--since", metavar="DATE", help="only sessions started on or after")
+    export.add_argument("--until", metavar="DATE", help="only sessions started on or before")
+    export.add_argument("--no-fallback", action="store_true", help="skip sessions that fell "
+                        "back to another provider")
+    export.add_argument("--no-compression", action="store_true",
+                        help="skip sessions whose context was compressed")
+    export.add_argument("--min-turns", type=_positive_int, help="at least this many turns")
+    export.add_argument("--max-turns", type=_positive_int, help="at most this many turns")
+    export.add_argument("--tool", help="only sessions that ran this tool")
+    export.add_argument("--task-id", help="only sessions with a turn of this task id")
+    export.add_argument("--session", action="append",
+                        help="only the lineage of this session (any of its sessions); repeat")
+
+    batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "
+                                "in parallel, then export them")
+    batch.add_argument("prompts", help='a JSONL file of {"prompt": ...} lines')
+    batch.add_argument("--out", required=True, help="the batch directory (logs, working "
+                       "directories, the export); run again to resume")
+    batch.add_argument("--workers", type=_positive_int, default=1, help="sessions at a time")
+    batch.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="a local process pool (default) or Ray")
+    batch.add_argument("--ray-address", help="a Ray cluster to join (else a local Ray)")
+    _format_options(batch, FORMAT_NAMES)
+    batch.add_argument("--model", help="model name (else $MIBYAN_MODEL)")
+    batch.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    batch.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    batch.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                              "anthropic_messages"))
+    batch.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=30,
+                       help="model calls per session (30)")
+    batch.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    batch.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+                       help="built-in toolsets, comma-separated")
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    parser.add_argument("--format", choices=names, default="sharegpt",
+                        help="sharegpt (hermes-agent's form, default), openai or trl")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from pipeline.cli import commands
+    from stages.errors import MibyanError, UsageError
+    try:
+        return commands.dispatch(args)
+    except UsageError as exc:
+        print(f"mibyan: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MibyanError as exc:
+        print(f"mibyan: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_SIGNALLED + signal.SIGINT
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """The reader of stdout left (``| head``): stop quietly, as a program killed by SIGPIPE
+    would. Python ignores the signal, so a write raised instead; stdout goes to /dev/null so
+    that the flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_SIGNALLED + signal.SIGPIPE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

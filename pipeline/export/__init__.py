@@ -1,0 +1,1 @@
+"""Trajectories read back from the logs and exported as training data."""

@@ -1,0 +1,314 @@
+"""The insights index: a DuckDB file under the home holding every log's checked records.
+
+The logs stay the source of truth; the index can be deleted or rebuilt (``rebuild=True``) at any
+time. Each update looks at every log and at the last record it indexed of it, which must
+still hash to what the index holds (the log is a hash chain: a log rewritten, even to the same
+size with its modification time restored, fails this). One unchanged since the last update
+(same size and modification time, that record intact) costs a ``stat`` and one line read; one
+that grew, that record intact, has only its new tail read and chained on; any other is read
+again from its start; one that is gone leaves the index. A change in place that breaks the
+chain below the last indexed record passes the check: only a full read sees it. A record that
+does not check (a broken chain, a changed line) ends what is indexed of its log, and the log's
+problem is kept (:attr:`IndexReport.problems`).
+The index has the same ``events`` table as the in-memory connection of
+:func:`pipeline.insights.query.connect` and the views of :mod:`pipeline.insights.views` over it;
+``mibyan sql``
+queries it (:func:`pipeline.insights.query.query_index`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from effects.eventlog.envelope import (
+    FIRST_KIND,
+    SUFFIX,
+    line_hash,
+    session_path,
+    validate_session_id,
+)
+from pipeline.insights.log_scan import Position, scan
+from pipeline.insights.query import COLUMNS
+from pipeline.insights.views import create_unit_tables, create_views, refresh_units
+from stages.errors import UsageError
+
+__all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_path", "open_index"]
+
+INDEX_NAME = "insights.duckdb"
+NO_RECORD = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
+_VERSION = 4  # of the index's own tables (and what they hold): another version is rebuilt
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
+    "CREATE TABLE IF NOT EXISTS events (session_id VARCHAR, seq BIGINT, kind VARCHAR, "
+    "schema_version INTEGER, recorded_at VARCHAR, prev_hash VARCHAR, payload JSON)",
+    "CREATE TABLE IF NOT EXISTS logs (session_id VARCHAR PRIMARY KEY, size BIGINT, "
+    "mtime_ns BIGINT, records BIGINT, last_hash VARCHAR, last_start BIGINT, sealed BOOLEAN, "
+    "problem VARCHAR, indexed_to BIGINT)",
+)
+
+
+@attrs.frozen(kw_only=True)
+class IndexReport:
+    """What an update did: logs seen, read from the start (``reindexed``: they were indexed
+    before), continued (``appended``), left as they were, dropped; records added; problems by
+    session; seconds taken."""
+
+    logs: int = 0
+    indexed: tuple[str, ...] = ()
+    reindexed: tuple[str, ...] = ()
+    appended: tuple[str, ...] = ()
+    unchanged: int = 0
+    dropped: tuple[str, ...] = ()
+    records_added: int = 0
+    problems: tuple[tuple[str, str], ...] = ()
+    seconds: float = 0.0
+
+
+def index_path(root: Path) -> Path:
+    """Where the index of the logs under ``root`` (``<home>/sessions``) lives by default."""
+    return Path(root).parent / INDEX_NAME
+
+
+@contextlib.contextmanager
+def open_index(root: Path, *, path: Path | None = None,
+               rebuild: bool = False) -> Iterator[tuple[Any, IndexReport]]:
+    """The index of the logs under ``root``, brought up to date: ``(connection, report)``,
+    closed when the block ends."""
+    con, report = connect_index(root, path=path, rebuild=rebuild)
+    try:
+        yield con, report
+    finally:
+        con.close()
+
+
+def connect_index(root: Path, *, path: Path | None = None,
+                  rebuild: bool = False) -> tuple[Any, IndexReport]:
+    """:func:`open_index` for a caller that closes the connection itself (a notebook)."""
+    import duckdb
+    path = Path(path) if path is not None else index_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.IOException as exc:
+        raise UsageError(f"cannot open the insights index {path}: "
+                         f"{str(exc).splitlines()[0]} (another mibyan using it?)") from exc
+    except duckdb.Error as exc:
+        raise UsageError(f"the insights index {path} is unreadable ({exc}); delete it, it is "
+                         "rebuilt from the logs") from exc
+    try:
+        con.execute("SET enable_progress_bar = false")  # it would go to stdout, into --json
+        _prepare(con, rebuild)
+        return con, update(con, Path(root), scratch=path.parent)
+    except BaseException:
+        con.close()
+        raise
+
+
+def _prepare(con: Any, rebuild: bool) -> None:
+    found = con.execute("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_name = 'meta'").fetchone()[0]
+    version = con.execute("SELECT max(version) FROM meta").fetchone()[0] if found else None
+    if rebuild or version != _VERSION:
+        tables = [row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE'").fetchall()]
+        for table in tables:
+            con.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+        for statement in _TABLES:
+            con.execute(statement)
+        create_unit_tables(con)
+        create_views(con, tables=True)  # they are kept in the file with the tables
+        con.execute("INSERT INTO meta VALUES (?)", [_VERSION])
+
+
+@attrs.define
+class _Work:
+    """What one update found: the checked lines (whole logs, or the tails appended) are copied
+    to one scratch file that DuckDB reads at once; the bookkeeping rows of the logs."""
+
+    out: Any  # the scratch file the checked lines go to
+    rows: list[tuple] = attrs.Factory(list)
+    clear: list[str] = attrs.Factory(list)
+    kinds: dict[str, list[str]] = attrs.Factory(
+        lambda: {"indexed": [], "reindexed": [], "appended": []})
+    problems: list[tuple[str, str]] = attrs.Factory(list)
+    added: int = 0
+    unchanged: int = 0
+
+
+def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
+    """Bring the index on ``con`` up to date with the logs under ``root``."""
+    began = time.perf_counter()
+    known = {row[0]: row[1:] for row in con.execute(
+        "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
+        "indexed_to FROM logs").fetchall()}
+    stats = _stats(root)
+    ids = sorted(stats)
+    fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            work = _Work(out)
+            for session_id in ids:
+                was = known.get(session_id)
+                if was is not None and stats[session_id] == tuple(was[:2]) \
+                        and _still_holds(root, session_id, was):
+                    work.unchanged += 1  # the common case: a stat and one line read
+                    if was[6] is not None:
+                        work.problems.append((session_id, was[6]))
+                    continue
+                _plan(work, root, session_id, was)
+        dropped = sorted(set(known) - set(ids))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _apply(con, work, dropped, name)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        os.unlink(name)
+    return IndexReport(logs=len(ids), indexed=tuple(work.kinds["indexed"]),
+                       reindexed=tuple(work.kinds["reindexed"]),
+                       appended=tuple(work.kinds["appended"]), unchanged=work.unchanged,
+                       dropped=tuple(dropped), records_added=work.added,
+                       problems=tuple(work.problems), seconds=time.perf_counter() - began)
+
+
+def _stats(root: Path) -> dict[str, tuple[int, int]]:
+    """Each log's (size, modification time), from one pass over the directory (as
+    ``list_session_ids`` finds them: regular files with a valid session id)."""
+    out: dict[str, tuple[int, int]] = {}
+    if not root.is_dir():
+        return out
+    with os.scandir(root) as entries:
+        for entry in entries:
+            sid = entry.name[: -len(SUFFIX)]
+            if not entry.name.endswith(SUFFIX) or not _valid(sid):
+                continue
+            try:
+                if entry.is_file():
+                    stat = entry.stat()
+                    out[sid] = (stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                continue  # removed while we looked
+    return out
+
+
+def _valid(session_id: str) -> bool:
+    try:
+        validate_session_id(session_id)
+    except UsageError:
+        return False
+    return True
+
+
+def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
+    path = session_path(root, session_id)
+    mark = work.out.tell()
+    try:
+        with open(path, "rb", buffering=1 << 16) as fh:
+            stat = os.fstat(fh.fileno())
+            start = _continues(fh, known, stat.st_size)
+            fh.seek(start.offset)
+            found = scan(fh, session_id, start)
+            _copy(fh, start.offset, found.position.offset, work.out)
+    except OSError:
+        # Removed or cut while we looked: what was copied of it goes, the next update sees it.
+        work.out.seek(mark)
+        work.out.truncate()
+        return
+    pos = found.position
+    if start.offset == 0:
+        if known is not None:
+            work.clear.append(session_id)
+        work.kinds["reindexed" if known is not None else "indexed"].append(session_id)
+    else:
+        work.kinds["appended"].append(session_id)
+    work.added += pos.records - start.records
+    # A log with no record at all (empty, or one line without its newline) is no session:
+    # named like a broken one, or `insights` and `sql` would leave it out without a word.
+    problem = found.problem if pos.records else found.problem or NO_RECORD
+    if problem is not None:
+        work.problems.append((session_id, problem))
+    work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
+                      pos.last_start, pos.sealed, problem, pos.offset))
+
+
+def _copy(fh: Any, start: int, end: int, out: Any) -> None:
+    """The checked bytes (whole lines) of a log to the scratch file."""
+    fh.seek(start)
+    while start < end:
+        chunk = fh.read(min(1 << 20, end - start))
+        if not chunk:
+            raise OSError("the log shrank while it was read")
+        out.write(chunk)
+        start += len(chunk)
+
+
+def _continues(fh: Any, known: tuple | None, size: int) -> Position:
+    """Where to go on reading: after the indexed records if the log grew and the last one is
+    still there, unchanged; else (it was rewritten, cut, or broken) from the start."""
+    if known is None or known[6] is not None or known[2] == 0 or size <= known[7] \
+            or not _last_holds(fh, known):
+        return Position()
+    _, _, records, last_hash, last_start, sealed, _, end = known
+    return Position(records, end, last_hash, last_start, sealed)
+
+
+def _still_holds(root: Path, session_id: str, known: tuple) -> bool:
+    """Whether a log whose size and time are as indexed still holds what was indexed: a copy
+    or an edit can restore both over other bytes."""
+    try:
+        with open(session_path(root, session_id), "rb") as fh:
+            return _last_holds(fh, known)
+    except OSError:
+        return False  # gone or unreadable: the full look decides
+
+
+def _last_holds(fh: Any, known: tuple) -> bool:
+    """Whether the last indexed line is where it was and still hashes to the stored hash. Each
+    line holds the hash of the one before, so a log rewritten consistently (chained anew) fails
+    this; only a change that breaks the chain below the last line passes it, and only a full
+    read sees that (``rebuild``, ``mibyan log verify``)."""
+    _, _, records, last_hash, last_start, _, _, end = known
+    if records == 0:
+        return True  # nothing indexed that could have gone stale
+    fh.seek(last_start)
+    last = fh.read(end - last_start)
+    return last.endswith(b"\n") and line_hash(last[:-1]) == last_hash
+
+
+_LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_start",
+                "sealed", "problem", "indexed_to")
+
+
+def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
+    touched = [*dropped, *(row[0] for row in work.rows)]
+    if not touched:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS "
+                "session_id", [touched])
+    con.execute("DELETE FROM events WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                [[*dropped, *work.clear]])
+    con.execute("DELETE FROM logs WHERE session_id IN (SELECT session_id FROM touched)")
+    con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, recorded_at, "
+                f"prev_hash, payload FROM {_read_json(scratch)}")
+    if work.rows:
+        con.execute("INSERT INTO logs SELECT unnest(?, recursive := true)",
+                    [[dict(zip(_LOG_COLUMNS, row, strict=True)) for row in work.rows]])
+    refresh_units(con, "touched")
+    con.execute("DROP TABLE touched")
+
+
+def _read_json(path: str) -> str:
+    quoted = "'" + path.replace("'", "''") + "'"
+    return f"read_json({quoted}, format='newline_delimited', columns={COLUMNS})"

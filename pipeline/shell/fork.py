@@ -1,0 +1,183 @@
+"""Fork a session: replay its first records exactly, then go on live with other settings.
+
+    fork = fork_session(agent, "s-1", at=12, model="gpt-4o")   # -> Fork
+    fork.agent.run("and now?")                                  # the forked session goes on
+    agent.fork("s-1", at=12, model="gpt-4o")                    # the same, -> Agent
+
+``at`` counts records: the fork keeps the origin's records with ``seq < at`` (re-derived and
+compared on the way, so a fork of a session that no longer replays fails with the divergence),
+then goes on live and records ``SessionForked`` (origin, ``at`` and the new settings) where they
+start: a fork inside a turn finishes that turn live, under the new settings from the turn's next
+step on (a model call being prepared when the prefix ends is made as prepared); a fork between
+turns leaves the next turn to the caller. The fork is a new
+session under the same home, with a new id; its records before ``SessionForked`` are the
+origin's (payload and ``recorded_at``; seq 0 carries the fork's id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from effects.eventlog.codec import from_payload
+from effects.eventlog.envelope import Envelope
+from effects.eventlog.store import SessionLog, read_envelopes, session_path
+from pipeline.result import TurnResult
+from pipeline.settings import check_session_values
+from pipeline.shell.fork_journal import ForkAwareRunner, ForkJournal, live_switch
+from pipeline.shell.replay import drive
+from pipeline.shell.runner import SessionRunner
+from stages.errors import UsageError
+from stages.log.events import Event, HistoryLoaded, SessionForked, SessionSettings, SessionSplit
+from stages.log.fold import fold
+from stages.turn.api_mode import resolve_api_mode
+
+if TYPE_CHECKING:
+    from pipeline.agent import Agent
+
+_SESSION_FIELDS = frozenset(attrs.fields_dict(SessionSettings))
+
+
+@attrs.frozen(kw_only=True)
+class Fork:
+    """A fork made: the agent bound to the new session, where it came from, and the turn it
+    finished live when it began inside one (None between turns)."""
+
+    agent: Agent
+    session_id: str
+    origin_session_id: str
+    origin_seq: int
+    continued: TurnResult | None = None
+
+
+def check_at(at: object, count: int) -> int:
+    """``at`` as a record count of a log with ``count`` records, or a ``UsageError``."""
+    if at is None:
+        return count
+    if isinstance(at, bool) or not isinstance(at, int):
+        raise UsageError(f"--at must be a whole number (a seq), got {at!r}")
+    if not 1 <= at <= count:
+        raise UsageError(f"--at {at} is out of range: the session has {count} records, so a fork "
+                         f"keeps the first 1 to {count} (seq 0 to {count - 1})")
+    return at
+
+
+def _check_prefix(prefix: Sequence[Envelope]) -> None:
+    if any(e.kind == SessionSplit.kind for e in prefix):
+        raise UsageError("the session went on in a child session (compression) there; "
+                         "fork the child instead")
+    if prefix[-1].kind == HistoryLoaded.kind:
+        seq = prefix[-1].seq
+        raise UsageError(f"seq {seq + 1} splits a loaded history from its turn; fork at seq "
+                         f"{seq} or {seq + 2}")
+
+
+def check_changes(changes: dict[str, Any]) -> None:
+    """A ``UsageError`` for a change that names no session setting or has a bad value."""
+    unknown = set(changes) - _SESSION_FIELDS
+    if unknown:
+        raise UsageError(f"fork() got unknown settings: {', '.join(sorted(unknown))}")
+    check_session_values(changes)
+
+
+def forked_settings(base: SessionSettings, changes: dict[str, Any]) -> SessionSettings:
+    """``base`` with ``changes`` (fields of ``SessionSettings``), checked; a new model,
+    provider or endpoint without an explicit API mode is detected again."""
+    check_changes(changes)
+    changes = dict(changes)
+    try:
+        if {"model", "provider", "base_url", "api_mode"} & set(changes):
+            merged = attrs.evolve(base, **{k: v for k, v in changes.items() if k != "api_mode"})
+            mode = resolve_api_mode(explicit=changes.get("api_mode"), provider=merged.provider,
+                                    base_url=merged.base_url, model=merged.model)
+            changes.update(api_mode=mode.mode, api_mode_reason=mode.reason)
+        return attrs.evolve(base, **changes)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"fork(): {exc}") from exc
+
+
+def _origin(root: Path, session_id: str) -> list[Envelope]:
+    path = session_path(root, session_id)
+    if not path.exists():
+        raise UsageError(f"no session {session_id!r} under {root}")
+    return list(read_envelopes(path))
+
+
+def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
+                 **changes: Any) -> Fork:
+    """Fork ``session_id`` (under ``agent``'s home) after its first ``at`` records (all when
+    None), going on with ``changes`` to its settings, through ``agent``'s model client, tools
+    and approvals. Raises ``UsageError`` for an unknown session, a bad ``at`` or setting, and
+    ``ReplayDivergenceError`` when the prefix no longer replays (nothing is left behind)."""
+    root = agent.home / "sessions"
+    envelopes = _origin(root, session_id)
+    at = check_at(at, len(envelopes))
+    prefix = envelopes[:at]
+    _check_prefix(prefix)
+    base = fold(from_payload(e.kind, e.schema_version, e.payload) for e in prefix).settings
+    assert base is not None
+    settings = forked_settings(base, changes)
+    effects = agent._effects
+    new_id = effects.ids.session_id()
+    if session_path(root, new_id).exists():
+        raise UsageError(f"the fork's new id {new_id!r} names a session that exists already")
+    forked = _forked_agent(agent, settings, new_id)
+    log = SessionLog.open(root, new_id, durability=agent.durability)
+    journal = ForkJournal(prefix, log, effects.clock, new_id, forked._secrets)
+    opened: list[bool] = []
+
+    def switch(r: SessionRunner) -> SessionForked:
+        opened.append(r.state.turn is not None and r.state.turn.finished is None)
+        return SessionForked(origin_session_id=session_id, origin_seq=at,
+                             forked_at=effects.clock.now(), settings=settings)
+
+    runner = ForkAwareRunner(journal, forked._effects, switch=live_switch(switch),
+                             interrupt=forked._interrupt,
+                             listener=_live_only(forked._listener, journal))
+    _run(runner, journal, lambda: bool(opened))
+    runner.declare_tools(forked.registry.specs)
+    forked._runner, forked._log = runner, log
+    continued = TurnResult.from_state(runner.state) if opened and opened[0] else None
+    return Fork(agent=forked, session_id=new_id, origin_session_id=session_id, origin_seq=at,
+                continued=continued)
+
+
+def _forked_agent(agent: Agent, settings: SessionSettings, new_id: str) -> Agent:
+    """The agent the fork goes on with: ``agent``'s model client, clock, ids, tools,
+    approvals, hooks and secrets; its own tool runner. The memory providers stay with
+    ``agent`` (closing the fork would shut them down), so a fork recalls nothing."""
+    from pipeline.agent import Agent
+    return Agent(settings=settings,
+                 agent_settings=attrs.evolve(agent.agent_settings, session_id=new_id),
+                 effects=attrs.evolve(agent._effects, tools=None, memory=None),
+                 secrets=agent._secrets, tools=agent.registry, event_listener=agent._listener,
+                 hooks=agent.hooks)
+
+
+def _live_only(listener: Callable[[Event], None] | None,
+               journal: ForkJournal) -> Callable[[Event], None] | None:
+    """``listener``, deaf to the replayed prefix: it is the origin's past, not news (a chat
+    would print every earlier answer again)."""
+    if listener is None:
+        return None
+
+    def hear(event: Event) -> None:
+        if not journal.replayed:
+            listener(event)
+    return hear
+
+
+def _run(runner: ForkAwareRunner, journal: ForkJournal, switched: Callable[[], bool]) -> None:
+    """Replay the prefix and finish a turn it ends inside; a prefix that fails to replay
+    leaves no fork behind."""
+    try:
+        drive(runner, journal)
+        runner.switch(runner, None)  # between turns: the fork's settings start here
+    except BaseException:
+        if not switched():
+            journal.log.close()
+            journal.log.path.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,116 @@
+"""Session lineage: a compression continues the session in a child session.
+
+After a turn that compressed the context, the child's log starts with the parent's id and the
+compressed history (``ContextInherited``); then the parent's log says where the session went
+(``SessionSplit``). The child is written first: a crash in between leaves an orphan child and a
+parent that still goes on, never a parent pointing nowhere. Resuming any session of a chain
+(``Agent(session_id=...)``, ``--resume``) opens its newest descendant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from effects.eventlog.codec import from_payload
+from effects.eventlog.store import Durability, SessionLog, read_envelopes, session_path
+from pipeline.shell.journal import LiveJournal
+from pipeline.shell.runner import SessionRunner
+from stages.log.events import ContextInherited, SessionSplit, TurnStarted
+from stages.log.fold import fold
+from stages.log.state import State
+from stages.tools.specs import ToolSpec
+
+REASON = "compression"
+
+
+def folded_log(path: Path) -> State:
+    """The state the log at ``path`` folds to."""
+    return fold(from_payload(e.kind, e.schema_version, e.payload) for e in read_envelopes(path))
+
+
+def _child_of(path: Path) -> str | None:
+    child = None
+    for envelope in read_envelopes(path):
+        if envelope.kind == SessionSplit.kind:
+            child = envelope.payload["child_session_id"]
+    return child
+
+
+def _walk(root: Path, session_id: str, step: Callable[[Path], str | None]) -> str:
+    """Follow ``step`` (a log's next session along the chain) while it names a log that
+    exists; the last session reached (loops are cut)."""
+    seen: set[str] = set()
+    while session_id not in seen:
+        seen.add(session_id)
+        following = step(session_path(root, session_id))
+        if following is None or not session_path(root, following).exists():
+            break
+        session_id = following
+    return session_id
+
+
+def newest(root: Path, session_id: str) -> str:
+    """The newest session of the chain ``session_id`` belongs to (itself when it has none)."""
+    return _walk(root, session_id, _child_of)
+
+
+def _parent_of(path: Path) -> str | None:
+    """The parent named by a child's ``context_inherited``, among its first records."""
+    for envelope in read_envelopes(path):
+        if envelope.kind == ContextInherited.kind:
+            return envelope.payload["parent_session_id"]
+        if envelope.kind == TurnStarted.kind:
+            return None
+    return None
+
+
+def oldest(root: Path, session_id: str) -> str:
+    """The first session of the chain ``session_id`` belongs to (the root of its lineage)."""
+    return _walk(root, session_id, _parent_of)
+
+
+def inherited(state: State) -> ContextInherited:
+    assert state.session_id is not None
+    ctx = state.context
+    return ContextInherited(parent_session_id=state.session_id, reason=REASON,
+                            messages=tuple(state.messages), summary=ctx.summary,
+                            compressions=ctx.compressions, ineffective=ctx.ineffective,
+                            disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
+                            windows=ctx.windows, window_cap=ctx.window_cap,
+                            approved_patterns=state.approved_patterns,
+                            hint_dirs=tuple(sorted(state.hint_dirs)),
+                            reasoning_replay_off=state.reasoning_replay_off)
+
+
+def split(parent: SessionRunner, root: Path, *, durability: Durability,
+          tools: tuple[ToolSpec, ...]) -> tuple[SessionRunner, SessionLog]:
+    """Start the child session of ``parent`` and record the split in the parent's log."""
+    assert isinstance(parent.journal, LiveJournal)
+    state = parent.state
+    parent_id = state.session_id
+    assert parent_id is not None
+    child_id = parent.effects.ids.session_id()
+    log = SessionLog.open(root, child_id, durability=durability)
+    journal = LiveJournal(log, parent.effects.clock, parent.journal.secrets)
+    child = SessionRunner(journal, parent.effects, interrupt=parent.interrupt,
+                          listener=parent.listener)
+    child.start(parent.settings, session_id=child_id, parent_session_id=parent_id)
+    carried = inherited(state)
+    child.observe("session", (ContextInherited,), lambda: (carried,))
+    child.declare_tools(tools)
+    child.journal.sync()
+    parent.observe("session", (SessionSplit,), lambda: (
+        SessionSplit(child_session_id=child_id, reason=REASON),))
+    parent.journal.sync()
+    return child, log
+
+
+def wants_split(state: State) -> bool:
+    settings = state.settings
+    return (settings is not None and settings.rules >= 3
+            and state.context.split_pending is not None
+            and (state.turn is None or state.turn.finished is not None))
+
+
+__all__ = ["REASON", "inherited", "newest", "split", "wants_split"]

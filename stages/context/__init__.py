@@ -1,0 +1,1 @@
+"""Context management: the window, the token estimate, and compression (plan, summary, apply)."""

@@ -1,0 +1,33 @@
+"""Ephemeral notes (rules 3): said to the model in the call that needs them, never stored in
+the history, as notes after the request's system prompt: a context the compression could not
+relieve, and the iteration budget's last call (its summary request)."""
+
+from __future__ import annotations
+
+from stages.context.tokens import context_tokens, window_of
+from stages.log.events import SessionSettings
+from stages.log.state import State
+from stages.turn.budget import BUDGET_PROMPT
+
+
+def pressure_note(state: State, config: SessionSettings) -> str | None:
+    if config.rules < 3 or state.context.pressure is None or state.turn is None:
+        return None
+    window = window_of(state, config)
+    share = min(999, 100 * context_tokens(state) // max(1, window.tokens))
+    return (f"[Note: the conversation fills about {share}% of the context window and could "
+            "not be compacted further; keep replies and tool outputs short.]")
+
+
+def system_prompt(state: State, config: SessionSettings) -> str | None:
+    """The request's system prompt: the session's, with this call's notes."""
+    notes = [note for note in (pressure_note(state, config), budget_note(state, config)) if note]
+    if not notes:
+        return state.system_prompt
+    return "\n\n".join(part for part in (state.system_prompt, *notes) if part)
+
+
+def budget_note(state: State, config: SessionSettings) -> str | None:
+    if config.rules < 3 or state.turn is None or not state.turn.budget_exhausted:
+        return None
+    return BUDGET_PROMPT

@@ -1,0 +1,773 @@
+"""The event types: every transition and every effect result of a session.
+
+Events are frozen, keyword-only attrs classes of plain data. Each class is the one place that
+declares its event: a stable ``kind``, a ``schema_version``, whether it is ``observed``, and
+which fields hold outside text to redact (``metadata=REDACTED``). Two families:
+
+* observations (``observed``): results of effects or input from outside — replay serves them
+  from the log instead of performing the effect;
+* decisions: produced by pure stages — replay re-derives them and compares with the log.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+
+from stages.log.messages import Message, ToolCall
+from stages.recovery.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
+from stages.tools.specs import ToolOutcome, ToolSpec
+from stages.turn.api_mode import API_MODES
+from stages.turn.reasoning_parts import check_budget, check_effort
+
+REDACTED = {"redact": True}
+"""Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
+and is redacted before the event reaches the log (``stages.log.redact.redact_event``)."""
+
+RULES = 5
+"""The version of the decision rules a new session runs under. A change of what the stages
+decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
+``config.rules``; old sessions are upcast to the rules they ran under.
+
+* 1: retries were counted per turn; ``model_requested`` carried no request digest.
+* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
+* 3: the tool plan repairs calls whose intent is clear (``tool_call_repaired``), answers a
+  call identical to an earlier one of the same reply without running it again, runs calls
+  naming the same path one after another, blocks hard-dangerous commands and asks for approval
+  of dangerous ones (``approval_answered``); smart routing may send a simple turn to the cheap
+  model (``route_chosen``).
+  The system prompt is assembled from layers (identity or ``SOUL.md``, platform hint, tool
+  guidance, skills index, project context files, the memory snapshot; the caller's system
+  message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
+  files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
+  are appended to the tool results that reached them.
+  Context management: the window is known for every model (table, probe, config), the
+  preflight compresses past its threshold (and at turn start past the between-turns one), a
+  context overflow compresses and retries once, a reply cut at the length limit is continued,
+  an empty reply is retried once, a content-filter stop ends the turn as not completed, and
+  the context-pressure note goes into the request only.
+* 4: reasoning models: a thinking-signature failure resends the request without replayed
+  reasoning (``strip_reasoning``, once a turn), unreadable encrypted reasoning stops its replay
+  for the session (``stop_reasoning_replay``), a reply cut at the output limit with only
+  reasoning ends the turn (``thinking_budget_exhausted``); requests carry the session's
+  ``prompt_cache_key`` and the turn's own reasoning setting.
+* 5: a continuation of a reply cut at the output limit that begins as the answer began (a small
+  model starts over instead of going on) replaces the parts before it in the answer, and is
+  not continued again (``incomplete_response``, or the next provider)."""
+
+CACHE_TTLS = ("5m", "1h")
+PLATFORMS = ("cli", "gateway", "cron", "api")
+# The provider name of a llama.cpp server: the embedded one, or one of the caller's own.
+LOCAL_PROVIDER = "local"
+SYSTEM_MESSAGE_MODES = ("append", "replace")
+
+
+def _optional_text(value: object) -> str | None:
+    """Providers send error codes as text or numbers (llama.cpp, OpenRouter, vLLM): the log
+    keeps them as text."""
+    return None if value is None else str(value)
+
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _at_least(minimum: float) -> Validator:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+        if value is not None and value < minimum:
+            raise ValueError(f"{attribute.name} must be at least {minimum}, got {value!r}")
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Validator:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}; "
+                             f"got {value!r}")
+    return check
+
+
+def _fraction(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token usage in the provider-neutral shape."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Everything billed: uncached input, cache reads and writes, and output."""
+        return (self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+                + self.output_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {**attrs.asdict(self), "total_tokens": self.total_tokens}
+
+
+@attrs.frozen(kw_only=True)
+class ProviderEntry:
+    """One provider of the chain. ``credentials`` are labels of pooled keys (the names of the
+    environment variables holding them); the keys themselves never reach the log."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
+    credentials: tuple[str, ...] = ()
+    # This model's window, when known better than the table (rules 3).
+    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
+    # How hard the model reasons: an effort, or a token budget (stages.turn.reasoning).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    """Everything about the session that stages decide from, recorded once at its start.
+    Validated when built, so a setting no stage can follow never reaches the log."""
+
+    model: str
+    provider: str
+    base_url: str | None = None
+    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
+    max_turns: int = attrs.field(default=500, validator=_at_least(1))
+    max_tokens: int | None = attrs.field(default=None, validator=_at_least(1))
+    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
+    stream: bool = True
+    identity: str | None = None
+    preflight_threshold: float = attrs.field(default=0.5, validator=_fraction)
+    compression_enabled: bool = True
+    protect_last_n: int = 20
+    # "auto" (None), "none", "required", or a tool name the model must call.
+    tool_choice: str | None = None
+    api_mode_reason: str = "default"
+    credentials: tuple[str, ...] = ()
+    credential_strategy: str = attrs.field(default="round_robin",
+                                           validator=_one_of(CREDENTIAL_STRATEGIES))
+    # A refresh hook is configured: a key's first auth failure tries it before resting the key.
+    credential_refresh: bool = False
+    fallback_providers: tuple[ProviderEntry, ...] = ()
+    max_retries: int = attrs.field(default=3, validator=_at_least(0))
+    retry_base_delay: float = attrs.field(default=2.0, validator=_at_least(0))
+    rate_limit_cooldown: float = attrs.field(default=60.0, validator=_at_least(0))
+    billing_cooldown: float = attrs.field(default=3600.0, validator=_at_least(0))
+    prompt_caching: bool = True
+    cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
+    rules: int = RULES
+    # Smart routing (off when None): simple turns go to this cheaper model (stages.turn.routing).
+    cheap_model: ProviderEntry | None = None
+    # Prompt assembly (rules 3): where the agent runs, whether the caller's system message adds
+    # to the assembled prompt or replaces it, and whether identity, context files, skills and
+    # memory are read from disk at session start.
+    platform: str = attrs.field(default="cli", validator=_one_of(PLATFORMS))
+    system_message_mode: str = attrs.field(default="append",
+                                           validator=_one_of(SYSTEM_MESSAGE_MODES))
+    load_context: bool = False
+    # The external memory provider asked to recall for every turn (None: none).
+    memory_provider: str | None = None
+    # Context management (rules 3): the between-turns check, the engine, the summary's model
+    # (None: the session's own).
+    between_turns_threshold: float = attrs.field(default=0.85, validator=_fraction)
+    context_engine: str = "compressor"
+    summary_model: str | None = None
+    # The primary provider's reasoning: an effort, or a token budget (stages.turn.reasoning).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+
+    @functools.cached_property
+    def chain(self) -> tuple[ProviderEntry, ...]:
+        """The primary provider, then the fallbacks in order (made once per settings value:
+        the stages ask for it several times per model call)."""
+        primary = ProviderEntry(provider=self.provider, model=self.model, base_url=self.base_url,
+                                api_mode=self.api_mode, credentials=self.credentials,
+                                reasoning_effort=self.reasoning_effort,
+                                reasoning_budget=self.reasoning_budget)
+        return (primary, *self.fallback_providers)
+
+    @property
+    def needs_clock(self) -> bool:
+        """Cooldowns need the time; a single key with no fallback has nothing to cool down."""
+        return bool(self.fallback_providers) or any(e.credentials for e in self.chain)
+
+
+# --- observations -----------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SessionStarted:
+    kind: ClassVar[str] = "session_started"
+    schema_version: ClassVar[int] = 3
+    observed: ClassVar[bool] = True
+    session_id: str
+    started_at: str
+    settings: SessionSettings
+    parent_session_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionResumed:
+    """A process reopened the session; it continues with these settings (maybe another model)."""
+
+    kind: ClassVar[str] = "session_resumed"
+    schema_version: ClassVar[int] = 3
+    observed: ClassVar[bool] = True
+    resumed_at: str
+    settings: SessionSettings
+
+
+@attrs.frozen(kw_only=True)
+class ToolsDeclared:
+    kind: ClassVar[str] = "tools_declared"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    tools: tuple[ToolSpec, ...]
+
+
+@attrs.frozen(kw_only=True)
+class HistoryLoaded:
+    """The caller passed a conversation history that replaces the session's own."""
+
+    kind: ClassVar[str] = "history_loaded"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    messages: tuple[Message, ...] = attrs.field(metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class TurnStarted:
+    kind: ClassVar[str] = "turn_started"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    turn_id: str
+    task_id: str
+    started_at: str
+    user_message: str = attrs.field(metadata=REDACTED)
+    system_message: str | None = attrs.field(default=None, metadata=REDACTED)
+    # This turn's own reasoning setting, over the provider's (rules 4).
+    reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
+    reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+
+
+@attrs.frozen(kw_only=True)
+class ModelReplied:
+    kind: ClassVar[str] = "model_replied"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    message: Message = attrs.field(metadata=REDACTED)
+    finish_reason: str
+    usage: Usage
+    model: str
+    latency_ms: float
+    streamed: bool = False
+    # x-ratelimit-* response headers, lower-cased, as sent.
+    rate_limits: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ModelFailed:
+    kind: ClassVar[str] = "model_failed"
+    schema_version: ClassVar[int] = 2
+    observed: ClassVar[bool] = True
+    error_type: str
+    message: str = attrs.field(metadata=REDACTED)
+    status: int | None = None
+    latency_ms: float = 0.0
+    code: str | None = attrs.field(default=None, converter=_optional_text)
+    body: str | None = attrs.field(default=None, metadata=REDACTED)
+    retry_after: float | None = None
+    rate_limits: tuple[tuple[str, str], ...] = ()
+    # Part of a streamed answer had already reached the user when the call failed.
+    partial: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ToolRan:
+    kind: ClassVar[str] = "tool_ran"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    outcome: ToolOutcome = attrs.field(metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class ClockRead:
+    kind: ClassVar[str] = "clock_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    epoch: float
+
+
+@attrs.frozen(kw_only=True)
+class Waited:
+    """A backoff sleep before a retry; ``jitter`` was drawn in the effects layer."""
+
+    kind: ClassVar[str] = "waited"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    seconds: float
+    jitter: float
+
+
+@attrs.frozen(kw_only=True)
+class CredentialRefreshed:
+    kind: ClassVar[str] = "credential_refreshed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    credential_id: str
+    refreshed: bool
+
+
+@attrs.frozen(kw_only=True)
+class TurnAborted:
+    """The turn stopped on an exception in this process (Ctrl-C, a bug, a failed write)."""
+
+    kind: ClassVar[str] = "turn_aborted"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class Interrupted:
+    kind: ClassVar[str] = "interrupted"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    during: str
+    message: str | None = attrs.field(default=None, metadata=REDACTED)
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SystemPromptSet:
+    kind: ClassVar[str] = "system_prompt_set"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ContextPressure:
+    kind: ClassVar[str] = "context_pressure"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    estimated_tokens: int
+    threshold_tokens: int
+    # Rules 3: why the check ran (preflight, tool_batch, between_turns), and the window used.
+    reason: str = "preflight"
+    window: int = 0
+    window_source: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class BudgetExhausted:
+    """The iteration budget is used up; the fold appends ``prompt`` as a user message."""
+
+    kind: ClassVar[str] = "budget_exhausted"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    api_calls: int
+    max_turns: int
+    prompt: str
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequested:
+    kind: ClassVar[str] = "model_requested"
+    schema_version: ClassVar[int] = 2
+    observed: ClassVar[bool] = False
+    call_index: int
+    purpose: str
+    model: str
+    provider: str
+    message_count: int
+    tool_count: int
+    estimated_tokens: int
+    # SHA-256 of the canonical request sent (``stages.turn.request.request_digest``); None in logs
+    # written before digests (rules 1), where replay compares the counts only.
+    digest: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CredentialSelected:
+    kind: ClassVar[str] = "credential_selected"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    provider_index: int
+    credential_id: str
+
+
+@attrs.frozen(kw_only=True)
+class RecoveryDecided:
+    """What a failed call leads to: ``retry`` (after a backoff), ``refresh`` (the key's refresh
+    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider), or
+    ``fail``. ``at`` is the time the cooldowns are counted from."""
+
+    kind: ClassVar[str] = "recovery_decided"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    reason: str
+    action: str
+    detail: str
+    attempt: int = 0
+    at: float = 0.0
+    retry_after: float | None = None
+    credential_id: str | None = None
+    provider_index: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ContinuationRequested:
+    """The reply was incomplete (reasoning only, or cut short): ask the model to go on."""
+
+    kind: ClassVar[str] = "continuation_requested"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    prompt: str
+    # incomplete, length (cut at the output limit), or empty (rules 3).
+    why: str = "incomplete"
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallRejected:
+    """A call that never reaches a tool: the fold appends ``content`` as its tool result."""
+
+    kind: ClassVar[str] = "tool_call_rejected"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call: ToolCall
+    reason: str
+    content: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolsPlanned:
+    kind: ClassVar[str] = "tools_planned"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_ids: tuple[str, ...]
+    concurrent: bool
+
+
+@attrs.frozen(kw_only=True)
+class TurnFinished:
+    """The turn ended. ``note`` is an assistant message the fold appends to keep alternation
+    when the turn ended without a reply (interrupted, failed, abandoned)."""
+
+    kind: ClassVar[str] = "turn_finished"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    exit_reason: str
+    final_response: str | None
+    completed: bool
+    failed: bool = False
+    interrupted: bool = False
+    error: str | None = None
+    note: str | None = None
+
+
+# --- tool calls: repairs and approvals (rules 3) ----------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ToolCallRepaired:
+    """The model's call, fixed where its intent was clear; the fold replaces the pending call."""
+
+    kind: ClassVar[str] = "tool_call_repaired"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_id: str
+    name: str
+    arguments: str
+    repairs: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class RouteChosen:
+    """Smart routing's choice for the turn: ``cheap`` (the settings' cheap model) or
+    ``primary``, and why."""
+
+    kind: ClassVar[str] = "route_chosen"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    route: str
+    reason: str
+    model: str
+
+
+APPROVAL_CHOICES = ("once", "session", "always", "deny")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalAnswered:
+    """Whether a dangerous command may run: ``choice`` once / session / always / deny;
+    ``source`` says who answered (callback, allowlist, default, timeout, error)."""
+
+    kind: ClassVar[str] = "approval_answered"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    call_id: str
+    pattern: str
+    choice: str = attrs.field(validator=_one_of(APPROVAL_CHOICES))
+    source: str
+    reason: str | None = attrs.field(default=None, metadata=REDACTED)
+# --- prompt inputs, context files, hints (rules 3) ---------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SkillCard:
+    """A skill as its ``SKILL.md`` frontmatter describes it (the body is loaded on demand)."""
+
+    name: str
+    description: str
+    category: str = "general"
+    platforms: tuple[str, ...] = ()
+    requires_tools: tuple[str, ...] = ()
+    fallback_for_tools: tuple[str, ...] = ()
+    path: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PromptInputsRead:
+    """What the prompt is assembled from, read at session start (and after compression):
+    ``identity`` is ``SOUL.md``; ``context_files`` and ``memory`` are (name, text) pairs."""
+
+    kind: ClassVar[str] = "prompt_inputs_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    cwd: str | None = None
+    identity: str | None = attrs.field(default=None, metadata=REDACTED)
+    context_files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    memory: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    skills: tuple[SkillCard, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class HintsRead:
+    """Directories the tool calls reached were checked for a context file: ``dirs`` are all
+    the checked ones (each is checked once a session), ``files`` the (name, text) found."""
+
+    kind: ClassVar[str] = "hints_read"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    dirs: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryPrefetched:
+    """What the memory providers recalled for the turn: (provider, text); ``failed`` names the
+    providers that failed or timed out."""
+
+    kind: ClassVar[str] = "memory_prefetched"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    results: tuple[tuple[str, str], ...] = attrs.field(default=(), metadata=REDACTED)
+    failed: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ContextNotice:
+    """Content meant for the prompt was blocked (prompt injection) or truncated; the user is
+    told (``TurnResult.warnings``)."""
+
+    kind: ClassVar[str] = "context_notice"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    source: str
+    name: str
+    detail: str
+
+
+@attrs.frozen(kw_only=True)
+class HintAttached:
+    """A subdirectory's context file joins the result of the call that reached it."""
+
+    kind: ClassVar[str] = "hint_attached"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    call_id: str
+    text: str
+# --- context management (rules 3) -------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class ContextWindowProbed:
+    """The provider's own answer to how large the model's window is, and where it came from."""
+
+    kind: ClassVar[str] = "context_window_probed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    provider: str
+    model: str
+    tokens: int
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class CompressionPlanned:
+    """What compression keeps: ``head`` messages, then (from ``tail_start``) the rest; the
+    middle in between is summarised (``summarise``) or dropped. ``pruned`` tool results after
+    the middle become one-line summaries, ``cut`` ones (larger than the window allows) are cut
+    with a marker."""
+
+    kind: ClassVar[str] = "compression_planned"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    reason: str
+    estimated_tokens: int
+    window: int
+    message_count: int
+    head: int
+    tail_start: int
+    pruned: tuple[int, ...] = ()
+    cut: tuple[int, ...] = ()
+    cut_chars: int = 0
+    summarise: bool = True
+    summary_budget: int = 0
+    at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ContextSummarised:
+    kind: ClassVar[str] = "context_summarised"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    text: str = attrs.field(metadata=REDACTED)
+    model: str
+    usage: Usage = Usage()
+    latency_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class SummaryFailed:
+    kind: ClassVar[str] = "summary_failed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    error_type: str
+    message: str = attrs.field(metadata=REDACTED)
+
+
+@attrs.frozen(kw_only=True)
+class ContextCompressed:
+    """The fold replaces the history by the plan's head, the summary (or a marker when the
+    summary failed) and the kept messages."""
+
+    kind: ClassVar[str] = "context_compressed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = False
+    # The summary kept for the next update, and the text that replaced the middle (the
+    # summary, or a marker when none could be written; None: nothing was in the middle).
+    summary: str | None
+    inserted: str | None
+    before_tokens: int
+    after_tokens: int
+    cooldown_until: float | None = None
+    disabled: bool = False
+    notice: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionSplit:
+    """The session goes on in a child session (compression starts one); this log ends here."""
+
+    kind: ClassVar[str] = "session_split"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    child_session_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ContextInherited:
+    """A child session's start: its parent's compressed history and context state."""
+
+    kind: ClassVar[str] = "context_inherited"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    parent_session_id: str
+    reason: str
+    messages: tuple[Message, ...] = attrs.field(metadata=REDACTED)
+    summary: str | None = attrs.field(default=None, metadata=REDACTED)
+    compressions: int = 0
+    ineffective: int = 0
+    disabled: bool = False
+    cooldown_until: float | None = None
+    windows: tuple[ContextWindowProbed, ...] = ()
+    window_cap: int | None = None
+    # What the session already settled: kinds of command approved for the session, and the
+    # directories checked for subdirectory hints.
+    approved_patterns: tuple[str, ...] = ()
+    hint_dirs: tuple[str, ...] = ()
+    # Rules 4: the provider could not read replayed encrypted reasoning; the child must not
+    # send it again either.
+    reasoning_replay_off: bool = False
+
+
+# --- forks (issue 12) ---------------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SessionForked:
+    """This session is a fork: the records before it repeat ``origin_session_id``'s first
+    ``origin_seq`` records (under this session's id), and from here it goes on with
+    ``settings`` (maybe another model or policy). Recorded where the fork's own decisions
+    begin, between turns or inside the turn the fork continues."""
+
+    kind: ClassVar[str] = "session_forked"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    origin_session_id: str
+    origin_seq: int
+    forked_at: str
+    settings: SessionSettings
+
+
+# --- a compression the user asks for between turns (``/compress`` in the chat) ---------------
+
+@attrs.frozen(kw_only=True)
+class CompressionRequested:
+    """The user asked to compress the context now, between turns: the compression stages run
+    as under pressure (``reason="manual"``), the session then continues in a child. A summary
+    cooldown (after a failed summary) no longer holds."""
+
+    kind: ClassVar[str] = "compression_requested"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    requested_at: str
+
+
+Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
+         | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
+         | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
+         | ModelRequested | CredentialSelected | RecoveryDecided | ContinuationRequested
+         | ToolCallRejected | ToolsPlanned | TurnFinished | ToolCallRepaired | ApprovalAnswered
+         | RouteChosen | PromptInputsRead | HintsRead | ContextNotice | HintAttached
+         | MemoryPrefetched | ContextWindowProbed
+         | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
+         | SessionSplit | ContextInherited | SessionForked | CompressionRequested)
+
+EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
+
+OBSERVED: frozenset[str] = frozenset(k for k, cls in EVENT_TYPES.items() if cls.observed)
+
+REDACTED_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: names for cls in EVENT_TYPES.values()
+    if (names := tuple(f.name for f in attrs.fields(cls) if f.metadata.get("redact")))
+}
+
+# Where these appear, the live process stopped the turn in progress: replay stops it there too.
+TURN_CUTS: frozenset[str] = frozenset({SessionResumed.kind, TurnAborted.kind})

@@ -1,0 +1,281 @@
+"""``apply_event``: the one function that turns events into state. Live runs, resumes and
+replays all build their state with it, so they cannot disagree."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stages.context import fold as cf
+from stages.context.engine import engine_for
+from stages.log import events as ev
+from stages.log.evolve import evolve
+from stages.log.history import History
+from stages.log.messages import Message
+from stages.log.state import State, TurnState
+from stages.recovery import pools
+from stages.tools.specs import call_key
+
+
+def _digest(digest: str, messages: Iterable[Message]) -> str:
+    for message in messages:
+        digest = hashlib.sha256((digest + message.wire).encode()).hexdigest()
+    return digest
+
+
+def _appended(state: State, *messages: Message) -> dict[str, Any]:
+    """The state's changes for ``messages`` appended to the history (for one evolve with the
+    event's other changes: each copy of the state costs microseconds, a replay makes many)."""
+    return {"messages": state.messages.append(*messages),
+            "history_chars": state.history_chars + sum(m.chars for m in messages),
+            "history_digest": _digest(state.history_digest, messages)}
+
+
+def _append(state: State, *messages: Message) -> State:
+    return evolve(state, **_appended(state, *messages))
+
+
+def _current(state: State) -> TurnState:
+    if state.turn is None:
+        raise ValueError("a turn event arrived before any turn started")
+    return state.turn
+
+
+def _turn(state: State, **changes: Any) -> State:
+    return evolve(state, turn=evolve(_current(state), **changes))
+
+
+def _called_name(state: State, call_id: str, name: str) -> str:
+    """The name the model called (a repaired call runs under another): the result answers the
+    call as the history shows it."""
+    reply = _current(state).last_reply
+    calls = reply.message.tool_calls if reply is not None else ()
+    return next((c.name for c in calls if c.id == call_id), name)
+
+
+def _answer(state: State, call_id: str, name: str, content: str, **turn_changes: Any
+            ) -> State:
+    turn = _current(state)
+    name = _called_name(state, call_id, name)
+    hint = dict(turn.hints).get(call_id)
+    if hint is not None:
+        content = f"{content}\n\n{hint}"
+    pending = list(turn.pending)
+    index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
+    if index is not None:
+        del pending[index]
+    answer = Message(role="tool", content=content, tool_call_id=call_id, name=name)
+    return evolve(state, **_appended(state, answer),
+                  turn=evolve(turn, pending=tuple(pending), **turn_changes))
+
+
+def _tool_ran(state: State, e: ev.ToolRan) -> State:
+    turn = _current(state)
+    failed: dict[str, Any] = {}
+    if not e.outcome.ok:
+        call = next((c for c in turn.pending if c.id == e.outcome.call_id), None)
+        if call is not None:
+            failed["failed_calls"] = (*turn.failed_calls, call_key(call))
+    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content, **failed)
+
+
+def _session_started(state: State, e: ev.SessionStarted) -> State:
+    return evolve(state, session_id=e.session_id, started_at=e.started_at,
+                        parent_session_id=e.parent_session_id, settings=e.settings,
+                        pools=pools.pools_for(e.settings, ()))
+
+
+def _session_resumed(state: State, e: ev.SessionResumed) -> State:
+    return evolve(state, settings=e.settings, pools=pools.pools_for(e.settings, state.pools))
+
+
+def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
+    return evolve(state, messages=History(e.messages),
+                        history_chars=sum(m.chars for m in e.messages),
+                        history_digest=_digest("", e.messages))
+
+
+def _turn_started(state: State, e: ev.TurnStarted) -> State:
+    turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
+                     system_message=e.system_message, first_message=len(state.messages),
+                     provider_index=pools.start_provider(state, e),
+                     reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget)
+    return evolve(state, turns=state.turns + 1, turn=turn,
+                  **_appended(state, Message(role="user", content=e.user_message)))
+
+
+def _model_requested(state: State, e: ev.ModelRequested) -> State:
+    turn = _current(state)
+    return evolve(state, api_calls=state.api_calls + 1, context=cf.requested(state),
+                  turn=evolve(turn, api_calls=turn.api_calls + 1, pending=()))
+
+
+def _model_replied(state: State, e: ev.ModelReplied) -> State:
+    turn = _current(state)
+    state = pools.on_reply(state, turn, e)
+    # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
+    retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
+    return evolve(state, context=cf.replied(state, e), usage=state.usage + e.usage,
+                  **_appended(state, e.message),
+                  turn=evolve(turn, last_reply=e, usage=turn.usage + e.usage,
+                              pending=e.message.tool_calls, retries=retries))
+
+
+def _credential_selected(state: State, e: ev.CredentialSelected) -> State:
+    return _turn(pools.on_credential(state, e.provider_index, e.credential_id),
+                 credential_id=e.credential_id, sticky_credential=False)
+
+
+def _credential_refreshed(state: State, e: ev.CredentialRefreshed) -> State:
+    turn = _current(state)
+    return _turn(pools.on_refreshed(state, turn, e), sticky_credential=e.refreshed)
+
+
+def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
+    turn = _current(state)
+    state = cf.recovery(pools.on_recovery(state, turn, e), e)
+    if e.action == "retry":
+        return _turn(state, failure=None, retries=e.attempt, sticky_credential=True)
+    if e.action == "fallback":
+        return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
+                     credential_id=None)
+    if e.action == "strip_reasoning":  # rules 4
+        return _turn(state, failure=None, reasoning_stripped=True, sticky_credential=True)
+    if e.action == "stop_reasoning_replay":  # rules 4
+        return _turn(evolve(state, reasoning_replay_off=True), failure=None,
+                     sticky_credential=True)
+    return _turn(state, failure=None)
+
+
+def _continuation(state: State, e: ev.ContinuationRequested) -> State:
+    turn = _current(state)
+    if e.why == "empty":
+        return _turn(_append(state, Message(role="user", content=e.prompt)),
+                     empty_retries=turn.empty_retries + 1)
+    return _turn(_append(state, Message(role="user", content=e.prompt)),
+                 continuations=turn.continuations + 1)
+
+
+def _replace_history(state: State, messages: tuple[Message, ...]) -> State:
+    return evolve(state, messages=History(messages),
+                        history_chars=sum(m.chars for m in messages),
+                        history_digest=_digest("", messages))
+
+
+def _context_compressed(state: State, e: ev.ContextCompressed) -> State:
+    plan = state.context.plan
+    assert plan is not None and state.settings is not None, "compressed without a plan"
+    new = engine_for(state.settings).compacted(state.messages, plan, e.inserted)
+    return cf.compressed(_replace_history(state, new), e)
+
+
+def _context_inherited(state: State, e: ev.ContextInherited) -> State:
+    state = evolve(state, approved_patterns=e.approved_patterns,
+                   hint_dirs=state.hint_dirs | frozenset(e.hint_dirs),
+                   reasoning_replay_off=state.reasoning_replay_off or e.reasoning_replay_off)
+    return cf.inherited(_replace_history(state, e.messages), e)
+
+
+def _budget_exhausted(state: State, e: ev.BudgetExhausted) -> State:
+    if state.settings is not None and state.settings.rules >= 3:
+        # Rules 3: the prompt is a note of the request (stages.context.notes), not history.
+        return _turn(state, budget_exhausted=True)
+    return _turn(_append(state, Message(role="user", content=e.prompt)), budget_exhausted=True)
+
+
+def _turn_finished(state: State, e: ev.TurnFinished) -> State:
+    if e.note is not None:
+        state = _append(state, Message(role="assistant", content=e.note))
+    return _turn(state, finished=e)
+
+
+def _call_repaired(state: State, e: ev.ToolCallRepaired) -> State:
+    pending = tuple(evolve(c, name=e.name, arguments=e.arguments) if c.id == e.call_id
+                    else c for c in _current(state).pending)
+    return _turn(state, pending=pending)
+
+
+def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
+    if e.choice in ("session", "always") and e.pattern not in state.approved_patterns:
+        state = evolve(state, approved_patterns=(*state.approved_patterns, e.pattern))
+    return _turn(state, approvals=(*_current(state).approvals,
+                                    (e.call_id, e.choice, e.source)))
+
+
+def _route_chosen(state: State, e: ev.RouteChosen) -> State:
+    cheap = state.settings.cheap_model if state.settings is not None else None
+    return _turn(state, route=cheap if e.route == "cheap" else None)
+def _hints_read(state: State, e: ev.HintsRead) -> State:
+    return _turn(evolve(state, hint_dirs=state.hint_dirs | frozenset(e.dirs)),
+                 hints_read=e.files)
+
+
+def _hint_attached(state: State, e: ev.HintAttached) -> State:
+    turn = _current(state)
+    return _turn(state, hints=(*turn.hints, (e.call_id, e.text)), hints_read=())
+
+
+def _notice(state: State, e: ev.ContextNotice) -> State:
+    text = f"{e.source} {e.name}: {e.detail}"
+    return _turn(state, warnings=(*_current(state).warnings, text)) if state.turn else state
+
+
+_APPLY: dict[type, Callable[[State, Any], State]] = {
+    ev.SessionStarted: _session_started,
+    ev.SessionResumed: _session_resumed,
+    ev.ToolsDeclared: lambda s, e: evolve(s, tools=e.tools),
+    ev.HistoryLoaded: _history_loaded,
+    ev.TurnStarted: _turn_started,
+    ev.SystemPromptSet: lambda s, e: evolve(s, system_prompt=e.text, prompt_fresh=False),
+    ev.ContextPressure: cf.pressure,
+    ev.ModelRequested: _model_requested,
+    ev.ModelReplied: _model_replied,
+    # A failed call of the cheap model falls back to the primary (smart routing).
+    ev.ModelFailed: lambda s, e: _turn(s, failure=e, route=None),
+    ev.BudgetExhausted: _budget_exhausted,
+    ev.ToolsPlanned: lambda s, e: _turn(s, planned=_current(s).planned + e.call_ids),
+    ev.ToolCallRejected: lambda s, e: _answer(s, e.call.id, e.call.name, e.content),
+    ev.ToolRan: _tool_ran,
+    ev.Interrupted: lambda s, e: _turn(s, interruption=e),
+    ev.TurnAborted: lambda s, e: s,
+    ev.ClockRead: lambda s, e: evolve(s, now=e.epoch),
+    ev.Waited: lambda s, e: s,
+    ev.CredentialRefreshed: _credential_refreshed,
+    ev.CredentialSelected: _credential_selected,
+    ev.RecoveryDecided: _recovery_decided,
+    ev.ContinuationRequested: _continuation,
+    ev.TurnFinished: _turn_finished,
+    ev.ToolCallRepaired: _call_repaired,
+    ev.ApprovalAnswered: _approval_answered,
+    ev.RouteChosen: _route_chosen,
+    ev.PromptInputsRead: lambda s, e: evolve(s, prompt_inputs=e, prompt_stale=False,
+                                                   prompt_fresh=True),
+    ev.HintsRead: _hints_read,
+    ev.HintAttached: _hint_attached,
+    ev.ContextNotice: _notice,
+    ev.MemoryPrefetched: lambda s, e: _turn(s, prefetched=tuple(t for _, t in e.results)),
+    ev.ContextWindowProbed: cf.probed,
+    ev.CompressionPlanned: cf.planned,
+    ev.ContextSummarised: cf.summarised,
+    ev.SummaryFailed: cf.summarised,
+    ev.ContextCompressed: _context_compressed,
+    ev.SessionSplit: cf.split,
+    ev.ContextInherited: _context_inherited,
+    ev.SessionForked: lambda s, e: evolve(s, settings=e.settings,
+                                          pools=pools.pools_for(e.settings, s.pools)),
+    ev.CompressionRequested: cf.compression_requested,
+}
+
+
+def apply_event(state: State, event: ev.Event) -> State:
+    """Return the state after ``event``. Pure; never mutates ``state``."""
+    return _APPLY[type(event)](state, event)
+
+
+def fold(events: Iterable[ev.Event], state: State | None = None) -> State:
+    """Apply ``events`` in order, starting from ``state`` (an empty session by default)."""
+    state = State() if state is None else state
+    for event in events:
+        state = apply_event(state, event)
+    return state

@@ -1,0 +1,150 @@
+"""Conversation messages in OpenAI chat format, immutable, each carrying its own wire JSON.
+
+A message is serialised once, when it is made; a request body is then a join of ready strings,
+so the per-turn cost of sending history does not grow with re-validation of old messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from json.encoder import encode_basestring as _text
+
+import attrs
+
+from stages.turn.reasoning_parts import ReasoningPart
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+# One encoder for every call: ``json.dumps`` with these options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json(value: object) -> str:
+    """Canonical JSON text: sorted keys, no spaces, UTF-8 kept as is (byte-stable prefixes)."""
+    return _CANONICAL.encode(value)
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Canonicalise tool-call arguments when they parse; keep them verbatim when they do not."""
+    try:
+        return canonical_json(json.loads(arguments))
+    except (ValueError, RecursionError):
+        return arguments
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One function call requested by the model; ``arguments`` is JSON text as sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def _wire(message: Message) -> str:
+    """What providers receive: the OpenAI shape without mibyan's own reasoning field, which
+    strict chat-completions servers reject. Exactly ``canonical_json`` of that shape; written
+    out field by field (keys in sorted order), which is three times faster: every message
+    of a session, live or replayed, is encoded once."""
+    if not _all_text(message):
+        out = message.to_openai()
+        out.pop("reasoning", None)
+        out.pop("reasoning_parts", None)
+        return canonical_json(out)
+    content = "null" if message.content is None else _text(message.content)
+    parts = ['{"content":', content]
+    if message.role == "tool" and message.name is not None:
+        parts += [',"name":', _text(message.name)]
+    parts += [',"role":', _text(message.role)]
+    if message.tool_call_id is not None:
+        parts += [',"tool_call_id":', _text(message.tool_call_id)]
+    if message.tool_calls:
+        parts.append(',"tool_calls":[' + ",".join(
+            f'{{"function":{{"arguments":{_text(c.arguments)},"name":{_text(c.name)}}},'
+            f'"id":{_text(c.id)},"type":"function"}}' for c in message.tool_calls) + "]")
+    parts.append("}")
+    return "".join(parts)
+
+
+def _all_text(message: Message) -> bool:
+    """Every field the wire shows is text (or an absent optional): what the fast path writes."""
+    return (type(message.role) is str
+            and all(v is None or type(v) is str
+                    for v in (message.content, message.tool_call_id, message.name))
+            and all(type(c.id) is str and type(c.name) is str and type(c.arguments) is str
+                    for c in message.tool_calls))
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """One history entry. ``wire`` and ``chars`` are derived once and never serialised."""
+
+    role: str = attrs.field(validator=attrs.validators.in_(ROLES))
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+    # Provider-issued reasoning to send back to the API that issued it (signed thinking
+    # blocks, encrypted Responses items); never part of the OpenAI shape or the wire text.
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
+    wire: str = attrs.field(init=False, eq=False, repr=False,
+                            default=attrs.Factory(_wire, takes_self=True))
+
+    @property
+    def chars(self) -> int:
+        return len(self.wire)
+
+    def to_openai(self) -> dict:
+        out: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.role == "tool" and self.name is not None:
+            out["name"] = self.name
+        if self.reasoning is not None:
+            out["reasoning"] = self.reasoning
+        if self.reasoning_parts:
+            out["reasoning_parts"] = [attrs.asdict(part) for part in self.reasoning_parts]
+        return out
+
+
+def from_openai(raw: dict) -> Message:
+    """Build a :class:`Message` from an OpenAI-format dict (e.g. a caller's history)."""
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["function"]["name"],
+                 arguments=canonical_arguments(c["function"].get("arguments") or "{}"))
+        for c in raw.get("tool_calls") or ()
+    )
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        content = canonical_json(content)
+    parts = tuple(ReasoningPart(**{**p, "summary": tuple(p.get("summary") or ())})
+                  for p in raw.get("reasoning_parts") or ())
+    return Message(role=raw["role"], content=content, tool_calls=calls,
+                   tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
+                   reasoning=raw.get("reasoning") or raw.get("reasoning_content"),
+                   reasoning_parts=parts)
+
+
+def unique_call_ids(message: Message) -> Message:
+    """The message with every tool call id present and unique; a missing or repeated id is
+    replaced by a deterministic one (stable across replays and provider cache prefixes)."""
+    seen: set[str] = set()
+    calls = []
+    for index, call in enumerate(message.tool_calls):
+        if not call.id or call.id in seen:
+            digest = hashlib.sha256(f"{call.name}:{call.arguments}:{index}".encode()).hexdigest()
+            call = attrs.evolve(call, id=f"call_{digest[:12]}")
+        seen.add(call.id)
+        calls.append(call)
+    if calls == list(message.tool_calls):
+        return message
+    return attrs.evolve(message, tool_calls=tuple(calls))

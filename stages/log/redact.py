@@ -1,0 +1,327 @@
+"""Secret redaction, applied to everything that enters the event log or a log line.
+
+Known secrets (the keys mibyan was configured with) are replaced wherever they appear; common
+credential shapes are masked too: vendor key prefixes (OpenAI, Anthropic, GitHub, GitLab,
+Slack, Google, AWS, Stripe, SendGrid, Twilio, Hugging Face, ...), Slack and Discord webhooks,
+Telegram bot tokens, ``Authorization`` headers of any scheme and API-key headers,
+``KEY=value`` and ``password: value`` assignments, JSON secret fields, PEM and PGP private keys
+(even cut off), passwords in URLs and connection strings, Azure connection strings, and JWTs.
+
+Redaction is idempotent: a masked value is never masked again. :func:`holds_mask` finds what it
+left behind (for an export's provenance), told from ordinary text with dots and stars.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, cast
+
+import attrs
+
+from stages.log.events import REDACTED_FIELDS, Event
+from stages.log.messages import Message
+from stages.tools.specs import ToolOutcome
+from stages.turn.reasoning_parts import ReasoningPart
+
+_PREFIXES = (
+    r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",
+    r"glpat-[A-Za-z0-9_\-]{20,}", r"gl(?:ptt|dt|rt|cbt|imt|agent|oas|ft)-[A-Za-z0-9_\-]{20,}",
+    r"xox[abeposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{20,}",
+    r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
+    r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
+    r"r8_[A-Za-z0-9]{20,}", r"npm_[A-Za-z0-9]{20,}", r"pypi-[A-Za-z0-9_\-]{20,}",
+    r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", r"whsec_[A-Za-z0-9]{20,}",
+    r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
+    r"pplx-[A-Za-z0-9]{20,}", r"fc-[a-f0-9]{32}", r"bb_live_[A-Za-z0-9_\-]{16,}",
+    r"gAAAA[A-Za-z0-9_\-=]{40,}", r"dop_v1_[a-f0-9]{64}", r"doo_v1_[a-f0-9]{64}",
+    r"tvly-[A-Za-z0-9_\-]{20,}", r"syt_[A-Za-z0-9_\-]{20,}", r"hsk-[A-Za-z0-9_\-]{20,}",
+    r"brv_[A-Za-z0-9_\-]{20,}", r"ntn_[A-Za-z0-9]{30,}", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",
+    r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}", r"key-[a-f0-9]{32}", r"[a-f0-9]{32}-us[0-9]{1,2}",
+    r"dapi[a-f0-9]{32}", r"figd_[A-Za-z0-9_\-]{30,}", r"lin_api_[A-Za-z0-9]{30,}",
+    r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]+)?",
+)
+# Where a token may start: not inside a word, or right after a JSON escape of a space or a
+# line break (``\n``; tool-call arguments are JSON text), whose letter is no word of the text.
+_AFTER_ESCAPE = r"(?<=\\[nrtbf])"
+_TOKEN_START = r"(?:(?<![A-Za-z0-9_\-])|" + _AFTER_ESCAPE + ")"
+_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")")
+_TWILIO = re.compile(_TOKEN_START + r"SK[0-9a-f]{32}")
+_WEBHOOK = re.compile(
+    r"(https://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
+    r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks|[\w.-]+\.webhook\.office\.com/"
+    r"webhookb2)/)([A-Za-z0-9_/@\-]{8,})")
+_TELEGRAM = re.compile(r"(?:\b|" + _AFTER_ESCAPE + r")(?:bot)?(\d{8,10}:[A-Za-z0-9_\-]{30,})")
+# Headers hold their value on their own line: the gaps are spaces and tabs, never a newline.
+_BEARER = re.compile(r"(?i)(authorization[ \t]*[:=][ \t]*bearer[ \t]+|bearer[ \t]+)"
+                     r"([A-Za-z0-9._~+/\-]{8,}=*)(?![\w:=])")
+_AUTH = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+                   r"(?:basic|token|digest|bot|apikey|sso-key|key)?[ \t]*)"
+                   r"(?!bearer\b)([A-Za-z0-9._~+/\-:=]{6,})")
+_KEY_HEADER = re.compile(r"(?i)(\b(?:x-api-key|api-key|x-auth-token|private-token|"
+                         r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
+                         r"[\"']?[ \t]*:[ \t]*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
+_SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KEY|PRIVATE_?KEY|"
+                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH)")
+_ASSIGN = re.compile(
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
+_COLON = re.compile(
+    # After anything but a name's own characters: a line number (read_file's "4|", grep's
+    # "file:4:"), a quote, a bracket, a prompt's ">".
+    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    # An unquoted value is no other name: "password: password: x" hides x.
+    r"(['\"])?([^\s'\",}]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
+_JSON_FIELD = re.compile(
+    r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
+    r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
+    r"private_key|credentials?)\"\s*:\s*\")((?:[^\"\\]|\\.){4,})(\")")
+# Credentials in a URL's userinfo (https://user:pa@ss@host): up to the authority's last '@'.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
+_BREAK = r"\r?\n|(?:\\r)?\\n"
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    # Cut off: its headers (an encrypted key's Proc-Type and DEK-Info) and whole base64 lines,
+    # their breaks real or escaped (in JSON text, in a repr); so it ends where other text
+    # starts (a secret's name on the next line, the quote closing a string).
+    r"|(?:(?:" + _BREAK + r")+(?:(?:Proc-Type|DEK-Info):[^\r\n\\]*"
+    r"|[A-Za-z0-9+/=]+(?=[\s\"'\\]|$)))*)", re.S)
+
+# Values that are no secret although a secret's name precedes them.
+_PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty", "required",
+                           "optional", "changeme", "redacted", "xxxx", "****", "<redacted>",
+                           "basic", "bearer", "token", "digest"})
+# Exactly what mask() writes: a value of another shape with dots in it is a value to hide.
+_MASKED = re.compile(r"\*\*\*|.{6}\.\.\..{4}")
+
+_TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glp",
+                "glft-", "gldt-", "glrt-", "glcbt-", "glimt-", "glagent-", "gloas-", "xox",
+                "xapp-", "aiza", "ya29.", "gocspx-", "akia", "asia", "agpa", "aida", "aroa",
+                "anpa", "hf_", "gsk_", "xai-", "r8_", "npm_", "pypi-", "whsec_", "sg.", "pplx-",
+                "fc-", "bb_live_",
+                "gaaaa", "_v1_", "tvly-", "syt_", "hsk-", "brv_", "ntn_", "shp", "sq0", "key-",
+                "-us", "dapi", "figd_", "lin_api_", "eyj")
+_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth")
+_DIGITS_COLON = re.compile(r"\d{8}:")
+
+def mask(secret: str) -> str:
+    """Keep a little of a long token so a person can tell keys apart; hide short ones whole."""
+    if len(secret) < 18:
+        return "***"
+    return f"{secret[:6]}...{secret[-4:]}"
+
+
+# What mask() and the private-key substitution leave in a text. A mask replaced a whole value,
+# so it stands where a value starts and ends: after no token character (or after a JSON escape
+# such as \n, inside JSON-escaped tool arguments) and before none. Three stars glued to a word or
+# to more stars are Markdown emphasis.
+_TOKEN_CHARS = r"A-Za-z0-9_\-+/="
+_STARTS = r"(?:(?<![A-Za-z0-9_\-+.\\])|(?<=\\[nrt]))"  # and after "=" or "/", as a value does
+_SHORT_MASK = re.compile(r"(?:(?<![\w*])|(?<=\\[nrt]))\*\*\*(?![\w*])")
+# After a secret's name (a field, a header, an assignment), a mask that reads as prose is one.
+_NAMED = (r"(?i:(?:key|secret|token|pass\w*|pwd|credentials?|auth\w*)\\?[\"']?[ \t]*[:=][ \t]*"
+          r"\\?[\"']?|(?:bearer|basic)[ \t]+)")
+_LONG_MASK = re.compile(
+    "(" + _NAMED + ")?" + _STARTS + r"([" + _TOKEN_CHARS + r".]{5}[" + _TOKEN_CHARS + r"])\.\.\."
+    r"([" + _TOKEN_CHARS + r"][" + _TOKEN_CHARS + r".]{3})(?![" + _TOKEN_CHARS + r"])")
+# A kept head and tail that each are a word (hyphens within, or in Markdown's underscores), a
+# number or dotted are prose ("Please...wait", "e-mail...sent", "_wait_...1000", "v1.2.3...v2.0"),
+# unless a secret's name comes before them or the head starts as a known kind of token does
+# (AKIAIO...MPLE).
+_PROSE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|_[A-Za-z]+_|[0-9]+|.*\..*")
+_PRIVATE_KEY_MARK = "[REDACTED PRIVATE KEY]"
+
+
+def holds_mask(text: str, known: Iterable[str] = ()) -> bool:
+    """Whether ``text`` holds what redaction leaves where it hid a secret: the mask of one of
+    the ``known`` secrets (as it is, or as it stands inside a JSON string), or a mask of the
+    shapes :func:`mask` writes where redaction writes them, told from ordinary text with dots
+    and stars as above. A long secret whose kept head and tail read as prose is found only when
+    it is known."""
+    if _PRIVATE_KEY_MARK in text:
+        return True
+    for secret in known:
+        masked = mask(secret)  # three stars, for a short one, are told by their place below
+        if masked != "***" and (masked in text or _in_json(masked) in text):
+            return True
+    if "***" in text and _SHORT_MASK.search(text):
+        return True
+    return "..." in text and any(
+        named or head.lower().startswith(_TOKEN_HINTS)
+        or not (_PROSE.fullmatch(head) and _PROSE.fullmatch(tail))
+        for named, head, tail in _LONG_MASK.findall(text))
+
+
+def scrub_surrogates(text: str) -> str:
+    """Lone UTF-16 surrogates (half an emoji, legal in JSON) cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _hidden(value: str) -> str:
+    """``value`` masked, unless it is already a mask or a placeholder (so redaction is
+    idempotent and ``password: null`` stays readable)."""
+    if _MASKED.fullmatch(value) or value.lower() in _PLACEHOLDERS:
+        return value
+    return mask(value)
+
+
+_CLOSING = {"(": ")", "[": "]"}
+
+
+def _named(match: re.Match[str]) -> str:
+    """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
+    *before, quote, value = match.groups(default="")
+    if value.isdigit():  # max_tokens=4096 is a setting, not a secret
+        return match.group(0)
+    after = ""
+    closing = _CLOSING.get(before[0])
+    if closing is not None and value.endswith(closing) and not quote:  # (password: x)
+        value, after = value[:-1], closing
+    return "".join(before) + quote + _hidden(value) + quote + after
+
+
+def _shape(match: re.Match[str]) -> str:
+    """A ``prefix secret [suffix]`` match with only the secret hidden."""
+    groups = match.groups()
+    return groups[0] + _hidden(groups[1]) + "".join(groups[2:])
+
+
+@functools.lru_cache(maxsize=256)  # asked for every known secret on every redacted string
+def _in_json(text: str) -> str:
+    """``text`` as it stands inside a JSON string."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _unescaped(text: str) -> str:
+    """The text a JSON string's inside stands for (itself when it is not one)."""
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text
+
+
+# (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
+_SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
+    (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
+    (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
+    (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),
+    (_BEARER, _shape, ("bearer",)),
+    (_AUTH, _shape, ("authorization",)),
+    (_KEY_HEADER, _shape, ("-key", "-token")),
+    (_JSON_FIELD, lambda m: m.group(1) + _in_json(_hidden(_unescaped(m.group(2)))) + m.group(3),
+     _NAME_HINTS),
+)
+
+
+def _names_in_lines(text: str) -> str:
+    """``NAME=value`` and ``name: value`` with a secret's name, line by line: only the lines
+    naming a secret pay for the (slower) patterns."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        lowered = line.lower()
+        if not any(hint in lowered for hint in _NAME_HINTS):
+            continue
+        if "=" in line:
+            line = _ASSIGN.sub(_named, line)
+        if ":" in line:
+            line = _COLON.sub(_named, line)
+        lines[index] = line
+    return "\n".join(lines)
+
+
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    text = scrub_surrogates(text)
+    if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
+        text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
+    for secret in known:
+        if not secret or len(secret) < 8:
+            continue
+        # Inside a JSON string (tool-call arguments and results are JSON text) a secret's
+        # quotes and backslashes are escaped; its mask there is escaped alike. That form
+        # goes first: the plain one can be a part of it.
+        escaped = _in_json(secret)
+        if escaped != secret and escaped in text:
+            text = text.replace(escaped, _in_json(mask(secret)))
+        if secret in text:
+            text = text.replace(secret, mask(secret))
+    lowered = text.lower()
+    if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
+        text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
+    # A secret's name says where its value ends; a token's shape only guesses, and a guess
+    # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
+    if any(hint in lowered for hint in _NAME_HINTS):
+        text = _names_in_lines(text)
+    for pattern, replacement, hints in _SUBSTITUTIONS:
+        if any(hint in lowered for hint in hints):
+            text = pattern.sub(replacement, text)
+    if "SK" in text:
+        text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
+    if ":" in text and _DIGITS_COLON.search(text):
+        text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+    return text
+
+
+_JSON_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
+
+
+def _json_string(match: re.Match[str], known: Iterable[str]) -> str:
+    """A JSON string of the text redacted as the text it stands for. Its escapes hide what the
+    patterns look for (a secret's name on the line after an escaped line break, quotes of JSON
+    inside JSON); one without escapes is its own text, which the patterns saw already."""
+    inner = match.group(1)
+    value = _unescaped(inner) if "\\" in inner else inner
+    if value is inner:
+        return match.group(0)
+    clean = redact(value, known)
+    return match.group(0) if clean == value else f'"{_in_json(clean)}"'
+
+
+def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
+    """The observation with every free-text field redacted (history is built from events, so
+    the model never sees a secret the log does not)."""
+    fields = REDACTED_FIELDS.get(type(event))
+    if not fields:
+        return event
+    changes: dict[str, Any] = {name: _redact_value(getattr(event, name), known)
+                               for name in fields}
+    return attrs.evolve(cast(Any, event), **changes)
+
+
+def _redact_value(value: object, known: Iterable[str]) -> object:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return redact(value, known)
+    if isinstance(value, ToolOutcome):
+        return attrs.evolve(value, content=redact(value.content, known),
+                            error=None if value.error is None else redact(value.error, known))
+    if isinstance(value, tuple):
+        return tuple(_redact_value(item, known) for item in value)
+    if isinstance(value, Message):
+        return attrs.evolve(
+            value, content=None if value.content is None else redact(value.content, known),
+            reasoning=None if value.reasoning is None else redact(value.reasoning, known),
+            tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
+                             for c in value.tool_calls),
+            reasoning_parts=tuple(_redact_part(p, known) for p in value.reasoning_parts))
+    return value
+
+
+def _redact_part(part: ReasoningPart, known: Iterable[str]) -> ReasoningPart:
+    """Readable reasoning is redacted like any text (opaque data and signatures are not text);
+    a signed thinking block whose text changed loses its signature, which no longer fits it:
+    it is then never sent back."""
+    text = redact(part.text, known)
+    summary = tuple(redact(s, known) for s in part.summary)
+    if text == part.text and summary == part.summary:
+        return part
+    signature = part.signature if text == part.text else None
+    return attrs.evolve(part, text=text, summary=summary, signature=signature)

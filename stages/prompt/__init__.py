@@ -1,0 +1,2 @@
+"""The system prompt and what fills it: identity, context files, skills, memory, injection
+screening."""

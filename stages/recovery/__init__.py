@@ -1,0 +1,2 @@
+"""A failed model call: classify the error, then retry, rotate a credential, compress or fall
+back."""

@@ -1,0 +1,124 @@
+"""Tool-plan stage: validate the model's tool calls and decide how to run them.
+
+Unknown tools and arguments that are not a JSON object never reach a tool: each becomes a
+rejection whose error text the model reads as the call's result. Valid calls run concurrently
+when there are several and none is interactive; results are recorded in call order.
+
+Under rules 3 (``stages.tools.checks``) calls are first repaired where the intent is clear; a
+call identical to an earlier one of the same reply is answered without running again; a
+hard-dangerous command is blocked, a dangerous one waits for an approval (``AskApproval``);
+calls naming the same path run one after the other; a call that already failed three times
+in the turn, asked for again, ends the turn (``guardrail_halt``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
+from stages.log.messages import ToolCall, canonical_json
+from stages.log.state import State
+from stages.tools.checks import (
+    check_danger,
+    duplicate_of,
+    halt_on_repeats,
+    repaired_calls,
+    shares_a_path,
+)
+from stages.tools.specs import ToolInvocation
+from stages.turn.decision import AskApproval, Decision, RunTools
+
+Checked = ToolInvocation | ToolCallRejected | AskApproval
+
+
+def _error(text: str) -> str:
+    return canonical_json({"error": text})
+
+
+def _parse_arguments(call: ToolCall) -> dict | str:
+    """The arguments as an object, or an error text saying why they are unusable."""
+    text = call.arguments.strip() or "{}"
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"arguments for tool '{call.name}' are not valid JSON ({exc}); send a JSON object"
+    if not isinstance(value, dict):
+        return f"arguments for tool '{call.name}' must be a JSON object, got {type(value).__name__}"
+    return value
+
+
+TRUNCATED = ("the reply was cut off at its token limit before this call was complete, so it "
+             "did not run; call the tool again, with shorter arguments if they were long")
+
+
+def _cut_off(state: State, config: SessionSettings) -> bool:
+    """A reply stopped by the token limit may carry calls whose arguments were cut (some servers
+    even complete them as ``{}``): under rules 2 none of them runs."""
+    reply = state.turn.last_reply if state.turn is not None else None
+    return config.rules >= 2 and reply is not None and reply.finish_reason == "length"
+
+
+def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | ToolCallRejected:
+    if cut_off:
+        return ToolCallRejected(call=call, reason="truncated", content=_error(TRUNCATED))
+    if state.tool(call.name) is None:
+        names = ", ".join(spec.name for spec in state.tools) or "none"
+        return ToolCallRejected(call=call, reason="unknown_tool", content=_error(
+            f"tool '{call.name}' does not exist. Available tools: {names}"))
+    arguments = _parse_arguments(call)
+    if isinstance(arguments, str):
+        return ToolCallRejected(call=call, reason="invalid_arguments", content=_error(arguments))
+    return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
+
+
+def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
+    checked = _check(state, call, cut_off)
+    if not isinstance(checked, ToolInvocation):
+        return checked
+    original = duplicate_of(state, call)
+    if original is not None:
+        return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
+            "duplicate_of": original, "note": f"identical to call {original} of this reply, "
+            "which ran once; its result is the result of this call too"}))
+    return check_danger(state, call, checked)
+
+
+def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
+    """Reject the leading invalid calls, then run the next stretch of valid ones. A batch with
+    an invalid call in the middle is planned in stretches, so that results always land in the
+    order of the calls."""
+    if state.turn is None:
+        raise ValueError("a tool plan needs an open turn")
+    cut_off = _cut_off(state, config)
+    if config.rules < 3:
+        return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
+                     same_path_in_order=False)
+    calls, repairs = repaired_calls(state)
+    halt = halt_on_repeats(state, calls)
+    if halt is not None:
+        return halt
+    return _plan(state, [_check_rules3(state, call, cut_off) for call in calls], repairs,
+                 same_path_in_order=True)
+
+
+def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
+          same_path_in_order: bool) -> Decision:
+    rejected: list[ToolCallRejected] = []
+    while checked and isinstance(head := checked[0], ToolCallRejected):
+        rejected.append(head)
+        checked.pop(0)
+    if checked and isinstance(ask := checked[0], AskApproval):
+        return Decision(events=(*before, *rejected), next=ask)
+    valid: list[ToolInvocation] = []
+    while checked and isinstance(head := checked[0], ToolInvocation):
+        valid.append(head)
+        checked.pop(0)
+    if not valid:
+        return Decision(events=(*before, *rejected))
+    specs = [spec for c in valid if (spec := state.tool(c.name)) is not None]
+    concurrent = len(valid) > 1 and not any(s.interactive for s in specs) and not (
+        same_path_in_order and shares_a_path(valid))
+    planned = ToolsPlanned(call_ids=tuple(c.call_id for c in valid), concurrent=concurrent)
+    return Decision(events=(*before, *rejected, planned),
+                    next=RunTools(calls=tuple(valid), concurrent=concurrent,
+                                  sync_first=any(not s.read_only for s in specs)))

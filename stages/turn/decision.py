@@ -1,0 +1,181 @@
+"""What a stage returns: the events it decided, and optionally the loop's next step; and the
+effects the turn machine (``stages.turn.machine``) asks the shell to perform.
+
+``Next`` is a closed set of steps; ``Effect`` the closed set of effects. Both are plain data:
+the shell maps each effect type to a performer, and a replay serves its observations instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from stages.log.events import Event
+from stages.log.messages import Message
+from stages.tools.specs import ToolInvocation, ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class ModelRequest:
+    """Everything a provider adapter needs for one call, in canonical (OpenAI) shapes."""
+
+    model: str
+    provider: str
+    api_mode: str
+    purpose: str
+    system_prompt: str | None
+    # The session's history itself (shared, never copied): any sequence of messages.
+    messages: Sequence[Message]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    stream: bool = True
+    base_url: str | None = None
+    # A label naming which pooled key to use; the adapter maps it to the secret.
+    credential_id: str | None = None
+    # "auto", "none", "required", or the name of a tool the model must call.
+    tool_choice: str | None = None
+    # Anthropic cache_control breakpoints: indices into ``messages``; -1 is the system prompt.
+    cache_marks: tuple[int, ...] = ()
+    cache_ttl: str = "5m"
+    reasoning_effort: str | None = None
+    # Reasoning as a token budget (Anthropic's ``budget_tokens``, OpenRouter's ``max_tokens``).
+    reasoning_budget: int | None = None
+    # False: send no provider-issued reasoning back (a signature failure, or unreadable
+    # encrypted items); the history keeps it.
+    replay_reasoning: bool = True
+    # OpenAI's ``prompt_cache_key``: the session id, so its prompt cache hits across calls.
+    cache_key: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PrepareCall:
+    """Run the pre-call stages (budget, preflight, compression, routing, credentials, cache
+    marks), then build the request."""
+
+
+@attrs.frozen(kw_only=True)
+class CallModel:
+    request: ModelRequest
+
+
+@attrs.frozen(kw_only=True)
+class RunTools:
+    calls: tuple[ToolInvocation, ...]
+    concurrent: bool
+    sync_first: bool
+
+
+@attrs.frozen(kw_only=True)
+class Wait:
+    """Back off before retrying; the jitter is drawn (and recorded) by the runner."""
+
+    attempt: int
+    retry_after: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RefreshCredential:
+    """Run the key's refresh hook once (an effect), then call again with the same key."""
+
+    credential_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Finish:
+    """The turn is over; the result can be read from the state."""
+
+
+@attrs.frozen(kw_only=True)
+class AskApproval:
+    """A dangerous command waits for a person's approval (``ApprovalAnswered``)."""
+
+    call_id: str
+    tool: str
+    command: str
+    pattern: str
+    description: str
+
+
+@attrs.frozen(kw_only=True)
+class Summarise:
+    """The auxiliary call writing the compression summary (``ContextSummarised`` or
+    ``SummaryFailed``)."""
+
+    request: ModelRequest
+
+
+Next = (PrepareCall | CallModel | RunTools | Wait | RefreshCredential | Finish | AskApproval
+        | Summarise)
+
+
+@attrs.frozen(kw_only=True)
+class LoadHistory:
+    """The caller's conversation history replaces the session's own (``HistoryLoaded``)."""
+
+    messages: tuple[Message, ...]
+
+
+@attrs.frozen(kw_only=True)
+class BeginTurn:
+    """The user's message opens a turn (``TurnStarted``); ids and the time come from effects."""
+
+    user_message: str
+    system_message: str | None = None
+    task_id: str | None = None
+    # This turn's own reasoning setting (rules 4).
+    reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadClock:
+    """The wall time, for cooldowns (``ClockRead``)."""
+
+
+@attrs.frozen(kw_only=True)
+class PollInterrupt:
+    """Whether the user asked to stop (``Interrupted``, or nothing)."""
+
+    during: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadPromptInputs:
+    """Read what the prompt is assembled from: identity, context files, skills, the memory
+    snapshot (``PromptInputsRead``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ReadHints:
+    """Check directories the tool calls reached for a context file (``HintsRead``); names are
+    given relative to ``cwd``."""
+
+    dirs: tuple[str, ...]
+    cwd: str
+
+
+@attrs.frozen(kw_only=True)
+class PrefetchMemory:
+    """Ask the memory providers what they recall for ``query`` (``MemoryPrefetched``)."""
+
+    query: str
+
+
+@attrs.frozen(kw_only=True)
+class RequestCompression:
+    """Take the user's request to compress now (``CompressionRequested``)."""
+
+
+Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
+          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
+          | Summarise | RequestCompression)
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    events: tuple[Event, ...] = ()
+    next: Next | None = None
+
+
+NOTHING = Decision()

@@ -1,0 +1,113 @@
+"""Request stage: build the model request from the state (shared, not copied) and record what
+is sent. Under rules 2 the record carries the request's digest, so a replay catches any change
+in what is sent, not only in the counts."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Sequence
+from json.encoder import encode_basestring
+
+from stages.context.notes import system_prompt
+from stages.log.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
+from stages.log.messages import Message, canonical_json
+from stages.log.state import State
+from stages.prompt.memory import recall_block, with_recall
+from stages.turn.decision import CallModel, Decision, ModelRequest
+from stages.turn.preflight import estimate_tokens
+from stages.turn.reasoning import reasoning_digest_fields, reasoning_for
+from stages.turn.step import LENGTH_PROMPT, cut_parts
+
+
+def request_digest(request: ModelRequest, history_digest: str) -> str:
+    """SHA-256 over everything a request sends; the history enters through its running digest
+    (kept by the fold), so the cost does not grow with the conversation."""
+    tail: list[object] = [request.tool_choice, request.max_tokens, request.stream,
+                          list(request.cache_marks), request.cache_ttl, request.reasoning_effort]
+    extra = reasoning_digest_fields(request)
+    if extra:  # only when used: digests of requests that do not use them stay as they were
+        tail.append(extra)
+    summary = digest_text(
+        (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
+         request.system_prompt, history_digest, len(request.messages)),
+        tuple(tool.wire for tool in request.tools), tail)
+    return hashlib.sha256(summary.encode()).hexdigest()
+
+
+def digest_text(head: Sequence[object], tool_wires: tuple[str, ...],
+                tail: Sequence[object]) -> str:
+    """``canonical_json([*head, list(tool_wires), *tail])``, written item by item: most items
+    are short text, for which the encoder's set-up would cost more than the encoding."""
+    return "[" + ",".join([*map(_item, head), _tools_json(tool_wires), *map(_item, tail)]) + "]"
+
+
+@functools.lru_cache(maxsize=16)
+def _tools_json(wires: tuple[str, ...]) -> str:
+    # A session sends the same tools on every call: their schemas are escaped once.
+    return canonical_json(list(wires))
+
+
+def _item(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is str:  # exactly: a subclass (an enum) goes to the encoder
+        return encode_basestring(value)
+    if type(value) is int:
+        return int.__repr__(value)
+    if type(value) is list:
+        return "[" + ",".join(map(_item, value)) + "]"
+    return canonical_json(value)
+
+
+def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
+    """Rules 5, the embedded local model: a reply cut at the output limit goes on from its own
+    text (llama.cpp continues a trailing assistant message) instead of from a user message
+    asking it to, which a small model answers by starting over or by a new reply. The cut
+    parts (none started over: that ends the continuations) become that one message."""
+    if (len(messages) < 3 or messages[-1].role != "user"
+            or messages[-1].content != LENGTH_PROMPT or messages[-2].role != "assistant"):
+        return messages
+    parts = cut_parts(messages, len(messages) - 2)
+    first = len(messages) - 2 * len(parts)
+    return [*messages[:first], Message(role="assistant", content="".join(parts))]
+
+
+def decide_request(state: State, *, config: SessionSettings,
+                   cache_marks: tuple[int, ...] = ()) -> Decision:
+    turn = state.turn
+    if turn is None:
+        raise ValueError("a model request needs an open turn")
+    purpose = "budget_summary" if turn.budget_exhausted else "step"
+    tools = () if turn.budget_exhausted else state.tools
+    entry = turn.route or config.chain[turn.provider_index]
+    # A routed call keeps the pooled key only when it goes to the same provider.
+    credential_id = turn.credential_id if entry.provider == config.chain[
+        turn.provider_index].provider else None
+    recall = recall_block(state, config)
+    history_digest = state.history_digest
+    messages: Sequence[Message] = state.messages
+    if recall is not None:  # rules 3: recalled memory rides on the user's message, when sent
+        history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
+        messages = with_recall(state, recall)
+    if (config.rules >= 5 and entry.provider == LOCAL_PROVIDER
+            and entry.api_mode == "chat_completions"):
+        messages = prefilled(messages)
+    request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
+                           purpose=purpose, system_prompt=system_prompt(state, config),
+                           messages=messages, tools=tools, max_tokens=config.max_tokens,
+                           stream=config.stream, base_url=entry.base_url,
+                           credential_id=credential_id,
+                           tool_choice=config.tool_choice if tools else None,
+                           cache_marks=cache_marks, cache_ttl=config.cache_ttl,
+                           **reasoning_for(state, config, entry))
+    digest = request_digest(request, history_digest) if config.rules >= 2 else None
+    event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
+                           provider=entry.provider, message_count=len(state.messages),
+                           tool_count=len(tools), estimated_tokens=estimate_tokens(state),
+                           digest=digest)
+    return Decision(events=(event,), next=CallModel(request=request))
