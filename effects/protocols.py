@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from stages.log.events import ModelReplied
-from stages.turn.decision import ModelRequest
+from stages.log.events import ApprovalAnswered, ModelReplied
+from stages.turn.decision import AskApproval, ModelRequest
 
 DeltaSink = Callable[[str], None]
 
@@ -23,6 +23,13 @@ class ModelClient(Protocol):
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
+        ...
+
+
+class Approvals(Protocol):
+    """Answers whether a dangerous command may run (``pipeline.shell.approval.Approver``)."""
+
+    def answer(self, ask: AskApproval) -> ApprovalAnswered:
         ...
 
 

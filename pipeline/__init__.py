@@ -30,7 +30,7 @@ __all__ = [
 _HOMES = {
     "Agent": "pipeline.agent",
     "AgentSettings": "pipeline.settings",
-    "Effects": "pipeline.shell.runner",
+    "Effects": "effects.performers",
     "MibyanError": "stages.errors",
     "ProviderEntry": "stages.log.events",
     "ReplayReport": "pipeline.shell.replay",

@@ -25,6 +25,7 @@ import attrs
 
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog.store import Durability, SessionLog, session_path
+from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
 from effects.tools.runner import ThreadPoolToolRunner
@@ -33,15 +34,18 @@ from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
-from pipeline.shell import context_calls as context
 from pipeline.shell import lineage
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
-from pipeline.shell.journal import LiveJournal
-from pipeline.shell.runner import Effects, SessionRunner
+from pipeline.shell.fork import go_on, live_only, plan_fork
+from pipeline.shell.fork_journal import ForkJournal
+from pipeline.shell.journal import Journal, LiveJournal
+from pipeline.shell.runner import SessionRunner
 from pipeline.tools import Tool, ToolRegistry
 from stages.errors import LogError, UsageError
-from stages.log.events import Event, SessionSettings
+from stages.log.events import ContextInherited, Event, SessionSettings, SessionSplit
 from stages.log.messages import from_openai
+from stages.log.state import State
+from stages.session.machine import Compress, Opening, Turn
 from stages.turn.api_mode import resolve_api_mode
 from stages.turn.budget import child_budget
 from stages.turn.reasoning_parts import check_setting
@@ -92,6 +96,7 @@ class Agent:
         self._effects = self._completed(effects, approval_callback)
         self._listener = event_listener
         self._runner: SessionRunner | None = None
+        self._child: tuple[SessionRunner, SessionLog] | None = None
         self._ended = False
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
@@ -171,25 +176,24 @@ class Agent:
             raise UsageError(f"cannot write session logs under {root}: "
                              f"{cause.strerror or cause}; "
                              "choose another home (--home or MIBYAN_HOME)") from exc
-        journal = LiveJournal(self._log, self._effects.clock, self._secrets)
-        runner = SessionRunner(journal, self._effects, interrupt=self._interrupt,
-                               listener=self._listener, state=self._folded() if exists else None)
-        if exists:
-            runner.resume(self.settings)
-        else:
-            runner.start(self.settings, session_id=session_id,
-                         parent_session_id=self.parent_session_id)
-        runner.declare_tools(self.registry.specs)
-        restore = getattr(self._toolset, "restore", None)
-        if exists and restore is not None:
-            restore(runner.state.messages)
-        if self._effects.memory is not None:
-            self._effects.memory.initialize(runner.state.session_id or session_id,
-                                            home=self.home, platform=self.settings.platform)
-        context.record_window(runner, self._effects.window_probe)
+        runner = self._runner_for(LiveJournal(self._log, self._effects.clock, self._secrets),
+                                  state=self._folded() if exists else None)
+        runner.open(Opening(resume=exists, settings=self.settings, session_id=session_id,
+                            parent_session_id=self.parent_session_id,
+                            tools=self.registry.specs))
         self._runner = runner
         self.hooks.fire("session_start", session_id=runner.state.session_id, resumed=exists)
         return runner
+
+    def _runner_for(self, journal: Journal, *, state: State | None = None,
+                    inherit: ContextInherited | None = None,
+                    listener: Listener | None = None) -> SessionRunner:
+        """An interpreter of this agent's session machine over ``journal``."""
+        performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
+                                home=self.home, toolset=self._toolset, inherit=inherit,
+                                split=self._split)
+        return SessionRunner(journal, performers, state=state,
+                             listener=self._listener if listener is None else listener)
 
     def open(self) -> str:
         """Start (or resume) the session now, before its first turn; its id."""
@@ -198,15 +202,27 @@ class Agent:
         assert session_id is not None
         return session_id
 
+    def _split(self, state: State) -> SessionSplit:
+        """The split's child, started under a new id with the parent's compressed context; the
+        agent goes on in it once the parent's machine has recorded the split."""
+        assert state.settings is not None and state.session_id is not None
+        child_id = self._effects.ids.session_id()
+        log = SessionLog.open(self.home / "sessions", child_id, durability=self.durability)
+        child = self._runner_for(LiveJournal(log, self._effects.clock, self._secrets),
+                                 inherit=lineage.inherited(state))
+        child.open(Opening(settings=state.settings, session_id=child_id,
+                           parent_session_id=state.session_id, tools=self.registry.specs,
+                           child=True))
+        self._child = (child, log)
+        return SessionSplit(child_session_id=child_id, reason=lineage.REASON)
+
     def _continue_in_child(self) -> None:
-        """After a turn that compressed the context, the session goes on in a child."""
-        runner, log = self._runner, self._log
-        if runner is None or log is None or not lineage.wants_split(runner.state):
+        """After a command that split the session, the agent goes on in the child."""
+        if self._child is None or self._runner is None or not self._runner.ended:
             return
-        child, child_log = lineage.split(runner, self.home / "sessions",
-                                         durability=self.durability, tools=self.registry.specs)
-        log.close()
-        self._runner, self._log = child, child_log
+        if self._log is not None:
+            self._log.close()
+        (self._runner, self._log), self._child = self._child, None
 
     def _folded(self) -> Any:
         assert self._log is not None
@@ -234,22 +250,21 @@ class Agent:
                 history = None
             self.hooks.fire("turn_start", session_id=runner.state.session_id, task_id=task_id,
                             user_message=user_message)
+            performers = runner.performers
+            assert performers is not None
+            performers.on_delta, performers.on_reasoning = stream_callback, reasoning_callback
             try:
-                state = runner.run_turn(user_message, system_message=system_message,
-                                        history=history, task_id=task_id,
-                                        on_delta=stream_callback,
-                                        on_reasoning=reasoning_callback,
-                                        reasoning_effort=reasoning_effort,
-                                        reasoning_budget=reasoning_budget)
+                state = runner.command(Turn(
+                    user_message=user_message, system_message=system_message, history=history,
+                    task_id=task_id, reasoning_effort=reasoning_effort,
+                    reasoning_budget=reasoning_budget))
                 self._continue_in_child()
             finally:
+                performers.on_delta = performers.on_reasoning = None
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
-        if self._effects.memory is not None and result.completed and result.final_response:
-            self._effects.memory.sync_all(user_message, result.final_response,
-                                          session_id=result.session_id or "")
         return result
 
     def compress(self) -> bool:
@@ -261,7 +276,7 @@ class Agent:
             runner = self._open()
             before = runner.state.context.compressions
             try:
-                compressed = runner.compress().context.compressions > before
+                compressed = runner.command(Compress()).context.compressions > before
                 self._continue_in_child()
             finally:
                 self._interrupt.clear()
@@ -331,9 +346,20 @@ class Agent:
         None), then goes on live with ``changes`` to its settings (``SessionSettings`` fields:
         ``model``, ``provider``, ``api_mode``, ``max_tokens``, ...) through this agent's model
         client and tools; a fork inside a turn finishes that turn first. Returns an agent bound
-        to the fork (``.session_id``); see ``pipeline.shell.fork.fork_session`` for the details."""
-        from pipeline.shell.fork import fork_session
+        to the fork (``.session_id``); see ``fork_session`` for the details."""
         return fork_session(self, session_id, at=at, **changes).agent
+
+    def _forked(self, settings: SessionSettings, session_id: str) -> Agent:
+        """The agent a fork goes on with: this one's model client, clock, ids, tools,
+        approvals, hooks and secrets; its own tool runner. The memory providers stay here
+        (closing the fork would shut them down), so a fork recalls nothing; the window is the
+        origin's, so it asks for none."""
+        return Agent(settings=settings,
+                     agent_settings=attrs.evolve(self.agent_settings, session_id=session_id),
+                     effects=attrs.evolve(self._effects, tools=None, memory=None,
+                                          window_probe=None),
+                     secrets=self._secrets, tools=self.registry, event_listener=self._listener,
+                     hooks=self.hooks)
 
     def close(self) -> None:
         with self._lock:
@@ -359,3 +385,40 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@attrs.frozen(kw_only=True)
+class Fork:
+    """A fork made: the agent bound to the new session, where it came from, and the turn it
+    finished live when it began inside one (None between turns)."""
+
+    agent: Agent
+    session_id: str
+    origin_session_id: str
+    origin_seq: int
+    continued: TurnResult | None = None
+
+
+def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
+                 **changes: Any) -> Fork:
+    """Fork ``session_id`` (under ``agent``'s home) after its first ``at`` records (all when
+    None), going on with ``changes`` to its settings, through ``agent``'s model client, tools
+    and approvals (``pipeline.shell.fork``). Raises ``UsageError`` for an unknown session, a
+    bad ``at`` or setting, and ``ReplayDivergenceError`` when the prefix no longer replays
+    (nothing is left behind)."""
+    root = agent.home / "sessions"
+    plan = plan_fork(root, session_id, at, changes)
+    new_id = agent._effects.ids.session_id()
+    if session_path(root, new_id).exists():
+        raise UsageError(f"the fork's new id {new_id!r} names a session that exists already")
+    forked = agent._forked(plan.settings, new_id)
+    log = SessionLog.open(root, new_id, durability=agent.durability)
+    journal = ForkJournal(plan.prefix, log, forked._effects.clock, new_id, forked._secrets)
+    runner = forked._runner_for(journal, listener=live_only(forked._listener, journal))
+    inside = go_on(runner, journal, plan, clock=forked._effects.clock,
+                   tools=forked.registry.specs)
+    forked._runner, forked._log = runner, log
+    return Fork(agent=forked, session_id=new_id, origin_session_id=session_id,
+                origin_seq=plan.origin_seq,
+                continued=TurnResult.from_state(runner.state) if inside else None)
+

@@ -23,10 +23,13 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import Durability, read_envelopes, session_path
+from effects.performers import Effects
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.providers.http_errors import endpoint_label
+from effects.providers.window_probe import window_probe
 from effects.tools.runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
+from pipeline.context_settings import context_values
 from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
@@ -39,8 +42,6 @@ from pipeline.providers import (
     split_userinfo,
 )
 from pipeline.shell import lineage
-from pipeline.shell.context_calls import context_values, window_probe
-from pipeline.shell.runner import Effects
 from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.log.events import (
     CACHE_TTLS,

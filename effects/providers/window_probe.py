@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 PROBE_TIMEOUT = 5.0
@@ -68,3 +68,20 @@ def probe_context_window(base_url: str, model: str, *, api_key: str | None = Non
     except (OSError, ValueError):
         pass
     return None
+
+
+HOSTED = ("openai", "anthropic", "openrouter")
+
+
+def window_probe(provider: str, api_key: str | None
+                 ) -> Callable[[str, str | None], tuple[int, str] | None] | None:
+    """A probe for the local model and self-hosted OpenAI-compatible servers; the hosted
+    providers' windows come from the table."""
+    if provider in HOSTED:
+        return None
+
+    def probe(model: str, base_url: str | None) -> tuple[int, str] | None:
+        if not base_url:
+            return None
+        return probe_context_window(base_url, model, api_key=api_key or None)
+    return probe

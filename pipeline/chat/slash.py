@@ -211,7 +211,7 @@ FORK_USAGE = "usage: /fork [SEQ] [model=NAME] (SEQ: keep the records before it; 
 @command("fork", "go on in a fork of this session (its first SEQ records, else all)",
          "[SEQ] [model=NAME]")
 def _fork(session: ChatSession, arg: str) -> None:
-    from pipeline.shell.fork import fork_session
+    from pipeline.agent import fork_session
     from stages.errors import UsageError
     origin = session.session_id
     if origin is None:

@@ -153,8 +153,8 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def fork(args: argparse.Namespace) -> int:
     from effects.eventlog.store import read_envelopes, session_path
-    from pipeline.agent import Agent
-    from pipeline.shell.fork import check_changes, fork_session
+    from pipeline.agent import Agent, fork_session
+    from pipeline.shell.fork import check_changes
     from pipeline.toolsets import builtin_tools
     from stages.errors import UsageError
     changes = parse_sets(args.set)

@@ -183,7 +183,7 @@ def fork(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dic
     it when absent), to go on from there with other messages. Its settings stay the
     gateway's (a reopened session takes the gateway's settings), so a fork changes no model;
     ``mibyan fork`` and ``Agent.fork`` do."""
-    from pipeline.shell.fork import fork_session
+    from pipeline.agent import fork_session
     unknown = sorted(set(body) - {"at"})
     if unknown:
         raise oa.bad(f"A fork takes only 'at' (a record number); not {', '.join(unknown)}.",

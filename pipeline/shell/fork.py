@@ -1,6 +1,6 @@
 """Fork a session: replay its first records exactly, then go on live with other settings.
 
-    fork = fork_session(agent, "s-1", at=12, model="gpt-4o")   # -> Fork
+    fork = fork_session(agent, "s-1", at=12, model="gpt-4o")   # pipeline.agent -> Fork
     fork.agent.run("and now?")                                  # the forked session goes on
     agent.fork("s-1", at=12, model="gpt-4o")                    # the same, -> Agent
 
@@ -9,48 +9,50 @@ compared on the way, so a fork of a session that no longer replays fails with th
 then goes on live and records ``SessionForked`` (origin, ``at`` and the new settings) where they
 start: a fork inside a turn finishes that turn live, under the new settings from the turn's next
 step on (a model call being prepared when the prefix ends is made as prepared); a fork between
-turns leaves the next turn to the caller. The fork is a new
-session under the same home, with a new id; its records before ``SessionForked`` are the
-origin's (payload and ``recorded_at``; seq 0 carries the fork's id).
+turns leaves the next turn to the caller. The fork is a new session under the same home, with a
+new id; its records before ``SessionForked`` are the origin's (payload and ``recorded_at``; seq
+0 carries the fork's id).
+
+This module plans a fork and drives its session machine through the prefix; the agent bound to
+the fork is made by ``pipeline.agent.fork_session``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.envelope import Envelope
-from effects.eventlog.store import SessionLog, read_envelopes, session_path
-from pipeline.result import TurnResult
+from effects.eventlog.store import read_envelopes, session_path
+from effects.protocols import Clock
 from pipeline.settings import check_session_values
-from pipeline.shell.fork_journal import ForkAwareRunner, ForkJournal, live_switch
+from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.replay import drive
 from pipeline.shell.runner import SessionRunner
 from stages.errors import UsageError
 from stages.log.events import Event, HistoryLoaded, SessionForked, SessionSettings, SessionSplit
 from stages.log.fold import fold
+from stages.log.state import State
+from stages.session.machine import ForkSwitch
+from stages.tools.specs import ToolSpec
 from stages.turn.api_mode import resolve_api_mode
-
-if TYPE_CHECKING:
-    from pipeline.agent import Agent
 
 _SESSION_FIELDS = frozenset(attrs.fields_dict(SessionSettings))
 
 
 @attrs.frozen(kw_only=True)
-class Fork:
-    """A fork made: the agent bound to the new session, where it came from, and the turn it
-    finished live when it began inside one (None between turns)."""
+class ForkPlan:
+    """A fork checked and ready: the origin's records it keeps and the settings it goes on
+    with."""
 
-    agent: Agent
-    session_id: str
     origin_session_id: str
     origin_seq: int
-    continued: TurnResult | None = None
+    prefix: Sequence[Envelope]
+    settings: SessionSettings
 
 
 def check_at(at: object, count: int) -> int:
@@ -106,59 +108,50 @@ def _origin(root: Path, session_id: str) -> list[Envelope]:
     return list(read_envelopes(path))
 
 
-def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
-                 **changes: Any) -> Fork:
-    """Fork ``session_id`` (under ``agent``'s home) after its first ``at`` records (all when
-    None), going on with ``changes`` to its settings, through ``agent``'s model client, tools
-    and approvals. Raises ``UsageError`` for an unknown session, a bad ``at`` or setting, and
-    ``ReplayDivergenceError`` when the prefix no longer replays (nothing is left behind)."""
-    root = agent.home / "sessions"
+def plan_fork(root: Path, session_id: str, at: int | None,
+              changes: dict[str, Any]) -> ForkPlan:
+    """``session_id`` (under ``root``) forked after its first ``at`` records (all when None),
+    going on with ``changes``; a ``UsageError`` for an unknown session, a bad ``at`` or
+    setting."""
     envelopes = _origin(root, session_id)
     at = check_at(at, len(envelopes))
     prefix = envelopes[:at]
     _check_prefix(prefix)
     base = fold(from_payload(e.kind, e.schema_version, e.payload) for e in prefix).settings
     assert base is not None
-    settings = forked_settings(base, changes)
-    effects = agent._effects
-    new_id = effects.ids.session_id()
-    if session_path(root, new_id).exists():
-        raise UsageError(f"the fork's new id {new_id!r} names a session that exists already")
-    forked = _forked_agent(agent, settings, new_id)
-    log = SessionLog.open(root, new_id, durability=agent.durability)
-    journal = ForkJournal(prefix, log, effects.clock, new_id, forked._secrets)
-    opened: list[bool] = []
-
-    def switch(r: SessionRunner) -> SessionForked:
-        opened.append(r.state.turn is not None and r.state.turn.finished is None)
-        return SessionForked(origin_session_id=session_id, origin_seq=at,
-                             forked_at=effects.clock.now(), settings=settings)
-
-    runner = ForkAwareRunner(journal, forked._effects, switch=live_switch(switch),
-                             interrupt=forked._interrupt,
-                             listener=_live_only(forked._listener, journal))
-    _run(runner, journal, lambda: bool(opened))
-    runner.declare_tools(forked.registry.specs)
-    forked._runner, forked._log = runner, log
-    continued = TurnResult.from_state(runner.state) if opened and opened[0] else None
-    return Fork(agent=forked, session_id=new_id, origin_session_id=session_id, origin_seq=at,
-                continued=continued)
+    return ForkPlan(origin_session_id=session_id, origin_seq=at, prefix=prefix,
+                    settings=forked_settings(base, changes))
 
 
-def _forked_agent(agent: Agent, settings: SessionSettings, new_id: str) -> Agent:
-    """The agent the fork goes on with: ``agent``'s model client, clock, ids, tools,
-    approvals, hooks and secrets; its own tool runner. The memory providers stay with
-    ``agent`` (closing the fork would shut them down), so a fork recalls nothing."""
-    from pipeline.agent import Agent
-    return Agent(settings=settings,
-                 agent_settings=attrs.evolve(agent.agent_settings, session_id=new_id),
-                 effects=attrs.evolve(agent._effects, tools=None, memory=None),
-                 secrets=agent._secrets, tools=agent.registry, event_listener=agent._listener,
-                 hooks=agent.hooks)
+def go_on(runner: SessionRunner, journal: ForkJournal, plan: ForkPlan, *, clock: Clock,
+          tools: tuple[ToolSpec, ...]) -> bool:
+    """Replay the prefix, finish live a turn it ends inside, and switch to the fork's settings
+    and ``tools``; True when the switch came inside a turn. A prefix that fails to replay leaves
+    no fork behind (``ReplayDivergenceError``)."""
+    inside: list[bool] = []
+
+    def switch(state: State) -> SessionForked:
+        inside.append(state.turn is not None and state.turn.finished is None)
+        return SessionForked(origin_session_id=plan.origin_session_id,
+                             origin_seq=plan.origin_seq, forked_at=clock.now(),
+                             settings=plan.settings)
+
+    assert runner.performers is not None
+    runner.performers.fork_switch = switch
+    try:
+        drive(runner, journal)
+        if not runner.ended:
+            runner.command(ForkSwitch(tools=tools))
+    except BaseException:
+        if not inside:
+            journal.log.close()
+            journal.log.path.unlink(missing_ok=True)
+        raise
+    return inside == [True]
 
 
-def _live_only(listener: Callable[[Event], None] | None,
-               journal: ForkJournal) -> Callable[[Event], None] | None:
+def live_only(listener: Callable[[Event], None] | None,
+              journal: ForkJournal) -> Callable[[Event], None] | None:
     """``listener``, deaf to the replayed prefix: it is the origin's past, not news (a chat
     would print every earlier answer again)."""
     if listener is None:
@@ -168,16 +161,3 @@ def _live_only(listener: Callable[[Event], None] | None,
         if not journal.replayed:
             listener(event)
     return hear
-
-
-def _run(runner: ForkAwareRunner, journal: ForkJournal, switched: Callable[[], bool]) -> None:
-    """Replay the prefix and finish a turn it ends inside; a prefix that fails to replay
-    leaves no fork behind."""
-    try:
-        drive(runner, journal)
-        runner.switch(runner, None)  # between turns: the fork's settings start here
-    except BaseException:
-        if not switched():
-            journal.log.close()
-            journal.log.path.unlink(missing_ok=True)
-        raise

@@ -38,9 +38,9 @@ class Journal(Protocol):
         The caller folds and then records each one."""
         ...
 
-    def observe_if(self, stage: str, kind: str,
+    def observe_if(self, stage: str, kinds: tuple[str, ...],
                    perform: Callable[[], Event | None]) -> Event | None:
-        """An observation that may or may not happen here (an interrupt)."""
+        """One observation of ``kinds`` that may or may not happen here (an interrupt)."""
         ...
 
     def sync(self) -> None: ...
@@ -83,10 +83,10 @@ class LiveJournal:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
         return events
 
-    def observe_if(self, stage: str, kind: str,
+    def observe_if(self, stage: str, kinds: tuple[str, ...],
                    perform: Callable[[], Event | None]) -> Event | None:
         event = perform()
-        return None if event is None else self.observe(stage, (kind,), 1, lambda: (event,))[0]
+        return None if event is None else self.observe(stage, kinds, 1, lambda: (event,))[0]
 
     def sync(self) -> None:
         self.log.sync()
@@ -182,13 +182,13 @@ class ReplayJournal:
             events.append(event)
         return events
 
-    def observe_if(self, stage: str, kind: str,
+    def observe_if(self, stage: str, kinds: tuple[str, ...],
                    perform: Callable[[], Event | None]) -> Event | None:
         envelope = self.peek()
         del perform
-        if envelope is None or envelope.kind != kind:
+        if envelope is None or envelope.kind not in kinds:
             return None
-        return self.observe(stage, (kind,), 1, lambda: ())[0]
+        return self.observe(stage, kinds, 1, lambda: ())[0]
 
     def sync(self) -> None:
         return None

@@ -3,8 +3,9 @@
 After a turn that compressed the context, the child's log starts with the parent's id and the
 compressed history (``ContextInherited``); then the parent's log says where the session went
 (``SessionSplit``). The child is written first: a crash in between leaves an orphan child and a
-parent that still goes on, never a parent pointing nowhere. Resuming any session of a chain
-(``Agent(session_id=...)``, ``--resume``) opens its newest descendant.
+parent that still goes on, never a parent pointing nowhere. The session machine
+(``stages.session.machine``) asks for the split; ``pipeline.agent`` performs it. Resuming any
+session of a chain (``Agent(session_id=...)``, ``--resume``) opens its newest descendant.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from effects.eventlog.codec import from_payload
-from effects.eventlog.store import Durability, SessionLog, read_envelopes, session_path
-from pipeline.shell.journal import LiveJournal
-from pipeline.shell.runner import SessionRunner
+from effects.eventlog.store import read_envelopes, session_path
 from stages.log.events import ContextInherited, SessionSplit, TurnStarted
 from stages.log.fold import fold
 from stages.log.state import State
-from stages.tools.specs import ToolSpec
 
 REASON = "compression"
 
@@ -83,34 +81,4 @@ def inherited(state: State) -> ContextInherited:
                             reasoning_replay_off=state.reasoning_replay_off)
 
 
-def split(parent: SessionRunner, root: Path, *, durability: Durability,
-          tools: tuple[ToolSpec, ...]) -> tuple[SessionRunner, SessionLog]:
-    """Start the child session of ``parent`` and record the split in the parent's log."""
-    assert isinstance(parent.journal, LiveJournal)
-    state = parent.state
-    parent_id = state.session_id
-    assert parent_id is not None
-    child_id = parent.effects.ids.session_id()
-    log = SessionLog.open(root, child_id, durability=durability)
-    journal = LiveJournal(log, parent.effects.clock, parent.journal.secrets)
-    child = SessionRunner(journal, parent.effects, interrupt=parent.interrupt,
-                          listener=parent.listener)
-    child.start(parent.settings, session_id=child_id, parent_session_id=parent_id)
-    carried = inherited(state)
-    child.observe("session", (ContextInherited,), lambda: (carried,))
-    child.declare_tools(tools)
-    child.journal.sync()
-    parent.observe("session", (SessionSplit,), lambda: (
-        SessionSplit(child_session_id=child_id, reason=REASON),))
-    parent.journal.sync()
-    return child, log
-
-
-def wants_split(state: State) -> bool:
-    settings = state.settings
-    return (settings is not None and settings.rules >= 3
-            and state.context.split_pending is not None
-            and (state.turn is None or state.turn.finished is not None))
-
-
-__all__ = ["REASON", "inherited", "newest", "split", "wants_split"]
+__all__ = ["REASON", "folded_log", "inherited", "newest", "oldest"]

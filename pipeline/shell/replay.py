@@ -1,5 +1,6 @@
-"""Replay a session from its log through the live code path, with every effect served from
-the log and every decision re-derived and compared."""
+"""Replay a session from its log through the live code path, with every effect served from the
+log and every decision re-derived and compared. The session machine runs as it ran live; the
+commands it waited for (a turn, a compression, ...) are read off the log."""
 
 from __future__ import annotations
 
@@ -8,33 +9,32 @@ from pathlib import Path
 import attrs
 
 from effects.eventlog.codec import from_payload
+from effects.eventlog.envelope import Envelope
 from effects.eventlog.store import read_envelopes, session_path
-from pipeline.shell.fork_journal import ForkAwareRunner, ForkJournal, replay_switch
+from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import EndOfLog, ReplayJournal
-from pipeline.shell.runner import Effects, SessionRunner
+from pipeline.shell.runner import SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.log.events import (
     CompressionRequested,
-    ContextInherited,
-    ContextWindowProbed,
     HistoryLoaded,
     SessionForked,
     SessionResumed,
-    SessionSplit,
-    SessionStarted,
     ToolsDeclared,
     TurnAborted,
     TurnStarted,
 )
 from stages.log.fold import fold
-from stages.turn.step import decide_abandon
-
-
-class _NoEffects:
-    """Replay performs no effect; reaching one is a bug in the journal, not a divergence."""
-
-    def __getattr__(self, name: str) -> object:
-        raise AssertionError(f"replay tried to perform an effect ({name})")
+from stages.session.machine import (
+    Abort,
+    Command,
+    Compress,
+    End,
+    ForkSwitch,
+    Opening,
+    Reopen,
+    Turn,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -57,41 +57,48 @@ class ReplayReport:
                 f"  expected: {d.expected}\n  produced: {d.produced}")
 
 
+# The command that opens with each kind of record; the rest are asked for inside commands.
+_COMMANDS: dict[str, Command] = {
+    HistoryLoaded.kind: Turn(user_message="", history=()),
+    TurnStarted.kind: Turn(user_message=""),
+    CompressionRequested.kind: Compress(),
+    TurnAborted.kind: Abort(error=""),
+    SessionResumed.kind: Reopen(),
+    SessionForked.kind: ForkSwitch(),
+    ToolsDeclared.kind: ForkSwitch(),  # a fork's own tools, after a turn that switched
+}
+
+
+def next_command(envelope: Envelope | None) -> Command:
+    """The command the log holds next (``End`` where it ends)."""
+    if envelope is None:
+        return End()
+    command = _COMMANDS.get(envelope.kind)
+    if command is None:
+        raise ReplayDivergenceError(
+            f"replay expected a session or turn start at seq {envelope.seq}",
+            seq=envelope.seq, stage="session", expected=envelope.kind,
+            produced="a session or turn start")
+    return command
+
+
 def drive(runner: SessionRunner, journal: ReplayJournal | ForkJournal) -> None:
-    """Re-run the logged session ``journal`` serves, record by record, until its log ends."""
-    while (envelope := journal.peek()) is not None:
-        kind = envelope.kind
-        if kind in (HistoryLoaded.kind, TurnStarted.kind):
-            # The runner serves (and so decodes) the turn's opening observation itself.
-            try:
-                runner.run_turn("", history=() if kind == HistoryLoaded.kind else None)
-            except EndOfLog as cut:
-                if not cut.cut:
-                    raise
-            continue
-        if kind == CompressionRequested.kind:
-            runner.compress()
-            continue
-        if kind == TurnAborted.kind:
-            runner.observe("recovery", (TurnAborted,), lambda: ())
-            runner.emit("recovery", decide_abandon(runner.state))
-            continue
-        event = from_payload(kind, envelope.schema_version, envelope.payload)
-        if isinstance(event, SessionStarted):
-            runner.start(event.settings, session_id=event.session_id,
-                         parent_session_id=event.parent_session_id)
-        elif isinstance(event, SessionResumed):
-            runner.resume(event.settings)
-        elif isinstance(event, ToolsDeclared):
-            runner.declare_tools(event.tools)
-        elif isinstance(event, ContextWindowProbed | ContextInherited | SessionSplit
-                        | SessionForked):
-            runner.observe("session", (type(event),), lambda: ())
-        else:
-            raise ReplayDivergenceError(
-                f"replay expected a session or turn start at seq {envelope.seq}",
-                seq=envelope.seq, stage="session", expected=envelope.kind,
-                produced="a session or turn start")
+    """Re-run the logged session ``journal`` serves, command by command, until its log ends
+    (the session then waits for a command) or the session went on in a split's child."""
+    runner.open(Opening())
+    while not runner.ended:
+        command = next_command(journal.peek())
+        if isinstance(command, End):
+            return
+        try:
+            runner.command(command)
+        except EndOfLog as cut:
+            if not cut.cut:
+                raise
+    if (envelope := journal.peek()) is not None:
+        raise ReplayDivergenceError(
+            f"the session went on in a child session before seq {envelope.seq}",
+            seq=envelope.seq, stage="session", expected=envelope.kind, produced="(end of log)")
 
 
 def replay(root: Path, session_id: str) -> ReplayReport:
@@ -101,11 +108,7 @@ def replay(root: Path, session_id: str) -> ReplayReport:
         raise UsageError(f"no session {session_id!r} under {root}")
     envelopes = list(read_envelopes(path))
     journal = ReplayJournal(envelopes)
-    effects = Effects(clock=_NoEffects(), ids=_NoEffects())  # type: ignore[arg-type]
-    # Only a fork's log needs its turns watched for the switch to the fork's settings.
-    forked = any(e.kind == SessionForked.kind for e in envelopes)
-    runner = (ForkAwareRunner(journal, effects, switch=replay_switch) if forked
-              else SessionRunner(journal, effects))
+    runner = SessionRunner(journal, None)
     try:
         drive(runner, journal)
     except ReplayDivergenceError as exc:

@@ -45,6 +45,6 @@ def run_compression() -> Flow:
     config = state.settings
     decision = decide_requested(state, config=config)
     if not decision.events:
-        return
+        return state
     state = yield Record("preflight", decision.events)
-    yield from compression(state, config)
+    return (yield from compression(state, config))

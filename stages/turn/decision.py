@@ -1,5 +1,6 @@
 """What a stage returns: the events it decided, and optionally the loop's next step; and the
-effects the turn machine (``stages.turn.machine``) asks the shell to perform.
+effects the turn and session machines (``stages.turn.machine``, ``stages.session.machine``)
+ask the shell to perform.
 
 ``Next`` is a closed set of steps; ``Effect`` the closed set of effects. Both are plain data:
 the shell maps each effect type to a performer, and a replay serves its observations instead.
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.log.events import Event
+from stages.log.events import Event, SessionSettings
 from stages.log.messages import Message
 from stages.tools.specs import ToolInvocation, ToolSpec
 
@@ -167,9 +168,89 @@ class RequestCompression:
     """Take the user's request to compress now (``CompressionRequested``)."""
 
 
+@attrs.frozen(kw_only=True)
+class StartSession:
+    """A new session (``SessionStarted``); its id (unless given) and the time come from
+    effects. ``settings`` is None where the log serves the start (replay)."""
+
+    settings: SessionSettings | None = None
+    session_id: str | None = None
+    parent_session_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResumeSession:
+    """An existing session goes on in this process (``SessionResumed``)."""
+
+    settings: SessionSettings | None = None
+
+
+@attrs.frozen(kw_only=True)
+class InheritContext:
+    """A split's child takes its parent's compressed context (``ContextInherited``, or
+    nothing for a session that is no split's child)."""
+
+
+@attrs.frozen(kw_only=True)
+class DeclareTools:
+    """The tools the caller brings, when they differ from the session's (``ToolsDeclared``,
+    or nothing). ``tools`` is None where the log serves them (replay)."""
+
+    tools: tuple[ToolSpec, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RestoreTools:
+    """A resumed session's toolset takes back its state (the todo list) from the history."""
+
+
+@attrs.frozen(kw_only=True)
+class StartMemory:
+    """The memory providers learn the session they serve."""
+
+
+@attrs.frozen(kw_only=True)
+class ProbeWindow:
+    """Ask the provider how large the model's window is (``ContextWindowProbed``, or nothing:
+    a probe is a hint)."""
+
+    provider: str
+    model: str
+    base_url: str | None
+
+
+@attrs.frozen(kw_only=True)
+class SplitSession:
+    """After a compression the session goes on in a child (``SessionSplit``, recorded once the
+    child's log holds its start)."""
+
+
+@attrs.frozen(kw_only=True)
+class SyncMemory:
+    """The memory providers learn a completed exchange."""
+
+    user_message: str
+    answer: str
+
+
+@attrs.frozen(kw_only=True)
+class AbortTurn:
+    """Close a turn an exception broke (``TurnAborted``)."""
+
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class SwitchSettings:
+    """A fork takes up its own settings (``SessionForked``, or nothing once it has)."""
+
+
+SessionEffect = (StartSession | ResumeSession | InheritContext | DeclareTools | RestoreTools
+                 | StartMemory | ProbeWindow | SplitSession | SyncMemory | AbortTurn
+                 | SwitchSettings)
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
           | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise | RequestCompression)
+          | Summarise | RequestCompression | SessionEffect)
 
 
 @attrs.frozen(kw_only=True)

@@ -5,9 +5,11 @@ or httpx's ``Auth.auth_flow``).
 
 * ``Record(stage, events)``: events decided by ``stage``;
 * ``Perform(stage, effect, kinds, count)``: perform ``effect``, expecting ``count``
-  observations of ``kinds`` (``optional``: maybe none, as when polling for an interrupt).
+  observations of ``kinds`` (``optional``: one of ``kinds`` or none, as when polling for an
+  interrupt).
 
-The driver folds the events into the state and sends the new state back. The live shell
+The driver folds the events into the state and sends the new state back. The session machine
+(``stages.session.machine``) runs turns as its sub-flows. The live shell
 (``pipeline.shell.runner``) performs effects and appends to the log; a replay serves the logged
 observations and compares the decisions; the hypothesis simulation serves scripted ones. The
 whole order of a turn is in this one module, top to bottom.
@@ -33,6 +35,7 @@ from stages.log.events import (
     ModelFailed,
     ModelReplied,
     PromptInputsRead,
+    SessionForked,
     SessionSettings,
     SummaryFailed,
     ToolRan,
@@ -89,18 +92,19 @@ class Perform:
 
 
 Ask = Record | Perform
-# Asked between every two steps: one frozen value serves every turn.
-_POLL = Perform("interrupt", PollInterrupt(during="between_steps"), (Interrupted.kind,),
-                optional=True)
-Flow = Generator[Ask, State, None]
-SubFlow = Generator[Ask, State, State]
+# Asked between every two steps: one frozen value serves every turn. A fork that goes on inside
+# a turn takes up its own settings here (``SessionForked``).
+_POLL = Perform("interrupt", PollInterrupt(during="between_steps"),
+                (Interrupted.kind, SessionForked.kind), optional=True)
+Flow = Generator[Ask, State, State]
+SubFlow = Flow
 Stage = Callable[..., Decision]
 
 
 def run_turn(user_message: str, *, system_message: str | None = None,
              history: tuple[Message, ...] | None = None, task_id: str | None = None,
              reasoning_effort: str | None = None, reasoning_budget: int | None = None) -> Flow:
-    """One user turn, from the user's message to the turn's end."""
+    """One user turn, from the user's message to the turn's end; returns the state then."""
     if history is not None:
         yield Perform("input", LoadHistory(messages=history), (HistoryLoaded.kind,))
     state = yield Perform("input", BeginTurn(user_message=user_message,
@@ -125,14 +129,14 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         config = state.settings or config
         stage = next_stage(state)
         if stage == "finish":
-            return
+            return state
         step: Next | None = PrepareCall() if stage == "call" else None
         if step is None:
             decision = ROUTES[stage](state, config=config)
             state = yield Record(stage, decision.events)
             step = decision.next
         if isinstance(step, Finish):
-            return
+            return state
         if isinstance(step, PrepareCall):
             state = yield from model_call(state, config)
         elif isinstance(step, RunTools):

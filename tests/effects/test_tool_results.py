@@ -14,7 +14,7 @@ from effects.tools.runner import ThreadPoolToolRunner, private_directory, spill,
 from pipeline.agent import Agent
 from pipeline.settings import AgentSettings
 from pipeline.shell.replay import replay
-from pipeline.shell.runner import Effects
+from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.tools import ToolRegistry
 from pipeline.toolsets import builtin_tools

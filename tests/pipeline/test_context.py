@@ -216,7 +216,7 @@ def test_the_probe_reads_llama_cpp_props_then_the_models_listing(props_server) -
 
 
 def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tmp_path) -> None:
-    from pipeline.shell.context_calls import window_probe
+    from effects.providers.window_probe import window_probe
     from pipeline.testing import ScriptedModel
     base_url, answers = props_server
     answers["/props"] = {"default_generation_settings": {"n_ctx": 4096}}

@@ -1,4 +1,4 @@
-"""``Agent.fork`` / ``pipeline.shell.fork.fork_session``: the prefix replays exactly, the fork goes on
+"""``Agent.fork`` / ``pipeline.agent.fork_session``: the prefix replays exactly, the fork goes on
 live with its own settings, and the fork replays."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.providers import ProviderRouter
 from pipeline.settings import AgentSettings
-from pipeline.shell.fork import fork_session
+from pipeline.agent import fork_session
 from pipeline.shell.replay import replay
-from pipeline.shell.runner import Effects
+from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock
 from pipeline.tools import tool
 from stages.errors import ReplayDivergenceError, UsageError

@@ -23,7 +23,7 @@ from pipeline.insights.query import connect, query, query_index
 from pipeline.insights.summary import OUTCOMES, summarise
 from pipeline.insights.views import UNITS
 from pipeline.settings import AgentSettings
-from pipeline.shell.runner import Effects
+from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from stages.errors import UsageError
 from stages.log.events import ModelReplied, SessionSettings, Usage

@@ -1,0 +1,84 @@
+"""One model call, interruptible: the call runs on a worker thread while the caller's thread
+waits for it or for an interrupt, which closes the in-flight response at once."""
+
+from __future__ import annotations
+
+import threading
+
+from effects.logs import get_logger
+from effects.protocols import CancelToken, Clock, DeltaSink, ModelClient
+from effects.workers import submit
+from stages.errors import MibyanError, ModelBehaviourError, ProviderError
+from stages.log.events import Event, Interrupted, ModelFailed
+from stages.turn.decision import ModelRequest
+
+INTERRUPT_POLL_SECONDS = 0.02
+
+log = get_logger(__name__)
+
+
+def failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
+    """A provider failure as plain facts the classifier can read (and replay can serve)."""
+    body = getattr(exc, "body", None)
+    return ModelFailed(error_type=type(exc).__name__, message=str(exc),
+                       status=getattr(exc, "status", None), latency_ms=round(elapsed * 1000, 3),
+                       code=getattr(exc, "code", None), body=body[:2000] if body else None,
+                       retry_after=getattr(exc, "retry_after", None),
+                       rate_limits=getattr(exc, "rate_limits", ()),
+                       partial=getattr(exc, "partial", False))
+
+
+def call_model(model: ModelClient | None, request: ModelRequest, *, clock: Clock,
+               interrupt: threading.Event, on_delta: DeltaSink | None = None,
+               on_reasoning: DeltaSink | None = None) -> Event:
+    """The reply, the failure, or ``Interrupted`` (the reply is then discarded)."""
+    if model is None:
+        raise MibyanError("this session has no model client")
+    cancel = CancelToken()
+    outcome: list[Event | BaseException] = []
+    started = clock.monotonic()
+
+    def deliver(delta: str) -> None:
+        if on_delta is not None and not cancel.cancelled:
+            on_delta(delta)
+
+    # Without a sink nothing reaches the user, so a dropped stream stays retryable.
+    sink = deliver if on_delta is not None else None
+    # Only a caller that listens for reasoning asks for it: other clients keep working.
+    extra = {} if on_reasoning is None else {"on_reasoning": _guarded(on_reasoning, cancel)}
+
+    def work() -> None:
+        try:
+            outcome.append(model.complete(request, on_delta=sink, cancel=cancel, **extra))
+        except (ProviderError, ModelBehaviourError) as exc:
+            outcome.append(failure(exc, clock.monotonic() - started))
+        except AssertionError as exc:  # a broken invariant or a strict test double: loud
+            outcome.append(exc)
+        except Exception as exc:
+            log.error("model_client_failed", error=f"{type(exc).__name__}: {exc}",
+                      exc_info=True)
+            unusable = ModelBehaviourError(
+                f"the model client failed on this call: {type(exc).__name__}: {exc}")
+            outcome.append(failure(unusable, clock.monotonic() - started))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    # A reused worker thread: starting one per call cost about 0.17 ms.
+    job = submit(work, name="mibyan-model-call")
+    while not job.wait(INTERRUPT_POLL_SECONDS):
+        if interrupt.is_set() and not job.done.is_set():
+            cancel.cancel()
+            interrupt.clear()
+            return Interrupted(during="model_call")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _guarded(sink: DeltaSink, cancel: CancelToken) -> DeltaSink:
+    """``sink``, silent once the call was cancelled (the reply is discarded)."""
+    def deliver(delta: str) -> None:
+        if not cancel.cancelled:
+            sink(delta)
+    return deliver

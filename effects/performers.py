@@ -1,0 +1,282 @@
+"""The performers: one for each effect the turn and session machines ask for
+(``stages.turn.decision``). The shell's interpreter (``pipeline.shell.runner``) only looks
+the performer up, journals what it returns and folds it.
+
+A new effect is three edits: its type in ``stages.turn.decision``, the ask in a machine, and its
+performer here (or, for an effect that needs the shell, one it gives: ``Performers.split``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from effects.logs import get_logger
+from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
+from effects.prompt_files import ContextSource
+from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
+from effects.tools.runner import ToolRunner
+from stages.errors import MibyanError
+from stages.log.events import (
+    ApprovalAnswered,
+    ClockRead,
+    CompressionRequested,
+    ContextInherited,
+    ContextSummarised,
+    ContextWindowProbed,
+    CredentialRefreshed,
+    Event,
+    HintsRead,
+    HistoryLoaded,
+    Interrupted,
+    MemoryPrefetched,
+    ModelFailed,
+    ModelReplied,
+    PromptInputsRead,
+    SessionForked,
+    SessionResumed,
+    SessionSplit,
+    SessionStarted,
+    SummaryFailed,
+    ToolRan,
+    ToolsDeclared,
+    TurnAborted,
+    TurnStarted,
+    Waited,
+)
+from stages.log.state import State
+from stages.recovery.backoff import backoff_delay
+from stages.turn import decision as d
+
+log = get_logger(__name__)
+
+# Answers how large a model's window is: (model, base_url) -> (tokens, source), or None.
+WindowProbe = Callable[[str, str | None], tuple[int, str] | None]
+
+
+@attrs.define
+class Effects:
+    """The effect implementations a live session uses (a replay uses none of them)."""
+
+    clock: Clock
+    ids: IdSource
+    model: ModelClient | None = None
+    tools: ToolRunner | None = None
+    # Renews a pooled key after an auth failure; True when it got a new one.
+    refresh: Callable[[str], bool] | None = None
+    # Answers approvals of dangerous commands (``pipeline.shell.approval.Approver``); None denies.
+    approver: Approvals | None = None
+    # Reads the prompt's inputs and hint files (None: there are none to read).
+    context: ContextSource | None = None
+    # The memory providers (``pipeline.memory.MemoryManager``) a turn's prefetch asks.
+    memory: Any = None
+    # Asks the provider how large a model's window is.
+    window_probe: WindowProbe | None = None
+
+
+Perform = Callable[[Any, State], Sequence[Event]]
+
+
+class Performers:
+    """The live performers of one session. What the caller adds: the home (for the memory
+    providers), a toolset with state, the context a split's child inherits, the split itself,
+    and a fork's switch."""
+
+    def __init__(self, effects: Effects, *, interrupt: threading.Event,
+                 sync: Callable[[], None], home: Path | None = None, toolset: Any = None,
+                 inherit: ContextInherited | None = None,
+                 split: Callable[[State], SessionSplit] | None = None) -> None:
+        self.effects = effects
+        self.interrupt = interrupt
+        self.sync = sync
+        self.home = home
+        self.toolset = toolset
+        self.inherit = inherit
+        self.split = split
+        self.fork_switch: Callable[[State], SessionForked] | None = None
+        self.on_delta: DeltaSink | None = None
+        self.on_reasoning: DeltaSink | None = None
+        clock = effects.clock
+        self.table: dict[type, Perform] = {
+            d.LoadHistory: lambda e, s: (HistoryLoaded(messages=e.messages),),
+            d.BeginTurn: self._begin,
+            d.PollInterrupt: self._poll,
+            d.ReadClock: lambda e, s: (ClockRead(epoch=clock.epoch()),),
+            d.CallModel: lambda e, s: (self.call_model(e.request, self.on_delta,
+                                                       self.on_reasoning),),
+            d.Wait: self._wait,
+            d.RefreshCredential: self._refresh,
+            d.RunTools: self._run_tools,
+            d.AskApproval: self._approve,
+            d.ReadPromptInputs: self._read_inputs,
+            d.ReadHints: self._read_hints,
+            d.PrefetchMemory: self._prefetch,
+            d.Summarise: self._summarise,
+            d.RequestCompression: lambda e, s: (CompressionRequested(requested_at=clock.now()),),
+            d.StartSession: self._start,
+            d.ResumeSession: lambda e, s: (SessionResumed(resumed_at=clock.now(),
+                                                          settings=e.settings),),
+            d.InheritContext: lambda e, s: () if self.inherit is None else (self.inherit,),
+            d.DeclareTools: lambda e, s: (
+                () if e.tools is None or e.tools == s.tools else (ToolsDeclared(tools=e.tools),)),
+            d.RestoreTools: self._restore,
+            d.StartMemory: self._start_memory,
+            d.ProbeWindow: self._probe,
+            d.SplitSession: lambda e, s: () if self.split is None else (self.split(s),),
+            d.SyncMemory: self._sync_memory,
+            d.AbortTurn: lambda e, s: (TurnAborted(error=e.error),),
+            d.SwitchSettings: self._switch,
+        }
+
+    def perform(self, effect: object, state: State) -> Sequence[Event]:
+        return self.table[type(effect)](effect, state)
+
+    def call_model(self, request: d.ModelRequest, on_delta: DeltaSink | None = None,
+                   on_reasoning: DeltaSink | None = None) -> Event:
+        return call_model(self.effects.model, request, clock=self.effects.clock,
+                          interrupt=self.interrupt, on_delta=on_delta, on_reasoning=on_reasoning)
+
+    # --- the session ------------------------------------------------------------------------
+    def _start(self, effect: d.StartSession, state: State) -> Sequence[Event]:
+        assert effect.settings is not None, "a live start names its settings"
+        return (SessionStarted(session_id=effect.session_id or self.effects.ids.session_id(),
+                               started_at=self.effects.clock.now(), settings=effect.settings,
+                               parent_session_id=effect.parent_session_id),)
+
+    def _restore(self, effect: d.RestoreTools, state: State) -> Sequence[Event]:
+        restore = getattr(self.toolset, "restore", None)
+        if restore is not None:
+            restore(state.messages)
+        return ()
+
+    def _start_memory(self, effect: d.StartMemory, state: State) -> Sequence[Event]:
+        memory = self.effects.memory
+        if memory is not None:
+            assert state.settings is not None and state.session_id is not None
+            memory.initialize(state.session_id, home=self.home, platform=state.settings.platform)
+        return ()
+
+    def _sync_memory(self, effect: d.SyncMemory, state: State) -> Sequence[Event]:
+        memory = self.effects.memory
+        if memory is not None:
+            memory.sync_all(effect.user_message, effect.answer,
+                            session_id=state.session_id or "")
+        return ()
+
+    def _probe(self, effect: d.ProbeWindow, state: State) -> Sequence[Event]:
+        """The provider's own answer, when it gives one; a failing probe is no answer."""
+        probe = self.effects.window_probe
+        if probe is None:
+            return ()
+        try:
+            answer = probe(effect.model, effect.base_url)
+        except Exception as exc:  # a probe is a hint: the table and the default remain
+            log.info("context_window_probe_failed", error=f"{type(exc).__name__}: {exc}")
+            return ()
+        if answer is None:
+            return ()
+        tokens, source = answer
+        return (ContextWindowProbed(provider=effect.provider, model=effect.model, tokens=tokens,
+                                    source=source),)
+
+    def _switch(self, effect: d.SwitchSettings, state: State) -> Sequence[Event]:
+        switch, self.fork_switch = self.fork_switch, None
+        return () if switch is None else (switch(state),)
+
+    # --- one turn ---------------------------------------------------------------------------
+    def _begin(self, effect: d.BeginTurn, state: State) -> Sequence[Event]:
+        ids, clock = self.effects.ids, self.effects.clock
+        return (TurnStarted(turn_id=ids.new_id(), task_id=effect.task_id or ids.new_id(),
+                            started_at=clock.now(), user_message=effect.user_message,
+                            system_message=effect.system_message,
+                            reasoning_effort=effect.reasoning_effort,
+                            reasoning_budget=effect.reasoning_budget),)
+
+    def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
+        if self.fork_switch is not None:
+            return self._switch(d.SwitchSettings(), state)
+        if not self.interrupt.is_set():
+            return ()
+        self.interrupt.clear()
+        return (Interrupted(during=effect.during),)
+
+    def _wait(self, step: d.Wait, state: State) -> Sequence[Event]:
+        """Sleep the backoff in short slices so that an interrupt cuts it short."""
+        clock = self.effects.clock
+        jitter = self.effects.ids.fraction()
+        assert state.settings is not None
+        seconds = backoff_delay(step.attempt, jitter=jitter, retry_after=step.retry_after,
+                                base=state.settings.retry_base_delay)
+        deadline = clock.monotonic() + seconds
+        while (left := deadline - clock.monotonic()) > 0:
+            if self.interrupt.is_set():
+                self.interrupt.clear()
+                return (Interrupted(during="backoff"),)
+            clock.sleep(min(left, INTERRUPT_POLL_SECONDS))
+        return (Waited(seconds=round(seconds, 6), jitter=jitter),)
+
+    def _refresh(self, step: d.RefreshCredential, state: State) -> Sequence[Event]:
+        refresh = self.effects.refresh
+        return (CredentialRefreshed(credential_id=step.credential_id,
+                                    refreshed=bool(refresh and refresh(step.credential_id))),)
+
+    def _approve(self, ask: d.AskApproval, state: State) -> Sequence[Event]:
+        if self.effects.approver is None:
+            return (ApprovalAnswered(call_id=ask.call_id, pattern=ask.pattern, choice="deny",
+                                     source="default",
+                                     reason="no approval callback is configured"),)
+        return (self.effects.approver.answer(ask),)
+
+    def _read_inputs(self, effect: d.ReadPromptInputs, state: State) -> Sequence[Event]:
+        context = self.effects.context
+        return (PromptInputsRead() if context is None else context.read_inputs(),)
+
+    def _read_hints(self, effect: d.ReadHints, state: State) -> Sequence[Event]:
+        context = self.effects.context
+        if context is None:
+            return (HintsRead(dirs=effect.dirs),)
+        return (context.read_hints(effect.dirs, effect.cwd),)
+
+    def _prefetch(self, effect: d.PrefetchMemory, state: State) -> Sequence[Event]:
+        memory = self.effects.memory
+        if memory is None:
+            return (MemoryPrefetched(),)
+        return (memory.prefetch_all(effect.query, session_id=state.session_id or ""),)
+
+    def _run_tools(self, step: d.RunTools, state: State) -> Sequence[Event]:
+        if self.effects.tools is None:
+            raise MibyanError("this session has no tool runner")
+        if step.sync_first:
+            # The intent to run a tool that changes things is durable before it starts.
+            self.sync()
+        assert state.turn is not None
+        outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
+                                          task_id=state.turn.task_id)
+        return [ToolRan(outcome=o) for o in outcomes]
+
+    def _summarise(self, effect: d.Summarise, state: State) -> Sequence[Event]:
+        """The auxiliary call through the session's own call path; its failure is an outcome.
+        The memory providers see the conversation first (``on_pre_compress``): what they want
+        kept is added to the summary, and so recorded with it."""
+        memory = self.effects.memory
+        kept = memory.on_pre_compress(state.messages) if memory is not None else ""
+        event = self.call_model(effect.request)
+        if isinstance(event, ModelReplied):
+            text = (event.message.content or "").strip()
+            if text:
+                if kept:
+                    text = f"{text}\n\n{kept}"
+                return (ContextSummarised(text=text, model=event.model, usage=event.usage,
+                                          latency_ms=event.latency_ms),)
+            return (SummaryFailed(error_type="EmptySummary",
+                                  message="the summariser returned no text"),)
+        if isinstance(event, Interrupted):
+            # The turn's next poll sees the interrupt; the summary is given up.
+            self.interrupt.set()
+            return (SummaryFailed(error_type="Interrupted", message="interrupted by user"),)
+        assert isinstance(event, ModelFailed), event
+        return (SummaryFailed(error_type=event.error_type, message=event.message),)

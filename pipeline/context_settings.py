@@ -1,0 +1,46 @@
+"""The session's context settings (``[context]`` in config.toml, or arguments), checked in
+one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stages.errors import UsageError
+
+_FRACTIONS = ("preflight_threshold", "between_turns_threshold")
+
+
+def context_values(section: Mapping[str, Any], **given: Any) -> dict[str, Any]:
+    """The session's context settings: the arguments, else config.toml's ``[context]``
+    (``compression``, ``preflight_threshold``, ``between_turns_threshold``,
+    ``protect_last_n``, ``summary_model``, ``context_engine``); checked here, so that a bad
+    value is a ``UsageError`` naming it."""
+    if not isinstance(section, Mapping):
+        raise UsageError(f"[context] in config.toml must be a table, got {section!r}")
+    values = {name: value if value is not None else section.get(name)
+              for name, value in given.items()}
+    out: dict[str, Any] = {}
+    for name in _FRACTIONS:
+        value = values[name]
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value <= 1:
+                raise UsageError(f"{name} must be a fraction in (0, 1], got {value!r}")
+            out[name] = float(value)
+    if values["compression"] is not None:
+        if not isinstance(values["compression"], bool):
+            raise UsageError(f"compression must be true or false, got {values['compression']!r}")
+        out["compression_enabled"] = values["compression"]
+    protect = values["protect_last_n"]
+    if protect is not None:
+        if isinstance(protect, bool) or not isinstance(protect, int) or protect < 1:
+            raise UsageError(f"protect_last_n must be a whole number of at least 1, "
+                             f"got {protect!r}")
+        out["protect_last_n"] = protect
+    for name in ("summary_model", "context_engine"):
+        if values[name] is not None:
+            if not isinstance(values[name], str) or not values[name]:
+                raise UsageError(f"{name} must be a name, got {values[name]!r}")
+            out[name] = values[name]
+    return out
