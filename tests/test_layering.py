@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "stages": {"attrs", "stages"},
-    "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "xllamacpp",
-                "huggingface_hub", "msgspec"},
+    "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "httpcore2",
+                "xllamacpp", "huggingface_hub", "msgspec"},
 }
 # Installed by the dev group only (pyproject.toml): a run-time import of one would fail in an
 # install without it. The SDKs are the clients of the contract tests, never of mibyan.
