@@ -23,12 +23,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# bench/ itself; importing adapters puts the repository root on the path as well.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from adapters import SIZES, floor_call, request, timed  # noqa: E402
+from adapters import SIZES, floor_call, request, timed
 
-from effects.providers import openai_chat  # noqa: E402
-from effects.providers.openai_chat import OpenAIChatClient  # noqa: E402
-from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
+from effects.providers import openai_chat
+from effects.providers.openai_chat import OpenAIChatClient
+from tests.fake_openai import FakeOpenAIServer, Reply
 
 CALLS = {0: 200, 200: 100, 2000: 30}
 
