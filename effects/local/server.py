@@ -179,7 +179,7 @@ class LocalServer:
         deadline = time.monotonic() + START_TIMEOUT
         auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         with httpx2.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0,
-                          headers=auth) as client:
+                           headers=auth) as client:
             while time.monotonic() < deadline:
                 if self._proc is None or self._proc.poll() is not None:
                     raise self._failure("exited")
