@@ -557,13 +557,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def configuration(turns: dict, variants: list[str]) -> None:
+    import httpx2
     import openai
-    try:
-        import httpx2
-        http = f"httpx2 {httpx2.__version__}"
-    except ImportError:  # pragma: no cover
-        import httpx
-        http = f"httpx {httpx.__version__}"
+    http = f"httpx2 {httpx2.__version__}"
     print("mibyan benchmark")
     print("=" * 100)
     print(f"machine     : {platform.machine()} {platform.processor() or ''} "

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,7 +49,7 @@ PROMPTS = [
 ]
 
 
-def ask(client: httpx.Client, prompt: str, tools: bool, choice: str | None,
+def ask(client: httpx2.Client, prompt: str, tools: bool, choice: str | None,
         temperature: float | None, max_tokens: int) -> tuple[str, bool, float]:
     body: dict = {"messages": [{"role": "system", "content": DEFAULT_IDENTITY},
                                {"role": "user", "content": prompt}], "max_tokens": max_tokens}
@@ -75,7 +75,7 @@ def run_model(settings: LocalSettings, temperature: float | None, max_tokens: in
     start_s = time.perf_counter() - started
     rows, rates = [], []
     try:
-        with httpx.Client(base_url=server.base_url, timeout=300.0) as client:
+        with httpx2.Client(base_url=server.base_url, timeout=300.0) as client:
             for prompt, expected, tools, choice in PROMPTS:
                 text, called, rate = ask(client, prompt, tools, choice, temperature, max_tokens)
                 ok = any(word.lower() in text.lower() for word in expected)

@@ -5,7 +5,7 @@ latency per turn, memory per idle session, and a bounded soak. Not part of the t
     uv run python bench/serve.py --quick    # levels 10, 50 and a 400-turn soak
 
 Three processes: the fake OpenAI server, ``mibyan serve`` (its RSS and open files are read from
-/proc), and this one, the load (asyncio + httpx). See bench/README.md for what each figure
+/proc), and this one, the load (asyncio + httpx2). See bench/README.md for what each figure
 means.
 """
 
@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -96,14 +96,14 @@ def pct(values: list[float], q: float) -> float:
 RETRIES = {"count": 0}
 
 
-async def post(client: httpx.AsyncClient, url: str, body: object) -> httpx.Response:
+async def post(client: httpx2.AsyncClient, url: str, body: object) -> httpx2.Response:
     """A POST, sent again after a connection the server dropped before answering (a
     connection refused or reset while the listen queue overflowed), as the SDKs do; counted
     in the report."""
     for attempt in range(5):
         try:
             return await client.post(url, json=body)
-        except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+        except (httpx2.ConnectError, httpx2.ReadError, httpx2.RemoteProtocolError):
             if attempt == 4:
                 raise
             RETRIES["count"] += 1
@@ -111,7 +111,7 @@ async def post(client: httpx.AsyncClient, url: str, body: object) -> httpx.Respo
     raise AssertionError("unreachable")
 
 
-async def session_turns(client: httpx.AsyncClient, url: str, sessions: list[str], turns: int
+async def session_turns(client: httpx2.AsyncClient, url: str, sessions: list[str], turns: int
                         ) -> dict[str, list[float]]:
     """Each session's turn times (seconds, in order), the sessions all at once."""
     async def one(sid: str) -> list[float]:
@@ -140,7 +140,7 @@ def added(home: Path, times: dict[str, list[float]]) -> tuple[list[float], int]:
     return out, failed
 
 
-async def create(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
+async def create(client: httpx2.AsyncClient, url: str, n: int) -> list[str]:
     limit = asyncio.Semaphore(50)
 
     async def one() -> str:
@@ -151,7 +151,7 @@ async def create(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
     return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
-async def delete(client: httpx.AsyncClient, url: str, sessions: list[str]) -> None:
+async def delete(client: httpx2.AsyncClient, url: str, sessions: list[str]) -> None:
     limit = asyncio.Semaphore(50)
 
     async def one(sid: str) -> None:
@@ -160,7 +160,7 @@ async def delete(client: httpx.AsyncClient, url: str, sessions: list[str]) -> No
     await asyncio.gather(*(one(s) for s in sessions))
 
 
-async def level(client: httpx.AsyncClient, url: str, home: Path, pid: int, n: int,
+async def level(client: httpx2.AsyncClient, url: str, home: Path, pid: int, n: int,
                 turns: int) -> dict:
     before = rss_mb(pid)
     sessions = await create(client, url, n)
@@ -176,7 +176,7 @@ async def level(client: httpx.AsyncClient, url: str, home: Path, pid: int, n: in
             "rate": len(walls) / sum(walls) * n}
 
 
-async def soak(client: httpx.AsyncClient, url: str, pid: int, waves: int, sessions: int,
+async def soak(client: httpx2.AsyncClient, url: str, pid: int, waves: int, sessions: int,
                turns: int) -> list[tuple[int, float, int]]:
     """Waves of sessions made, used and closed: (turns so far, RSS MB, open files) after
     each wave."""
@@ -217,9 +217,9 @@ async def main(args: argparse.Namespace) -> None:
         try:
             # Idle connections are dropped before the server's keep-alive (75 s) ends, so
             # that no request is sent on a connection the server is closing.
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None,
+            limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None,
                                   keepalive_expiry=60.0)
-            async with httpx.AsyncClient(limits=limits, timeout=300) as client:
+            async with httpx2.AsyncClient(limits=limits, timeout=300) as client:
                 await level(client, url, Path(tmp), gw.pid, 5, 2)  # warm-up
                 levels = [await level(client, url, Path(tmp), gw.pid, n, args.turns)
                           for n in args.levels]

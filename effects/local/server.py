@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from effects.local.model_file import INSTALL_HINT, LocalSettings, local_settings, model_file
 from effects.logs import get_logger
@@ -178,8 +178,8 @@ class LocalServer:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0,
-                          headers=auth) as client:
+        with httpx2.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5.0,
+                           headers=auth) as client:
             while time.monotonic() < deadline:
                 if self._proc is None or self._proc.poll() is not None:
                     raise self._failure("exited")
@@ -189,9 +189,9 @@ class LocalServer:
                         client.post("/completion", json={"prompt": "Hi", "n_predict": 1},
                                     timeout=60.0).raise_for_status()
                         return
-                except httpx.HTTPStatusError as exc:
+                except httpx2.HTTPStatusError as exc:
                     raise self._failure(f"failed its warm-up: {exc.response.text[:300]}") from exc
-                except httpx.TransportError:
+                except httpx2.TransportError:
                     pass
                 time.sleep(0.1)
         raise self._failure(f"was not ready after {START_TIMEOUT:.0f}s")

@@ -12,6 +12,13 @@ call's deadline (so a server that sends keep-alive bytes forever still times out
 ``CancelToken`` shuts the socket down from another thread as soon as the request is being
 written, before any response head (so a server stops generating for a caller who left).
 ``httpx2`` is the HTTP library the official SDKs use; they are no longer imported per call.
+
+httpx2 has no public seam for a network backend, so the wrappers (which subclass httpcore2's
+public ``NetworkBackend`` and ``NetworkStream``) are put in through four private attributes:
+``Client._transport`` and ``Client._mounts``, ``HTTPTransport._pool`` and the pool's
+``_network_backend``. pyproject.toml keeps httpx2 and httpcore2 within one minor version,
+``tests/effects/test_http_internals.py`` checks each of them, and a client whose transports do
+not have them is an error here, never a client without its deadline and abort.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from stages.errors import (
     UsageError,
 )
 
-__all__ = ["Exchange", "HttpShell", "check_timeouts"]
+__all__ = ["Exchange", "HttpShell", "check_timeouts", "preload"]
 
 T = TypeVar("T")
 DEADLINE_FACTOR = 3.0  # the total deadline when none is given, in read timeouts
@@ -117,11 +124,12 @@ class _Call:
 @functools.cache
 def _guarded_types() -> tuple[type, type, type]:
     """The wrappers, built on first use (``httpx2`` is imported lazily). The backend and its
-    streams follow httpcore's network interface by duck typing; the errors they raise are
-    httpx2's own, which pass through its transport unchanged."""
+    streams implement httpcore2's network interface; the errors they raise are httpx2's own,
+    which pass through its transport unchanged."""
+    import httpcore2
     import httpx2
 
-    class GuardedStream:
+    class GuardedStream(httpcore2.NetworkStream):
         """A connection's stream whose I/O is bounded by the current call's deadline."""
 
         def __init__(self, inner: Any) -> None:
@@ -150,7 +158,7 @@ def _guarded_types() -> tuple[type, type, type]:
         def get_extra_info(self, info: str) -> Any:
             return self._inner.get_extra_info(info)
 
-    class GuardedBackend:
+    class GuardedBackend(httpcore2.NetworkBackend):
         def __init__(self, inner: Any) -> None:
             self._inner = inner
 
@@ -212,11 +220,34 @@ def _new_client(url: str, timeout: float) -> Any:
                          verify=_verify(url),
                          limits=httpx2.Limits(max_connections=100,
                                               max_keepalive_connections=20))
+    # A mount of None is a host that bypasses the proxies (NO_PROXY): it sends nothing itself.
     for transport in (client._transport, *client._mounts.values()):
-        pool = getattr(transport, "_pool", None)
-        if pool is not None:
+        if transport is not None:
+            pool = _pool_of(transport)
             pool._network_backend = backend_type(pool._network_backend)
     return client
+
+
+def _pool_of(transport: Any) -> Any:
+    """The httpcore2 pool of an httpx2 transport, or a ``UsageError`` naming the versions when
+    the private attributes the guard relies on have moved (see the module doc)."""
+    pool = getattr(transport, "_pool", None)
+    if pool is None or not hasattr(pool, "_network_backend"):
+        import httpcore2
+        import httpx2
+        raise UsageError(
+            f"httpx2 {httpx2.__version__} with httpcore2 {httpcore2.__version__} no longer "
+            f"exposes the connection pool ({type(transport).__name__}._pool._network_backend) "
+            "that the model calls' deadline and abort wrap; install the versions pyproject.toml "
+            "pins (httpx2 and httpcore2 >=2.16.2,<2.17)")
+    return pool
+
+
+def preload() -> None:
+    """Pay now what a process's first call pays once (importing httpx2 and httpcore2, building
+    the guarded types, the first pool: about 0.3 s), for a fork server whose workers then start
+    warm. Nothing is sent."""
+    _new_client("http://127.0.0.1:9/", 1.0).close()
 
 
 class Exchange:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-import httpx
+import httpx2
 import pytest
 
 from effects.local import model_file as local_model
@@ -54,17 +54,17 @@ def client(home: Path):
     server = LocalServer.get(home)
     # A connection per request: llama.cpp may close a kept-alive one after a streamed reply,
     # and the next request on it then fails (mibyan's adapters retry that; this client won't).
-    with httpx.Client(base_url=server.base_url, timeout=120.0,
+    with httpx2.Client(base_url=server.base_url, timeout=120.0,
                       headers={"Connection": "close"}) as http:
         yield http
     server.stop()
 
 
-def chat(client: httpx.Client, **body) -> httpx.Response:
+def chat(client: httpx2.Client, **body) -> httpx2.Response:
     return client.post("/chat/completions", json={"model": MODEL_NAME, "temperature": 0, **body})
 
 
-def sse_events(response: httpx.Response) -> list:
+def sse_events(response: httpx2.Response) -> list:
     lines = [ln[len("data: "):] for ln in response.text.splitlines() if ln.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     return [json.loads(ln) for ln in lines[:-1]]
@@ -211,7 +211,7 @@ def test_a_model_llama_cpp_cannot_load_is_reported_from_the_childs_log(tmp_path:
 # --- the running server -------------------------------------------------------------------------
 
 
-def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
+def test_the_template_renders_tool_calls_and_results(client: httpx2.Client):
     root = str(client.base_url).removesuffix("/v1/")
     messages = [
         {"role": "system", "content": "Be brief."}, *FILES,
@@ -219,7 +219,7 @@ def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
             "id": "c1", "type": "function",
             "function": {"name": "list_directory", "arguments": '{"path": "."}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
-    prompt = httpx.post(f"{root}/apply-template", timeout=60,
+    prompt = httpx2.post(f"{root}/apply-template", timeout=60,
                         json={"tools": [LIST_DIR], "messages": messages}).json()["prompt"]
     assert prompt.startswith(
         "<|im_start|>system\nYou are a helpful assistant. Be brief.\n\nYou can call functions.")
@@ -232,7 +232,7 @@ def test_the_template_renders_tool_calls_and_results(client: httpx.Client):
         "<|im_start|>assistant\n")
 
 
-def test_the_model_follows_an_instruction(client: httpx.Client):
+def test_the_model_follows_an_instruction(client: httpx2.Client):
     # Without the default repeat penalty (a request's own setting wins), which makes this tiny
     # model add a sentence or two after the answer.
     reply = chat(client, messages=[{"role": "user", "content": "What is the capital of France?"}],
@@ -245,7 +245,7 @@ def test_the_model_follows_an_instruction(client: httpx.Client):
     assert 0 < body["usage"]["completion_tokens"] <= 16 and body["usage"]["prompt_tokens"] > 10
 
 
-def test_streaming_ends_with_usage(client: httpx.Client):
+def test_streaming_ends_with_usage(client: httpx2.Client):
     ask = [{"role": "user", "content": "Name a colour."}]
     plain = chat(client, messages=ask, max_tokens=12).json()
     reply = chat(client, messages=ask, max_tokens=12, stream=True,
@@ -258,7 +258,7 @@ def test_streaming_ends_with_usage(client: httpx.Client):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_choice_required_forces_a_parseable_call(client: httpx.Client, stream: bool):
+def test_tool_choice_required_forces_a_parseable_call(client: httpx2.Client, stream: bool):
     # 96: under the repeat penalty the made-up path is longer than 48 tokens.
     reply = chat(client, messages=FILES, tools=[LIST_DIR], tool_choice="required",
                  max_tokens=96, stream=stream)
@@ -277,7 +277,7 @@ def test_tool_choice_required_forces_a_parseable_call(client: httpx.Client, stre
     assert isinstance(json.loads(args)["path"], str)
 
 
-def test_a_prompt_over_the_context_window_is_a_400(client: httpx.Client):
+def test_a_prompt_over_the_context_window_is_a_400(client: httpx2.Client):
     huge = [{"role": "user", "content": "word " * (local_model.DEFAULT_N_CTX + 100)}]
     reply = chat(client, messages=huge, max_tokens=8)
     assert reply.status_code == 400
@@ -317,18 +317,18 @@ def test_the_server_dies_with_its_parent(home: Path, ending: str):
     assert _child_pid_gone(pid)
 
 
-def test_a_killed_server_is_restarted_by_get(client: httpx.Client, home: Path):
+def test_a_killed_server_is_restarted_by_get(client: httpx2.Client, home: Path):
     first = LocalServer.get(home)
     os.kill(first.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while first.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not first.alive()
-    with pytest.raises(httpx.TransportError):
+    with pytest.raises(httpx2.TransportError):
         client.get("/models")
     second = LocalServer.get(home)
     assert second is not first and second.alive()
-    reply = httpx.post(f"{second.base_url}/chat/completions",
+    reply = httpx2.post(f"{second.base_url}/chat/completions",
                        json={"messages": FILES, "max_tokens": 4}, timeout=60.0)
     assert reply.status_code == 200
 
@@ -342,14 +342,14 @@ def test_a_model_from_config_is_served_under_its_name_with_its_own_template(tmp_
     try:
         assert server.model_name == "my-smol"
         root = server.base_url.removesuffix("/v1")
-        props = httpx.get(f"{root}/props", timeout=30).json()
+        props = httpx2.get(f"{root}/props", timeout=30).json()
         assert props["model_path"] == str(mine)
         assert "<tool_call>" not in props["chat_template"]  # the file's own template
-        models = httpx.get(f"{server.base_url}/models", timeout=30).json()
+        models = httpx2.get(f"{server.base_url}/models", timeout=30).json()
         assert models["data"][0]["id"] == "my-smol"
         assert models["data"][0]["meta"]["n_ctx_train"] == 8192
         huge = [{"role": "user", "content": "word " * 1100}]
-        reply = httpx.post(f"{server.base_url}/chat/completions", timeout=60,
+        reply = httpx2.post(f"{server.base_url}/chat/completions", timeout=60,
                            json={"messages": huge, "max_tokens": 4})
         assert "(1024 tokens)" in reply.json()["error"]["message"]  # n_ctx from config
     finally:
@@ -363,8 +363,8 @@ def test_an_api_key_is_required_when_set_and_never_on_the_command_line(tmp_path:
         assert b"sekrit-key" not in Path(f"/proc/{server.pid}/cmdline").read_bytes()
         ask = {"messages": FILES, "max_tokens": 2}
         url = f"{server.base_url}/chat/completions"
-        assert httpx.post(url, json=ask, timeout=60).status_code == 401
-        allowed = httpx.post(url, json=ask, timeout=60,
+        assert httpx2.post(url, json=ask, timeout=60).status_code == 401
+        allowed = httpx2.post(url, json=ask, timeout=60,
                              headers={"Authorization": "Bearer sekrit-key"})
         assert allowed.status_code == 200
     finally:

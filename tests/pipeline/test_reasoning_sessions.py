@@ -109,14 +109,14 @@ def test_anthropic_refuses_a_tool_loop_whose_thinking_was_dropped(anthropic, tmp
                     {"type": "tool_use", "id": "t1", "name": "add", "input": {}}]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "5"}]}]}
-    import httpx
-    response = httpx.post(anthropic.base_url + "/v1/messages", json=body,
+    import httpx2
+    response = httpx2.post(anthropic.base_url + "/v1/messages", json=body,
                           headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
     assert response.status_code == 400 and "Expected `thinking`" in response.text
     altered = json.loads(json.dumps(body))
     altered["messages"][1]["content"].insert(0, {"type": "thinking", "thinking": "edited",
                                                  "signature": signature_of("original")})
-    response = httpx.post(anthropic.base_url + "/v1/messages", json=altered,
+    response = httpx2.post(anthropic.base_url + "/v1/messages", json=altered,
                           headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
     assert response.status_code == 400 and "Invalid `signature`" in response.text
     assert len(anthropic.rejections) == 2

@@ -44,3 +44,12 @@ def test_a_logged_line_loads_structlog() -> None:
             "assert 'structlog' not in sys.modules\nlog.warning('x', a=1)\n"
             "print('structlog' in sys.modules)")
     assert _loaded(code) == "True"
+
+
+def test_the_batch_preload_warms_the_http_shell_not_the_sdks() -> None:
+    """The fork server's preload pays what a worker's sessions use (the shell over httpx2); the
+    SDKs are only in the dev group, and mibyan never calls them."""
+    code = ("import sys, pipeline.batch.warm\n"
+            "print(sorted(m for m in ('anthropic', 'httpcore2', 'httpx2', 'openai',"
+            " 'effects.providers.openai_chat') if m in sys.modules))")
+    assert _loaded(code) == "['effects.providers.openai_chat', 'httpcore2', 'httpx2']"

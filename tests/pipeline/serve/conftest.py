@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import httpx
+import httpx2
 import pytest
 
 from effects.eventlog.codec import from_payload
@@ -45,9 +45,9 @@ class Gateway:
     home: Path
     upstream: ArrivalServer
 
-    def client(self, owner: str | None = "alice", **kwargs) -> httpx.Client:
+    def client(self, owner: str | None = "alice", **kwargs) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {TOKENS[owner]}"} if owner else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        return httpx2.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
 
     def events(self, log_id: str) -> list:
         path = session_path(self.home / "sessions", log_id)

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-import httpx
+import httpx2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,14 +37,14 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
                 break
         assert port, "the server never said where it listens"
         url = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{url}/v1/models").status_code == 401
-        answer = httpx.post(f"{url}/v1/chat/completions", timeout=30,
+        assert httpx2.get(f"{url}/v1/models").status_code == 401
+        answer = httpx2.post(f"{url}/v1/chat/completions", timeout=30,
                             headers={"Authorization": "Bearer tok-ci-0123456789"},
                             json={"model": "mibyan",
                                   "messages": [{"role": "user", "content": "hi"}]})
         assert answer.json()["choices"][0]["message"]["content"] == "served"
         # A key in a path (a client's mistake) is in no line of the server's output.
-        unknown = httpx.get(f"{url}/v1/sessions/{KEY_IN_PATH}",
+        unknown = httpx2.get(f"{url}/v1/sessions/{KEY_IN_PATH}",
                             headers={"Authorization": "Bearer tok-ci-0123456789"})
         assert unknown.status_code == 404
     finally:
