@@ -90,11 +90,17 @@ def drive(runner: SessionRunner, journal: ReplayJournal | ForkJournal) -> None:
         command = next_command(journal.peek())
         if isinstance(command, End):
             return
+        at = journal.cursor
         try:
             runner.command(command)
         except EndOfLog as cut:
             if not cut.cut:
                 raise
+            if journal.cursor == at:  # the command took nothing: the log cannot open it
+                raise ReplayDivergenceError(
+                    f"replay could not start {type(command).__name__} at seq {at}", seq=at,
+                    stage="session", expected=cut.produced, produced=type(command).__name__
+                ) from cut
     if (envelope := journal.peek()) is not None:
         raise ReplayDivergenceError(
             f"the session went on in a child session before seq {envelope.seq}",
