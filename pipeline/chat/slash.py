@@ -131,8 +131,8 @@ def _folded(root: Path, session_id: str) -> State:
 
 @command("sessions", "list the recent sessions")
 def _sessions(session: ChatSession, arg: str) -> None:
-    from pipeline.cli.commands import SESSIONS_WITH_LINEAGE
     from pipeline.insights.query import query
+    from pipeline.insights.views import SESSIONS_WITH_LINEAGE
     root = session.home / "sessions"
     if not root.is_dir():
         session.display.text("no sessions yet")

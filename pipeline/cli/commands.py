@@ -14,22 +14,6 @@ from pipeline.printable import printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
-# A compressed session continues in a child: each row names its parent and where it went.
-SESSIONS_WITH_LINEAGE = """
-SELECT s.session_id, s.started_at, s.model, s.turns, s.tokens, s.status,
-       l.parent_session_id AS parent, l.continued_in, l.forked_from
-FROM sessions s LEFT JOIN (
-    SELECT session_id,
-           any_value(payload->>'parent_session_id')
-               FILTER (WHERE kind = 'session_started') AS parent_session_id,
-           arg_max((payload->>'origin_session_id') || '@' || (payload->>'origin_seq'), seq)
-               FILTER (WHERE kind = 'session_forked') AS forked_from,
-           arg_max(payload->>'child_session_id', seq)
-               FILTER (WHERE kind = 'session_split') AS continued_in
-    FROM events GROUP BY session_id) l USING (session_id)
-ORDER BY s.started_at DESC, s.session_id DESC
-"""
-
 
 def _root(args: argparse.Namespace) -> Path:
     return (args.home or cfg.home()) / "sessions"
@@ -122,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 def sessions(args: argparse.Namespace) -> int:
     from pipeline.insights.query import query
+    from pipeline.insights.views import SESSIONS_WITH_LINEAGE
     columns, rows = query(_root(args), SESSIONS_WITH_LINEAGE)
     _table(columns, rows)
     return EXIT_OK
