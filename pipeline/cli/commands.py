@@ -1,4 +1,4 @@
-"""What each ``mibyan`` command does (the parser lives in cli.py)."""
+"""What each ``mibyan`` command does (the parser lives in main.py)."""
 
 from __future__ import annotations
 
@@ -56,9 +56,22 @@ def _ask_approval(request: Any) -> str:
     return {"o": "once", "s": "session", "a": "always"}.get(answer, "deny")
 
 
+def read_message(message: str) -> str:
+    """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
+    from stages.errors import UsageError
+    if message != "-":
+        if not message.strip():
+            raise UsageError("the message is empty")
+        return message
+    text = sys.stdin.read()
+    if not text.strip():
+        raise UsageError("the message is '-' but stdin held no prompt")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
-    from pipeline.cli.main import EXIT_SIGNALLED, read_message, signals_interrupt
+    from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
@@ -165,7 +178,7 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 
 
 def chat(args: argparse.Namespace) -> int:
-    from pipeline.chat import chat as run_chat
+    from pipeline.cli.cmd_chat import chat as run_chat
     return run_chat(args)
 
 

@@ -10,11 +10,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pipeline.chat.session import ChatOptions, ChatSession
+from pipeline.chat.options import ChatOptions
+from pipeline.chat.session import ChatSession
+from pipeline.cli.signals import EXIT_SIGNALLED
 
 __all__ = ["chat", "options_from"]
-
-EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
