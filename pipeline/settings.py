@@ -27,7 +27,7 @@ from effects.protocols import Clock, IdSource, ModelClient
 from effects.providers.http_errors import endpoint_label
 from effects.tools.runner import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
-from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
+from pipeline.memory_providers import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,

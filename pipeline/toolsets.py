@@ -24,9 +24,9 @@ from pathlib import Path
 
 import attrs
 
+from effects.tools.clarify_todo import Clarifier, ClarifyCallback, TodoList
 from effects.tools.files import FileTools
 from effects.tools.runner import SPILL_DIR
-from effects.tools.session import Clarifier, ClarifyCallback, TodoList
 from effects.tools.terminal import Terminal
 from effects.tools.workspace import Workspace
 from pipeline.tools import Tool

@@ -6,7 +6,7 @@ plain line by line without one.
 * ``session``: the chat's agent, its turns (on a worker thread; Ctrl-C interrupts), input;
 * ``slash``: the table of slash commands (``register`` adds one);
 * ``listen`` and ``display``/``render``: events to what is shown, plain or rich;
-* ``app``: the terminal's prompts; ``piped``: stdin line by line;
+* ``terminal``: the terminal's prompts; ``piped``: stdin line by line;
 * ``inline``: approvals and ``clarify`` questions asked inline;
 * ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.insights.prices`).
 """

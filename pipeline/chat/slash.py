@@ -304,7 +304,7 @@ def _memory(session: Chat, arg: str) -> None:
 
 @command("skills", "list the skills the agent may load")
 def _skills(session: Chat, arg: str) -> None:
-    from effects.skills import scan_skills, skill_roots
+    from effects.skill_files import scan_skills, skill_roots
     cards = scan_skills(skill_roots(session.home, session.options.workdir))
     if not cards:
         session.display.text("no skills installed (put them under <home>/skills)")

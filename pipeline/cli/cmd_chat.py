@@ -82,8 +82,8 @@ def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
 def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     from rich.console import Console
 
-    from pipeline.chat.app import Terminal, interactive
     from pipeline.chat.render import RichDisplay
+    from pipeline.chat.terminal import Terminal, interactive
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     console = Console(highlight=False)
     terminal = Terminal(options.state_home, console)

@@ -14,8 +14,8 @@ import pytest
 from effects.eventlog.store import read_envelopes, session_path
 from pipeline.chat.display import PlainDisplay
 from pipeline.chat.inline import Question
-from pipeline.chat.piped import piped
 from pipeline.chat.options import ChatOptions
+from pipeline.chat.piped import piped
 from pipeline.chat.session import ChatSession
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
