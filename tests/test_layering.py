@@ -1,5 +1,6 @@
-"""DESIGN rule 1: stages import only the standard library, attrs and stages; effects never
-import pipeline; the CLI starts without the SDKs."""
+"""DESIGN rules 1 and 12: stages import only the standard library, attrs and stages; effects
+never import pipeline; no module of the three packages imports itself back through others (no
+import circles); the CLI starts without the SDKs."""
 
 from __future__ import annotations
 
