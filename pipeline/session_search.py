@@ -20,7 +20,7 @@ from pathlib import Path
 
 import attrs
 
-from pipeline.memory import MemoryProvider
+from pipeline.memory_providers import MemoryProvider
 from pipeline.tools import Tool
 
 __all__ = ["SessionSearch"]

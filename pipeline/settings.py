@@ -27,10 +27,10 @@ from effects.performers import Effects
 from effects.protocols import Clock, IdSource, ModelClient
 from effects.providers.http_errors import endpoint_label
 from effects.providers.window_probe import window_probe
-from effects.tools.runner import MAX_RESULT_CHARS, ToolRunner
+from effects.tools.executor import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
 from pipeline.context_settings import context_values
-from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
+from pipeline.memory_providers import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from effects.skills import read_skill, scan_skills, skill_roots
+from effects.skill_files import read_skill, scan_skills, skill_roots
 from pipeline.tools import Tool
 from stages.prompt.injection import screened
 

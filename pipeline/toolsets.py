@@ -14,7 +14,7 @@ planning     todo
 
 Paths are resolved against ``root`` and refused outside it unless ``allow_outside``; the
 directories in ``allowed``, and the one where oversized results are kept
-(``effects.tools.runner.SPILL_DIR``), may be used too.
+(``effects.tools.executor.SPILL_DIR``), may be used too.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import attrs
 
+from effects.tools.clarify_todo import Clarifier, ClarifyCallback, TodoList
+from effects.tools.executor import SPILL_DIR
 from effects.tools.files import FileTools
-from effects.tools.runner import SPILL_DIR
-from effects.tools.session import Clarifier, ClarifyCallback, TodoList
 from effects.tools.terminal import Terminal
 from effects.tools.workspace import Workspace
 from pipeline.tools import Tool

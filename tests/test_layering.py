@@ -1,5 +1,6 @@
-"""DESIGN rule 1: stages import only the standard library, attrs and stages; effects never
-import pipeline; the CLI starts without the SDKs."""
+"""DESIGN rules 1 and 12: stages import only the standard library, attrs and stages; effects
+never import pipeline; no module of the three packages imports itself back through others (no
+import circles); the CLI starts without the SDKs."""
 
 from __future__ import annotations
 
@@ -55,3 +56,101 @@ def test_help_does_not_import_sdks_or_duckdb():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip().splitlines()[-1]
     assert out == "[]"
+
+
+# --- the import graph of the three packages ----------------------------------------------------
+# Every import statement counts: at module level, inside functions, and under TYPE_CHECKING (an
+# annotation that names a module is a dependence too; a Protocol is the way to drop one).
+# ``from pkg import name`` is an arrow to ``pkg.name`` when that is a module, else to ``pkg``.
+# An import of ``a.b.c`` is an arrow to ``a.b.c`` alone, not to the faces ``a`` and ``a.b``
+# Python runs first: a package's ``__init__`` is a node with the arrows of its own imports, and
+# a module has an arrow to it only when it takes a name from it. Names a face loads lazily by
+# string (``pipeline.lazy``) are no arrows.
+LAYERS = ("stages", "effects", "pipeline")  # each may import only itself and those before it
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for layer in LAYERS
+           for path in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def _base(name: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def arrows(name: str) -> set[str]:
+    """The modules of the three packages that module ``name`` imports."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(name, node)
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                      for a in node.names}
+    return (found & MODULES.keys()) - {name}
+
+
+GRAPH = {name: arrows(name) for name in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _describe(component: list[str]) -> str:
+    ties = [f"    {MODULES[a].relative_to(ROOT)} -> {MODULES[b].relative_to(ROOT)}"
+            for a in component for b in sorted(GRAPH[a] & set(component))]
+    return "\n".join([f"  {len(component)} files:", *ties])
+
+
+def test_cycles_finds_each_circle_and_only_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"], ["d", "e"]]
+
+
+def test_no_import_circles():
+    found = cycles(GRAPH)
+    assert not found, "import circles:\n" + "\n".join(_describe(c) for c in found)
+
+
+def test_no_import_runs_up_the_layers():
+    rank = {layer: number for number, layer in enumerate(LAYERS)}
+    upward = [f"{MODULES[a].relative_to(ROOT)} -> {MODULES[b].relative_to(ROOT)}"
+              for a in sorted(GRAPH) for b in sorted(GRAPH[a])
+              if rank[b.split(".")[0]] > rank[a.split(".")[0]]]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)

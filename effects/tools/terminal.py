@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from effects.tools.runner import RUNNING_INTERRUPT
+from effects.tools.executor import RUNNING_INTERRUPT
 from effects.tools.workspace import ToolError, Workspace, cap_middle
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_OUTPUT_CHARS", "Terminal"]

@@ -6,18 +6,16 @@
 
 ``prompts.jsonl`` holds one JSON object per line: ``{"prompt": ...}``, optionally ``task_id``
 and ``system``. Each prompt runs in its own session under ``<out>/sessions`` with its own empty
-working directory under ``<out>/work`` (named after its task id, :func:`work_dir_name`), in a
-local process pool (``backend="local"``) or on Ray (``backend="ray"``, ``pipeline.batch.on_ray``).
-The task id is recorded in the session's turn, so a batch that crashed or was stopped resumes
-where it was: a prompt whose turn completed in a log under ``<out>/sessions`` is skipped. At the
-end the completed sessions of the batch are exported to ``<out>/trajectories.<fmt>.jsonl``.
+working directory under ``<out>/work`` (:mod:`pipeline.batch.task` runs one), in a local process
+pool (``backend="local"``) or on Ray (``backend="ray"``, ``pipeline.batch.on_ray``). The task
+id is recorded in the session's turn, so a batch that crashed or was stopped resumes where it
+was: a prompt whose turn completed in a log under ``<out>/sessions`` is skipped. At the end the
+completed sessions of the batch are exported to ``<out>/trajectories.<fmt>.jsonl``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -26,52 +24,15 @@ from typing import Any
 
 import attrs
 
+from pipeline.batch.task import BatchJob, Task, TaskResult, digest, run_task
 from pipeline.export.exporter import ExportReport, export_sessions
 from pipeline.export.select import ExportFilters
-from stages.errors import MibyanError, UsageError
+from stages.errors import UsageError
 
-__all__ = ["BACKENDS", "BatchJob", "BatchReport", "Task", "TaskResult", "finished_tasks",
-           "read_prompts", "run_batch", "run_task", "work_dir_name"]
+__all__ = ["BACKENDS", "BatchJob", "BatchReport", "finished_tasks", "read_prompts", "run_batch"]
 
 BACKENDS = ("local", "ray")
 Progress = Callable[[int, int], None]  # (done, total)
-
-
-@attrs.frozen(kw_only=True)
-class Task:
-    task_id: str
-    prompt: str
-    system: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class BatchJob:
-    """A batch: the prompts file, the output directory, and how each session runs. Model
-    settings not given here come from the environment (``OPENAI_API_KEY``, ``MIBYAN_MODEL``,
-    ...), as for ``mibyan run``."""
-
-    prompts: Path
-    out: Path
-    workers: int = 1
-    backend: str = "local"
-    model: str | None = None
-    base_url: str | None = None
-    provider: str | None = None
-    api_mode: str | None = None
-    max_turns: int = 30
-    toolsets: tuple[str, ...] | None = None  # None: no tools
-    fmt: str = "sharegpt"
-    ray_address: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class TaskResult:
-    task_id: str
-    session_id: str | None
-    completed: bool
-    error: str | None = None
-    # Ray: the logs of the task's sessions ({file name: bytes}), written back by the driver.
-    logs: tuple[tuple[str, bytes], ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -97,24 +58,7 @@ class BatchReport:
 
 
 def _task_id(index: int, prompt: str) -> str:
-    return f"task_{index:05d}_{_digest(prompt)}"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
-_DIR_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
-
-
-def work_dir_name(task_id: str) -> str:
-    """The task's working directory under ``<out>/work``: the id itself when it is a plain
-    file name; else (dataset ids like ``HumanEval/0``, ``..``) its plain characters and a
-    digest of it, so that no id reaches outside and no two ids share a directory."""
-    if _DIR_NAME.fullmatch(task_id):
-        return task_id
-    plain = re.sub(r"[^A-Za-z0-9_\-]+", "_", task_id).strip("_")[:60]
-    return f"{plain}_{_digest(task_id)}" if plain else f"task_{_digest(task_id)}"
+    return f"task_{index:05d}_{digest(prompt)}"
 
 
 def _optional(item: dict[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
@@ -172,28 +116,6 @@ def finished_tasks(root: Path) -> set[str]:
     """Task ids whose turn completed in a log under ``root`` (found with DuckDB)."""
     from pipeline.insights.query import query
     return {row[0] for row in query(root, _FINISHED)[1] if row[0]}
-
-
-def run_task(job: BatchJob, task: Task, home: Path | None = None) -> TaskResult:
-    """Run one prompt in a session of its own (in a worker process)."""
-    from pipeline.agent import Agent
-    home = home or job.out
-    workdir = home / "work" / work_dir_name(task.task_id)
-    workdir.mkdir(parents=True, exist_ok=True)
-    tools: Any = ()
-    if job.toolsets is not None:
-        from pipeline.toolsets import builtin_tools
-        tools = builtin_tools(workdir, toolsets=job.toolsets)
-    try:
-        with Agent(model=job.model, base_url=job.base_url, provider=job.provider,
-                   api_mode=job.api_mode, tools=tools, home=home, cwd=workdir,
-                   max_turns=job.max_turns, stream=False, durability="flush") as agent:
-            result = agent.run(task.prompt, task.system, task_id=task.task_id)
-    except MibyanError as exc:
-        return TaskResult(task_id=task.task_id, session_id=None, completed=False,
-                          error=f"{type(exc).__name__}: {exc}")
-    return TaskResult(task_id=task.task_id, session_id=result.session_id,
-                      completed=result.completed, error=result.error)
 
 
 def _run_local(job: BatchJob, tasks: list[Task], progress: Progress) -> list[TaskResult]:

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from effects.eventlog.envelope import SUFFIX
+from pipeline.batch.task import BatchJob, Task, TaskResult, run_task
 from stages.errors import LogConflictError, UsageError
 
 __all__ = ["run_ray", "start_local_ray", "write_back"]
 
 
-def _remote_task(job: Any, task: Any) -> Any:
-    from pipeline.batch.generate import run_task
+def _remote_task(job: BatchJob, task: Task) -> TaskResult:
     with tempfile.TemporaryDirectory(prefix="mibyan-batch-") as scratch:
         home = Path(scratch)
         result = run_task(job, task, home=home)
@@ -59,7 +60,8 @@ def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
                 raise
 
 
-def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
+def run_ray(job: BatchJob, tasks: list[Task],
+            progress: Callable[[int, int], None]) -> list[TaskResult]:
     # Under `uv run`, Ray would start every worker through `uv run` (a sync per worker, which
     # fails offline and uploads the working tree); the workers use this interpreter instead.
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
@@ -76,8 +78,8 @@ def run_ray(job: Any, tasks: list[Any], progress: Any) -> list[Any]:
             start_local_ray(job.workers)
     remote = ray.remote(num_cpus=1)(_remote_task)
     queue = list(tasks)
-    pending: dict[Any, Any] = {}
-    results: list[Any] = []
+    pending: dict[Any, Task] = {}
+    results: list[TaskResult] = []
     root = job.out / "sessions"
     while queue or pending:
         # At most ``workers`` tasks in flight, on a cluster of any size.

@@ -1,16 +1,12 @@
-"""``mibyan chat``: an interactive session in the terminal (prompt_toolkit and rich, the
-``chat`` extra, imported only when a chat starts), or plain line by line without one.
+"""The chat (``mibyan chat``, :mod:`pipeline.cli.cmd_chat`): an interactive session in the
+terminal (prompt_toolkit and rich, the ``chat`` extra, imported only when a chat starts), or
+plain line by line without one.
 
+* ``options``: how the chat's agents are built; ``build``: one of them;
 * ``session``: the chat's agent, its turns (on a worker thread; Ctrl-C interrupts), input;
 * ``slash``: the table of slash commands (``register`` adds one);
 * ``listen`` and ``display``/``render``: events to what is shown, plain or rich;
-* ``app``: the terminal's prompts; ``piped``: stdin line by line;
+* ``terminal``: the terminal's prompts; ``piped``: stdin line by line;
 * ``inline``: approvals and ``clarify`` questions asked inline;
 * ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.insights.prices`).
 """
-
-from __future__ import annotations
-
-from pipeline.chat.command import chat
-
-__all__ = ["chat"]

@@ -18,7 +18,7 @@ from pipeline.toolsets import builtin_tools
 if TYPE_CHECKING:
     from pipeline.chat.inline import Inbox
     from pipeline.chat.listen import EventRouter
-    from pipeline.chat.session import ChatOptions
+    from pipeline.chat.options import ChatOptions
 
 __all__ = ["build_agent"]
 

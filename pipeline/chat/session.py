@@ -9,57 +9,28 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import attrs
+from typing import TypeVar
 
 from pipeline import config as cfg
 from pipeline.agent import Agent
+from pipeline.chat import slash
 from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question
 from pipeline.chat.listen import EventRouter
+from pipeline.chat.options import ChatOptions
 from pipeline.chat.text import turn_line
 from pipeline.insights.prices import price_table
 from pipeline.result import TurnResult
-from pipeline.toolsets import DEFAULT_TOOLSETS
 from stages.errors import MibyanError
 
-__all__ = ["Asker", "ChatOptions", "ChatSession"]
+__all__ = ["Asker", "ChatSession"]
 
 # Asks one inline question on the terminal; None: no answer (deny, or a clarify error).
 Asker = Callable[[Question], str | None]
 WAIT_SLICE = 0.05
 T = TypeVar("T")
-
-
-@attrs.frozen(kw_only=True)
-class ChatOptions:
-    """How the chat's agents are built (``mibyan chat``'s arguments). ``overrides`` are more
-    ``Agent`` keywords (tests bring a fake clock or a scripted client)."""
-
-    home: Path | None = None
-    workdir: Path = attrs.field(factory=Path.cwd)
-    model: str | None = None
-    base_url: str | None = None
-    provider: str | None = None
-    api_mode: str | None = None
-    session_id: str | None = None
-    system: str | None = None
-    max_turns: int | None = None  # None: 500 for a new session, its own for a resumed one
-    max_tokens: int | None = None
-    timeout: float | None = None
-    deadline: float | None = None
-    stream: bool = True
-    durability: str = "durable"
-    toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
-    no_tools: bool = False
-    overrides: Mapping[str, Any] = attrs.field(factory=dict)
-
-    @property
-    def state_home(self) -> Path:
-        return self.home or cfg.home()
 
 
 class ChatSession:
@@ -117,7 +88,6 @@ class ChatSession:
     def handle(self, line: str) -> bool:
         """A slash command or a message (``//`` sends a message starting with ``/``); False
         when the chat should end."""
-        from pipeline.chat import slash
         text = line.strip()
         if not text:
             return True

@@ -1,29 +1,58 @@
 """The chat's slash commands: one table, one entry per command (name, arguments, one-line help,
 handler). ``register`` adds an entry (``/fork`` and ``/export`` plug in this way).
 
-A handler gets the chat session and the text after the command's name; it returns False to end
-the chat. A ``MibyanError`` or ``OSError`` it raises is shown, and the chat goes on.
+A handler gets the chat it acts on (a :class:`Chat`: the session of
+:mod:`pipeline.chat.session` is one) and the text after the command's name; it returns False
+to end the chat. A ``MibyanError`` or ``OSError`` it raises is shown, and the chat goes on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
 from stages.errors import MibyanError
 
 if TYPE_CHECKING:
-    from pipeline.chat.session import ChatSession
+    from pipeline.agent import Agent
+    from pipeline.chat.display import Display
+    from pipeline.chat.options import ChatOptions
+    from pipeline.insights.prices import PriceTable
+    from pipeline.result import TurnResult
     from stages.log.state import State
 
-__all__ = ["COMMANDS", "KEYS_HELP", "SlashCommand", "command", "names", "register", "run"]
+__all__ = ["COMMANDS", "KEYS_HELP", "Chat", "SlashCommand", "command", "names", "register", "run"]
+
+T = TypeVar("T")
+
+
+class Chat(Protocol):
+    """What a command acts on. The session runs the commands and hands itself in, so the
+    commands need not know the session's module (which imports this table)."""
+
+    options: ChatOptions
+    display: Display
+    agent: Agent
+    prices: PriceTable
+    last: TurnResult | None  # the last turn run in this chat, if any
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    def switch(self, session_id: str | None, model: str | None = None) -> None: ...
+
+    def in_worker(self, job: Callable[[Agent], T]) -> T | None: ...
+
 
 SESSIONS_SHOWN = 20
 
-Handler = Callable[["ChatSession", str], "bool | None"]
+Handler = Callable[[Chat, str], "bool | None"]
 KEYS_HELP = ("Enter sends; Esc Enter or Ctrl-J adds a line; Ctrl-C interrupts the turn (at an "
              "empty prompt, twice, exits); Ctrl-D exits; // starts a message with /")
 
@@ -65,7 +94,7 @@ def _listed() -> list[SlashCommand]:
     return sorted(COMMANDS.values(), key=lambda entry: entry.name == "exit")
 
 
-def run(session: ChatSession, line: str) -> bool:
+def run(session: Chat, line: str) -> bool:
     """Run the slash command ``line``; False when the chat should end."""
     name, _, arg = line.strip()[1:].partition(" ")
     entry = COMMANDS.get(name.lower())
@@ -83,20 +112,20 @@ def run(session: ChatSession, line: str) -> bool:
 # --- the commands (in the order /help lists them) --------------------------------------------
 
 @command("help", "list the commands and keys")
-def _help(session: ChatSession, arg: str) -> None:
+def _help(session: Chat, arg: str) -> None:
     session.display.table(("command", "what it does"),
                           [(entry.usage, entry.help) for entry in _listed()])
     session.display.text(KEYS_HELP)
 
 
 @command("new", "start a new session (from your next message)")
-def _new(session: ChatSession, arg: str) -> None:
+def _new(session: Chat, arg: str) -> None:
     session.switch(None)
     session.display.notice("new session: it starts with your next message")
 
 
 @command("resume", "continue a session (without an id: list the recent ones)", "[id]")
-def _resume(session: ChatSession, arg: str) -> None:
+def _resume(session: Chat, arg: str) -> None:
     if not arg:
         _sessions(session, "")
         session.display.text("/resume ID continues one of them")
@@ -130,9 +159,9 @@ def _folded(root: Path, session_id: str) -> State:
 
 
 @command("sessions", "list the recent sessions")
-def _sessions(session: ChatSession, arg: str) -> None:
-    from pipeline.cli.commands import SESSIONS_WITH_LINEAGE
+def _sessions(session: Chat, arg: str) -> None:
     from pipeline.insights.query import query
+    from pipeline.insights.views import SESSIONS_WITH_LINEAGE
     root = session.home / "sessions"
     if not root.is_dir():
         session.display.text("no sessions yet")
@@ -144,7 +173,7 @@ def _sessions(session: ChatSession, arg: str) -> None:
 
 
 @command("model", "show the model, or go on with another", "[name]")
-def _model(session: ChatSession, arg: str) -> None:
+def _model(session: Chat, arg: str) -> None:
     settings = session.agent.settings
     if not arg:
         session.display.text(f"{settings.model} ({settings.provider}, {settings.api_mode})")
@@ -154,14 +183,14 @@ def _model(session: ChatSession, arg: str) -> None:
 
 
 @command("tools", "list the tools the model may call")
-def _tools(session: ChatSession, arg: str) -> None:
+def _tools(session: Chat, arg: str) -> None:
     rows = [(t.name, (t.spec.description or "").strip().split("\n")[0])
             for t in session.agent.registry]
     session.display.table(("tool", "what it does"), rows)
 
 
 @command("compress", "compress the context now (the session goes on in a child)")
-def _compress(session: ChatSession, arg: str) -> None:
+def _compress(session: Chat, arg: str) -> None:
     before = session.session_id
     done = session.in_worker(lambda agent: agent.compress())
     session.display.end_turn(None)
@@ -172,7 +201,7 @@ def _compress(session: ChatSession, arg: str) -> None:
 
 
 @command("usage", "tokens, cache hits and estimated cost of this session")
-def _usage(session: ChatSession, arg: str) -> None:
+def _usage(session: Chat, arg: str) -> None:
     from pipeline.chat.text import cost_text, usage_text
     last = session.last
     if last is not None:
@@ -194,7 +223,7 @@ def _usage(session: ChatSession, arg: str) -> None:
 
 
 @command("replay", "replay a session from its log and compare (default: this one)", "[id]")
-def _replay(session: ChatSession, arg: str) -> None:
+def _replay(session: Chat, arg: str) -> None:
     from pipeline.shell.replay import replay
     target = arg or session.session_id
     if target is None:
@@ -210,7 +239,7 @@ FORK_USAGE = "usage: /fork [SEQ] [model=NAME] (SEQ: keep the records before it; 
 
 @command("fork", "go on in a fork of this session (its first SEQ records, else all)",
          "[SEQ] [model=NAME]")
-def _fork(session: ChatSession, arg: str) -> None:
+def _fork(session: Chat, arg: str) -> None:
     from pipeline.agent import fork_session
     from stages.errors import UsageError
     origin = session.session_id
@@ -246,7 +275,7 @@ def _fork_arguments(arg: str) -> tuple[int | None, dict[str, str]]:
 
 @command("export", "write this session's trajectory (sharegpt, openai, trl) as JSONL",
          "[format] [path]")
-def _export(session: ChatSession, arg: str) -> None:
+def _export(session: Chat, arg: str) -> None:
     from pipeline.export.exporter import export_sessions
     from pipeline.export.select import ExportFilters
     from pipeline.shell.lineage import oldest
@@ -263,7 +292,7 @@ def _export(session: ChatSession, arg: str) -> None:
 
 
 @command("memory", "show the built-in memory (MEMORY.md and USER.md)")
-def _memory(session: ChatSession, arg: str) -> None:
+def _memory(session: Chat, arg: str) -> None:
     from effects.memory_store import MemoryStore
     store = MemoryStore(session.home)
     for target, title in (("memory", "memory"), ("user", "user profile")):
@@ -274,8 +303,8 @@ def _memory(session: ChatSession, arg: str) -> None:
 
 
 @command("skills", "list the skills the agent may load")
-def _skills(session: ChatSession, arg: str) -> None:
-    from effects.skills import scan_skills, skill_roots
+def _skills(session: Chat, arg: str) -> None:
+    from effects.skill_files import scan_skills, skill_roots
     cards = scan_skills(skill_roots(session.home, session.options.workdir))
     if not cards:
         session.display.text("no skills installed (put them under <home>/skills)")
@@ -285,5 +314,5 @@ def _skills(session: ChatSession, arg: str) -> None:
 
 
 @command("exit", "end the chat (Ctrl-D too)")
-def _exit(session: ChatSession, arg: str) -> bool:
+def _exit(session: Chat, arg: str) -> bool:
     return False

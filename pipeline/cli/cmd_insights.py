@@ -1,4 +1,4 @@
-"""``mibyan insights``: the figures of :func:`pipeline.insights.summary.summarise` as terminal
+"""``mibyan insights``: the figures of :func:`pipeline.insights.figures.summarise` as terminal
 tables
 (rich, the ``insights`` extra) or as JSON (``--json``)."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline import config as cfg
+from pipeline.insights.figures import Insights, summarise
 from pipeline.insights.prices import price_table
-from pipeline.insights.summary import Insights, summarise
 
 EXIT_OK = 0
 

@@ -25,7 +25,7 @@ def _loopback(host: str) -> bool:
 def serve(args: argparse.Namespace) -> int:
     from pipeline.serve.agents import AgentMaker
     from pipeline.serve.app import create_app
-    from pipeline.serve.config import AGENT_MODEL, serve_config
+    from pipeline.serve.gateway_config import AGENT_MODEL, serve_config
     from pipeline.serve.pool import SessionPool
     from pipeline.serve.server import run
     home = args.home or cfg.home()

@@ -1,4 +1,4 @@
-"""What each ``mibyan`` command does (the parser lives in cli.py)."""
+"""What each ``mibyan`` command does (the parser lives in main.py)."""
 
 from __future__ import annotations
 
@@ -13,22 +13,6 @@ from pipeline import config as cfg
 from pipeline.printable import printable
 
 EXIT_OK, EXIT_FAILED = 0, 1
-
-# A compressed session continues in a child: each row names its parent and where it went.
-SESSIONS_WITH_LINEAGE = """
-SELECT s.session_id, s.started_at, s.model, s.turns, s.tokens, s.status,
-       l.parent_session_id AS parent, l.continued_in, l.forked_from
-FROM sessions s LEFT JOIN (
-    SELECT session_id,
-           any_value(payload->>'parent_session_id')
-               FILTER (WHERE kind = 'session_started') AS parent_session_id,
-           arg_max((payload->>'origin_session_id') || '@' || (payload->>'origin_seq'), seq)
-               FILTER (WHERE kind = 'session_forked') AS forked_from,
-           arg_max(payload->>'child_session_id', seq)
-               FILTER (WHERE kind = 'session_split') AS continued_in
-    FROM events GROUP BY session_id) l USING (session_id)
-ORDER BY s.started_at DESC, s.session_id DESC
-"""
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -72,9 +56,22 @@ def _ask_approval(request: Any) -> str:
     return {"o": "once", "s": "session", "a": "always"}.get(answer, "deny")
 
 
+def read_message(message: str) -> str:
+    """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
+    from stages.errors import UsageError
+    if message != "-":
+        if not message.strip():
+            raise UsageError("the message is empty")
+        return message
+    text = sys.stdin.read()
+    if not text.strip():
+        raise UsageError("the message is '-' but stdin held no prompt")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
-    from pipeline.cli.main import EXIT_SIGNALLED, read_message, signals_interrupt
+    from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
@@ -122,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 def sessions(args: argparse.Namespace) -> int:
     from pipeline.insights.query import query
+    from pipeline.insights.views import SESSIONS_WITH_LINEAGE
     columns, rows = query(_root(args), SESSIONS_WITH_LINEAGE)
     _table(columns, rows)
     return EXIT_OK
@@ -180,7 +178,7 @@ def _table(columns: list[str], rows: list[tuple]) -> None:
 
 
 def chat(args: argparse.Namespace) -> int:
-    from pipeline.chat import chat as run_chat
+    from pipeline.cli.cmd_chat import chat as run_chat
     return run_chat(args)
 
 

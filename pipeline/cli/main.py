@@ -4,18 +4,17 @@ needs them, so ``mibyan --help`` starts fast."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.signals import EXIT_SIGNALLED
 from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
 
 
 def _positive_int(text: str) -> int:
@@ -77,42 +76,6 @@ def _seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
-
-
-def read_message(message: str) -> str:
-    """The prompt: the argument, or stdin when it is ``-`` (prompts past the argument limit)."""
-    from stages.errors import UsageError
-    if message != "-":
-        if not message.strip():
-            raise UsageError("the message is empty")
-        return message
-    text = sys.stdin.read()
-    if not text.strip():
-        raise UsageError("the message is '-' but stdin held no prompt")
-    return text
-
-
-@contextlib.contextmanager
-def signals_interrupt(agent: Any) -> Iterator[list[int]]:
-    """While the block runs, SIGINT and SIGTERM interrupt the agent's turn (which then ends
-    cleanly, with an event, and stays resumable); the signals received are yielded. A second
-    signal stops at once, as Ctrl-C always did."""
-    received: list[int] = []
-
-    def handle(signum: int, frame: object) -> None:
-        del frame
-        if received:
-            raise KeyboardInterrupt
-        received.append(signum)
-        agent.interrupt()
-
-    caught = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, handle) for signum in caught}
-    try:
-        yield received
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _parser() -> argparse.ArgumentParser:

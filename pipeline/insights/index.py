@@ -36,8 +36,12 @@ from effects.eventlog.envelope import (
     validate_session_id,
 )
 from pipeline.insights.log_scan import Position, scan
-from pipeline.insights.query import COLUMNS
-from pipeline.insights.views import create_unit_tables, create_views, refresh_units
+from pipeline.insights.views import (
+    EVENT_COLUMNS,
+    create_unit_tables,
+    create_views,
+    refresh_units,
+)
 from stages.errors import UsageError
 
 __all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_path", "open_index"]
@@ -311,4 +315,4 @@ def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
 
 def _read_json(path: str) -> str:
     quoted = "'" + path.replace("'", "''") + "'"
-    return f"read_json({quoted}, format='newline_delimited', columns={COLUMNS})"
+    return f"read_json({quoted}, format='newline_delimited', columns={EVENT_COLUMNS})"

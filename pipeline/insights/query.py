@@ -13,20 +13,14 @@ over a session's log, not a change to the index.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from effects.eventlog.envelope import SUFFIX
-from pipeline.insights.views import create_views
+from pipeline.insights.index import IndexReport, connect_index, index_path
+from pipeline.insights.views import EVENT_COLUMNS, create_views
 from stages.errors import UsageError
 
-if TYPE_CHECKING:
-    from pipeline.insights.index import IndexReport
-
-__all__ = ["COLUMNS", "connect", "query", "query_index"]
-
-COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
-            "'schema_version': 'INTEGER', 'recorded_at': 'VARCHAR', 'prev_hash': 'VARCHAR', "
-            "'payload': 'JSON'}")
+__all__ = ["connect", "query", "query_index"]
 
 _EMPTY_EVENTS = ("SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS seq, NULL::VARCHAR AS kind, "
                  "NULL::INTEGER AS schema_version, NULL::VARCHAR AS recorded_at, "
@@ -67,7 +61,7 @@ def _events_source(root: Path) -> str:
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     # A line that does not parse comes back as a row of NULLs: it is no event.
     return (f"SELECT * FROM read_json([{listed}], format='newline_delimited', "
-            f"columns={COLUMNS}, ignore_errors=true) "
+            f"columns={EVENT_COLUMNS}, ignore_errors=true) "
             "WHERE session_id IS NOT NULL AND seq IS NOT NULL AND kind IS NOT NULL")
 
 
@@ -94,8 +88,6 @@ def query_index(root: Path, sql: str, *, index: Path | None = None,
     update's report. The index is opened read-only and sealed, and refuses what :func:`query`
     refuses, and any change to itself."""
     import duckdb
-
-    from pipeline.insights.index import connect_index, index_path
     _check(sql)
     path = Path(index) if index is not None else index_path(root)
     updated, report = connect_index(root, path=path, rebuild=rebuild)

@@ -14,8 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TOKEN_BUCKETS", "UNITS", "create_unit_tables", "create_views", "refresh_units",
-           "unit_select"]
+__all__ = ["EVENT_COLUMNS", "SESSIONS_WITH_LINEAGE", "TOKEN_BUCKETS", "UNITS",
+           "create_unit_tables", "create_views", "refresh_units", "unit_select"]
+
+# ``events`` as read_json reads it from the logs: the in-memory connection of
+# :mod:`pipeline.insights.query` loads them so, and the index appends them so.
+EVENT_COLUMNS = ("{'session_id': 'VARCHAR', 'seq': 'BIGINT', 'kind': 'VARCHAR', "
+                 "'schema_version': 'INTEGER', 'recorded_at': 'VARCHAR', 'prev_hash': 'VARCHAR', "
+                 "'payload': 'JSON'}")
 
 _AT = "timezone('UTC', CAST({} AS TIMESTAMPTZ))"
 TOKEN_BUCKETS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -218,6 +224,23 @@ _LINEAGE_COLUMNS = {
                 "l.depth",
     "compressions": "l.child_session_id AS continued_in, l.root_session_id",
 }
+
+# The sessions as ``mibyan sessions`` and the chat's /sessions list them, newest first. A
+# compressed session continues in a child: each row names its parent and where it went.
+SESSIONS_WITH_LINEAGE = """
+SELECT s.session_id, s.started_at, s.model, s.turns, s.tokens, s.status,
+       l.parent_session_id AS parent, l.continued_in, l.forked_from
+FROM sessions s LEFT JOIN (
+    SELECT session_id,
+           any_value(payload->>'parent_session_id')
+               FILTER (WHERE kind = 'session_started') AS parent_session_id,
+           arg_max((payload->>'origin_session_id') || '@' || (payload->>'origin_seq'), seq)
+               FILTER (WHERE kind = 'session_forked') AS forked_from,
+           arg_max(payload->>'child_session_id', seq)
+               FILTER (WHERE kind = 'session_split') AS continued_in
+    FROM events GROUP BY session_id) l USING (session_id)
+ORDER BY s.started_at DESC, s.session_id DESC
+"""
 
 UNITS = ("sessions", "turns", "model_calls", "tool_calls", "recoveries", "compressions",
          "lineage")

@@ -12,10 +12,10 @@ __all__ = ["AgentMaker", "BackgroundServer", "ServeConfig", "SessionPool", "crea
 _HOMES = {
     "AgentMaker": "pipeline.serve.agents",
     "BackgroundServer": "pipeline.serve.server",
-    "ServeConfig": "pipeline.serve.config",
+    "ServeConfig": "pipeline.serve.gateway_config",
     "SessionPool": "pipeline.serve.pool",
     "create_app": "pipeline.serve.app",
-    "serve_config": "pipeline.serve.config",
+    "serve_config": "pipeline.serve.gateway_config",
 }
 
 

@@ -12,7 +12,7 @@ import attrs
 
 from pipeline.agent import Agent
 from pipeline.hooks import Hooks, default_hooks
-from pipeline.memory import BuiltinMemory, MemoryManager
+from pipeline.memory_providers import BuiltinMemory, MemoryManager
 from pipeline.memory_tool import memory_tool
 from pipeline.settings import Configured, configure
 from pipeline.skills_tools import skill_tools

@@ -29,7 +29,7 @@ from starlette.routing import Match, Route
 from pipeline.result import TurnResult
 from pipeline.serve import openai_compat as oa
 from pipeline.serve import routes, sse
-from pipeline.serve.config import ServeConfig
+from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.plumbing import (
     created,
     drain,

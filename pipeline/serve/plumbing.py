@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
-from pipeline.serve.config import ServeConfig
+from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession, client_gone
 from stages.errors import MibyanError, ProviderError, UsageError

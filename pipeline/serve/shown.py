@@ -31,7 +31,7 @@ from stages.log.messages import Message
 
 FAILED_NOTE = "[no reply: the model call failed: "
 SHOWN_NOTE = f"{FAILED_NOTE}the server's log has the details]"
-# The summariser's own failures (pipeline.shell.context_calls); any other one is a failed model
+# The summariser's own failures (effects.performers); any other one is a failed model
 # call.
 OWN_SUMMARY_FAILURES = ("EmptySummary", "Interrupted")
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.context.plan import cut_text, prune_line
+from stages.context.compression_plan import cut_text, prune_line
 from stages.log.events import CompressionPlanned
 from stages.log.messages import Message
 

@@ -12,8 +12,8 @@ call is fitted to its own model's window, so compression never loops.
 from __future__ import annotations
 
 from stages.context import summary as sm
+from stages.context.compression_plan import CHARS_PER_TOKEN
 from stages.context.engine import SUMMARY_FAILURE_COOLDOWN, engine_for
-from stages.context.plan import CHARS_PER_TOKEN
 from stages.context.tokens import context_tokens, window_of
 from stages.log.events import ContextCompressed, ContextSummarised, SessionSettings
 from stages.log.state import State

@@ -14,7 +14,7 @@ import attrs
 
 from stages.context import summary as sm
 from stages.context.apply import compacted
-from stages.context.plan import (
+from stages.context.compression_plan import (
     CHARS_PER_TOKEN,
     Budgets,
     boundaries,

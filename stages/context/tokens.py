@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from stages.context.plan import CHARS_PER_TOKEN
+from stages.context.compression_plan import CHARS_PER_TOKEN
 from stages.context.window import Window, session_window
 from stages.log.events import SessionSettings, Usage
 from stages.log.state import State

@@ -23,6 +23,7 @@ import httpx2
 import pytest
 
 from effects.local import model_file as local_model
+from effects.local.llama_server import LocalServer
 from effects.local.model_file import (
     MODEL_NAME,
     MODEL_SHA256,
@@ -31,7 +32,6 @@ from effects.local.model_file import (
     local_settings,
     model_file,
 )
-from effects.local.server import LocalServer
 from stages.errors import EffectError, ProviderUnavailableError, UsageError
 
 pytestmark = pytest.mark.local_model
@@ -302,7 +302,7 @@ def test_the_server_dies_with_its_parent(home: Path, ending: str):
     code = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from effects.local.server import LocalServer
+        from effects.local.llama_server import LocalServer
         print("PID", LocalServer.get(Path({str(home)!r})).pid, flush=True)
         if {ending == "sigkill"!r}:
             time.sleep(60)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from effects.eventlog.store import session_path
-from effects.tools.runner import ThreadPoolToolRunner, private_directory, spill, sweep
+from effects.tools.executor import ThreadPoolToolRunner, private_directory, spill, sweep
 from pipeline.agent import Agent
 from pipeline.settings import AgentSettings
 from pipeline.shell.replay import replay

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from effects.tools.runner import RUNNING_INTERRUPT
+from effects.tools.executor import RUNNING_INTERRUPT
 from effects.tools.terminal import Terminal
 from effects.tools.workspace import ToolError, Workspace
 

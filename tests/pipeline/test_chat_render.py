@@ -155,8 +155,8 @@ def test_model_and_tool_text_reaches_the_terminal_with_its_control_characters_es
 
 
 def test_an_inline_question_shows_the_model_s_text_escaped(tmp_path) -> None:
-    from pipeline.chat.app import Terminal
     from pipeline.chat.inline import Question
+    from pipeline.chat.terminal import Terminal
     from pipeline.shell.approval import ApprovalRequest
     console = Console(file=io.StringIO(), record=True, width=120, force_terminal=True)
     terminal = Terminal(tmp_path, console)

@@ -14,8 +14,9 @@ import pytest
 from effects.eventlog.store import read_envelopes, session_path
 from pipeline.chat.display import PlainDisplay
 from pipeline.chat.inline import Question
+from pipeline.chat.options import ChatOptions
 from pipeline.chat.piped import piped
-from pipeline.chat.session import ChatOptions, ChatSession
+from pipeline.chat.session import ChatSession
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from tests.fake_openai import Reply
@@ -301,7 +302,7 @@ def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server,
 
 
 def test_the_chat_takes_run_s_model_call_options(server, tmp_path, monkeypatch):
-    from pipeline.chat.command import options_from
+    from pipeline.cli.cmd_chat import options_from
     from pipeline.cli.main import _parser
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     args = _parser().parse_args([

@@ -17,7 +17,7 @@ from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, session_path
 from effects.providers.window_probe import probe_context_window
 from pipeline.agent import Agent
-from pipeline.memory import MemoryProvider
+from pipeline.memory_providers import MemoryProvider
 from pipeline.shell.lineage import newest, oldest
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock

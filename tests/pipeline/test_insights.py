@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from effects.eventlog.envelope import encode_line, line_hash
 from pipeline.agent import Agent
 from pipeline.cli.main import main
+from pipeline.insights.figures import OUTCOMES, summarise
 from pipeline.insights.index import open_index
 from pipeline.insights.prices import PriceTable
 from pipeline.insights.query import connect, query, query_index
-from pipeline.insights.summary import OUTCOMES, summarise
 from pipeline.insights.views import UNITS
 from pipeline.settings import AgentSettings
 from effects.performers import Effects

@@ -112,7 +112,7 @@ def test_without_the_extra_the_error_names_the_settings_and_the_extra(monkeypatc
 
 
 def test_a_server_that_dies_mid_session_is_restarted_and_the_session_goes_on(home):
-    from effects.local.server import LocalServer
+    from effects.local.llama_server import LocalServer
     with Agent(home=home, max_tokens=8, retry_base_delay=0.01) as agent:
         first = agent.run_conversation("One word, please.")
         server = LocalServer.get(home)

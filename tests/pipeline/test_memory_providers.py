@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from pipeline.agent import Agent
-from pipeline.memory import BuiltinMemory, MemoryManager, MemoryProvider
+from pipeline.memory_providers import BuiltinMemory, MemoryManager, MemoryProvider
 from pipeline.session_search import SessionSearch
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel

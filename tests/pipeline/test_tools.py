@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effects.tools.runner import ThreadPoolToolRunner
+from effects.tools.executor import ThreadPoolToolRunner
 from pipeline.tools import Tool, ToolArgumentsError, ToolRegistry, tool
 from stages.errors import ModelBehaviourError, UsageError
 from stages.tools.specs import ToolInvocation

@@ -17,8 +17,8 @@ import pytest
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, session_path
+from effects.local.llama_server import LocalServer
 from effects.local.model_file import MODEL_NAME, LocalSettings
-from effects.local.server import LocalServer
 from pipeline.agent import Agent
 from pipeline.shell.replay import replay
 from pipeline.tools import tool

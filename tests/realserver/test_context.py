@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from effects.eventlog.store import read_envelopes, session_path
+from effects.local.llama_server import LocalServer
 from effects.local.model_file import MODEL_NAME, LocalSettings
-from effects.local.server import LocalServer
 from pipeline.agent import Agent
 from pipeline.shell.replay import replay
 

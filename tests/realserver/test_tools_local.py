@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from effects.local.llama_server import LocalServer
 from effects.local.model_file import MODEL_NAME, LocalSettings
-from effects.local.server import LocalServer
 from pipeline.agent import Agent
 from pipeline.shell.replay import replay
 from pipeline.toolsets import builtin_tools

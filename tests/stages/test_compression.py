@@ -9,7 +9,7 @@ import attrs
 
 from stages.context.apply import compacted
 from stages.context.compression import DISABLED_NOTICE, decide_compressed, decide_compression
-from stages.context.plan import Budgets, boundaries, cut_text
+from stages.context.compression_plan import Budgets, boundaries, cut_text
 from stages.context.summary import merge_done, serialise
 from stages.context.window import DEFAULT_CONTEXT_WINDOW, resolve_window, table_window
 from stages.log import events as ev

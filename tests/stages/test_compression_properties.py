@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.context.apply import compacted
+from stages.context.compression_plan import Budgets
 from stages.context.engine import Compressor
-from stages.context.plan import Budgets
 from stages.context.summary import merge_done, summary_text
 from stages.log import events as ev
 from stages.log.alternation import violations

@@ -15,7 +15,7 @@ from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, session_path
 from pipeline.serve.agents import AgentMaker
 from pipeline.serve.app import create_app
-from pipeline.serve.config import serve_config
+from pipeline.serve.gateway_config import serve_config
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.server import BackgroundServer
 from pipeline.shell.replay import replay

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.serve.config import serve_config
+from pipeline.serve.gateway_config import serve_config
 from stages.errors import UsageError
 from tests.fake_openai import Reply
 from tests.pipeline.serve.conftest import start_gateway

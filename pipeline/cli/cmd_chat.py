@@ -10,11 +10,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pipeline.chat.session import ChatOptions, ChatSession
+from pipeline.chat.options import ChatOptions
+from pipeline.chat.session import ChatSession
+from pipeline.cli.signals import EXIT_SIGNALLED
 
 __all__ = ["chat", "options_from"]
-
-EXIT_SIGNALLED = 128  # + the signal's number, as a shell reports it
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
@@ -82,8 +82,8 @@ def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
 def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     from rich.console import Console
 
-    from pipeline.chat.app import Terminal, interactive
     from pipeline.chat.render import RichDisplay
+    from pipeline.chat.terminal import Terminal, interactive
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     console = Console(highlight=False)
     terminal = Terminal(options.state_home, console)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from effects.tools.session import Clarifier, TodoList
+from effects.tools.clarify_todo import Clarifier, TodoList
 from effects.tools.workspace import ToolError
 from stages.log.messages import Message
 

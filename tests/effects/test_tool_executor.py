@@ -1,4 +1,4 @@
-"""Tests for effects.tools.runner: the thread-pool runner and the strict scripted double."""
+"""Tests for effects.tools.executor: the thread-pool runner and the strict scripted double."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.tools.runner import (
+from effects.tools.executor import (
     INTERRUPTED_ERROR,
     MAX_TOOL_WORKERS,
     ScriptedToolRunner,

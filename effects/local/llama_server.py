@@ -143,7 +143,7 @@ class LocalServer:
 
     def _command(self, config: dict[str, Any]) -> list[str]:
         del config  # passed in the environment: an API key must not show in the process list
-        return [sys.executable, "-m", "effects.local.server"]
+        return [sys.executable, "-m", "effects.local.llama_server"]
 
     def _start(self) -> None:
         _check_installed()

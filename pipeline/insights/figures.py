@@ -1,6 +1,6 @@
 """What the logs say about usage: :func:`summarise` over the insights index.
 
-    from pipeline.insights.summary import summarise
+    from pipeline.insights.figures import summarise
     insights = summarise(home / "sessions", days=7, model="gpt-4o-mini")
     insights.tokens["output_tokens"], insights.cost_usd, insights.as_dict()
 
