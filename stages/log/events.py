@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import attrs
 
 from stages.log.messages import Message, ToolCall
+from stages.log.rules import RULES, RuleSet, rule_set
 from stages.recovery.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.tools.specs import ToolOutcome, ToolSpec
 from stages.turn.api_mode import API_MODES
@@ -27,36 +28,6 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.log.redact.redact_event``)."""
 
-RULES = 5
-"""The version of the decision rules a new session runs under. A change of what the stages
-decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
-``config.rules``; old sessions are upcast to the rules they ran under.
-
-* 1: retries were counted per turn; ``model_requested`` carried no request digest.
-* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
-* 3: the tool plan repairs calls whose intent is clear (``tool_call_repaired``), answers a
-  call identical to an earlier one of the same reply without running it again, runs calls
-  naming the same path one after another, blocks hard-dangerous commands and asks for approval
-  of dangerous ones (``approval_answered``); smart routing may send a simple turn to the cheap
-  model (``route_chosen``).
-  The system prompt is assembled from layers (identity or ``SOUL.md``, platform hint, tool
-  guidance, skills index, project context files, the memory snapshot; the caller's system
-  message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
-  files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
-  are appended to the tool results that reached them.
-  Context management: the window is known for every model (table, probe, config), the
-  preflight compresses past its threshold (and at turn start past the between-turns one), a
-  context overflow compresses and retries once, a reply cut at the length limit is continued,
-  an empty reply is retried once, a content-filter stop ends the turn as not completed, and
-  the context-pressure note goes into the request only.
-* 4: reasoning models: a thinking-signature failure resends the request without replayed
-  reasoning (``strip_reasoning``, once a turn), unreadable encrypted reasoning stops its replay
-  for the session (``stop_reasoning_replay``), a reply cut at the output limit with only
-  reasoning ends the turn (``thinking_budget_exhausted``); requests carry the session's
-  ``prompt_cache_key`` and the turn's own reasoning setting.
-* 5: a continuation of a reply cut at the output limit that begins as the answer began (a small
-  model starts over instead of going on) replaces the parts before it in the answer, and is
-  not continued again (``incomplete_response``, or the next provider)."""
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")
@@ -87,6 +58,10 @@ def _one_of(choices: tuple[str, ...]) -> Validator:
             raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}; "
                              f"got {value!r}")
     return check
+
+
+def _known_rules(instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    rule_set(value)  # refuses a version this code cannot follow
 
 
 def _fraction(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -172,7 +147,8 @@ class SessionSettings:
     billing_cooldown: float = attrs.field(default=3600.0, validator=_at_least(0))
     prompt_caching: bool = True
     cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
-    rules: int = RULES
+    # The version of the decision rules the session runs under (``stages.log.rules``).
+    rules: int = attrs.field(default=RULES, validator=_known_rules)
     # Smart routing (off when None): simple turns go to this cheaper model (stages.turn.routing).
     cheap_model: ProviderEntry | None = None
     # Prompt assembly (rules 3): where the agent runs, whether the caller's system message adds
@@ -202,6 +178,12 @@ class SessionSettings:
                                 reasoning_effort=self.reasoning_effort,
                                 reasoning_budget=self.reasoning_budget)
         return (primary, *self.fallback_providers)
+
+    @functools.cached_property
+    def rule_set(self) -> RuleSet:
+        """The behaviours of ``rules``, read by the stages on every decision (one attribute
+        load once made, as cheap as comparing the number)."""
+        return rule_set(self.rules)
 
     @property
     def needs_clock(self) -> bool:
