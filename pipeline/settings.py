@@ -84,6 +84,8 @@ def _text(name: str, value: Any) -> None:
 def _texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
+    elif value is None or isinstance(value, int | float):  # most values: no text, no lookup
+        return
     elif isinstance(value, Path):
         yield str(value)
     elif attrs.has(type(value)):
