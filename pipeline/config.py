@@ -39,7 +39,7 @@ import attrs
 
 from effects.providers.http_errors import endpoint_label
 from pipeline.providers import LOCAL, split_userinfo
-from stages.errors import ProviderNotConfiguredError, UsageError
+from stages.errors import ProviderNotConfiguredError, SettingError, UsageError
 from stages.log.events import ProviderEntry, SessionSettings
 from stages.turn.api_mode import resolve_api_mode
 from stages.turn.reasoning_parts import parse_setting
@@ -258,17 +258,11 @@ def provider_entry(raw: Mapping | ProviderEntry) -> ProviderEntry:
     mode = resolve_api_mode(explicit=raw.get("api_mode"), provider=raw["provider"],
                             base_url=raw.get("base_url"), model=raw["model"]).mode
     key_env = raw.get("key_env") or raw.get("api_key_env")
-    return ProviderEntry(provider=raw["provider"], model=raw["model"], api_mode=mode,
-                         base_url=raw.get("base_url") or DEFAULT_BASE_URLS[mode],
-                         credentials=(key_env,) if key_env else (),
-                         context_length=_window(raw.get("context_length")),
-                         **parse_setting(raw.get("reasoning")))
-
-
-def _window(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"a fallback provider's context_length must be a whole number of "
-                         f"tokens, got {value!r}")
-    return value
+    try:
+        return ProviderEntry(provider=raw["provider"], model=raw["model"], api_mode=mode,
+                             base_url=raw.get("base_url") or DEFAULT_BASE_URLS[mode],
+                             credentials=(key_env,) if key_env else (),
+                             context_length=raw.get("context_length"),
+                             **parse_setting(raw.get("reasoning")))
+    except SettingError as bad:  # the entry's validators: say which entry they refused
+        raise UsageError(f"a fallback provider's {bad}") from None

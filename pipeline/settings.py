@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -44,60 +43,33 @@ from pipeline.providers import (
 from pipeline.shell import lineage
 from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.log.events import (
-    CACHE_TTLS,
-    PLATFORMS,
-    SYSTEM_MESSAGE_MODES,
     ProviderEntry,
     SessionForked,
     SessionResumed,
     SessionSettings,
     SessionStarted,
 )
-from stages.recovery.credential_pool import STRATEGIES
+from stages.log.setting_checks import one_of, positive_seconds, whole
 from stages.turn.api_mode import resolve_api_mode
 from stages.turn.budget import DELEGATION_MAX_ITERATIONS
 from stages.turn.reasoning_parts import parse_setting
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
-           "check_session_values", "checked", "configure", "positive_number"]
+           "check_session_values", "checked", "configure"]
 
 # Seconds without a byte before a model call fails (read timeout), and seconds a whole call may
 # take, keep-alive bytes or not (the reference system's request timeout).
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_DEADLINE = 1800.0
 _DURABILITIES = get_args(Durability)
-
-
-def positive_number(name: str, value: Any) -> float:
-    """``value`` as seconds, or a ``UsageError`` naming the setting."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value <= 0:
-        raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _positive_int(name: str, value: Any, *, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{name} must be a whole number of at least 1, got {value!r}")
+# The recorded settings' fields, whose validators are the one rule of each.
+_FIELDS = attrs.fields_dict(SessionSettings)
 
 
 def _seconds(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     del instance
     if value is not None or attribute.name != "deadline":
-        positive_number(attribute.name, value)
-
-
-def _durability(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    del instance, attribute
-    if value not in _DURABILITIES:
-        raise UsageError(f"durability must be one of {', '.join(_DURABILITIES)}, got {value!r}")
-
-
-def _delegation(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    del instance
-    _positive_int(attribute.name, value)
+        positive_seconds(attribute.name, value)
 
 
 def _text(name: str, value: Any) -> None:
@@ -113,6 +85,8 @@ def _text(name: str, value: Any) -> None:
 def _texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
+    elif value is None or isinstance(value, int | float):  # most values: no text, no lookup
+        return
     elif isinstance(value, Path):
         yield str(value)
     elif attrs.has(type(value)):
@@ -136,17 +110,17 @@ class AgentSettings:
     running the same session, so they are not logged."""
 
     home: Path = attrs.field(converter=lambda p: Path(p).expanduser(), validator=_path)
-    durability: Durability = attrs.field(default="durable", validator=_durability)
+    durability: Durability = attrs.field(default="durable", validator=one_of(_DURABILITIES))
     # Read timeout of a model call, and its total deadline (None: no deadline).
     timeout: float = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds)
     deadline: float | None = attrs.field(default=DEFAULT_DEADLINE, validator=_seconds)
     delegation_max_iterations: int = attrs.field(default=DELEGATION_MAX_ITERATIONS,
-                                                 validator=_delegation)
+                                                 validator=whole(1))
     # The session to continue (None: a new one), and the session that delegated to this one.
     session_id: str | None = None
     parent_session_id: str | None = None
     # A tool result longer than this is cut to a preview; the whole text is kept in a file.
-    max_tool_result_chars: int = attrs.field(default=MAX_RESULT_CHARS, validator=_delegation)
+    max_tool_result_chars: int = attrs.field(default=MAX_RESULT_CHARS, validator=whole(1))
     # The working directory whose context files the prompt carries (None: the process's).
     cwd: Path | None = attrs.field(default=None, validator=_path,
                                    converter=attrs.converters.optional(
@@ -156,7 +130,17 @@ class AgentSettings:
 def check_session_values(values: Mapping[str, Any]) -> None:
     """A ``UsageError`` naming the first bad value meant for ``SessionSettings``: checked at the
     edge, before the settings are built, so that a session that could never be resumed is
-    never started."""
+    never started. Each field's own rule is its validator (``stages.log.setting_checks``),
+    called here on the values given; this adds what the log needs of every text (UTF-8) and
+    what an endpoint needs (a name, a reachable URL)."""
+    _check_texts_and_endpoints(values)
+    for name, value in values.items():
+        field = _FIELDS.get(name)
+        if field is not None and field.validator is not None:
+            field.validator(None, field, value)
+
+
+def _check_texts_and_endpoints(values: Mapping[str, Any]) -> None:
     for name, value in values.items():
         _text(name, value)
     for name in ("model", "provider"):
@@ -166,27 +150,6 @@ def check_session_values(values: Mapping[str, Any]) -> None:
         if entry is not None:
             check_base_url(entry.base_url)
     check_base_url(values.get("base_url"))
-    _positive_int("max_turns", values.get("max_turns", 1))
-    _positive_int("max_tokens", values.get("max_tokens"), optional=True)
-    _positive_int("context_length", values.get("context_length"), optional=True)
-    strategy = values.get("credential_strategy", STRATEGIES[0])
-    if strategy not in STRATEGIES:
-        raise UsageError(f"unknown credential_strategy {strategy!r}; expected one of "
-                         f"{', '.join(STRATEGIES)}")
-    retries = values.get("max_retries", 0)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise UsageError(f"max_retries must be a whole number of at least 0, got {retries!r}")
-    for name in ("retry_base_delay", "rate_limit_cooldown", "billing_cooldown"):
-        value = values.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or value < 0:
-            raise UsageError(f"{name} must be a number of seconds, at least 0; got {value!r}")
-    if values.get("cache_ttl", CACHE_TTLS[0]) not in CACHE_TTLS:
-        raise UsageError(f"cache_ttl must be one of {', '.join(CACHE_TTLS)}, "
-                         f"got {values['cache_ttl']!r}")
-    for name, choices in (("platform", PLATFORMS), ("system_message_mode", SYSTEM_MESSAGE_MODES)):
-        if values.get(name, choices[0]) not in choices:
-            raise UsageError(f"{name} must be one of {', '.join(choices)}, got {values[name]!r}")
 
 
 def check_base_url(url: Any) -> None:
@@ -208,8 +171,9 @@ def _reachable(url: str) -> bool:
 
 
 def checked(settings: SessionSettings) -> SessionSettings:
-    """``settings`` after :func:`check_session_values` found nothing wrong in them."""
-    check_session_values(attrs.asdict(settings, recurse=False))
+    """``settings`` after :func:`check_session_values` found nothing wrong in them (their
+    fields' validators ran when they were built)."""
+    _check_texts_and_endpoints(attrs.asdict(settings, recurse=False))
     return settings
 
 
@@ -394,14 +358,17 @@ def _client_endpoint(recorded: SessionSettings | None, model: str | None,
 
 def _session_settings(resolved: cfg.ProviderConfig, api_mode: str | None,
                       values: dict[str, Any]) -> SessionSettings:
-    """The logged settings: the endpoint without credentials, the API mode resolved."""
-    check_base_url(resolved.base_url or None)
+    """The logged settings: the endpoint without credentials, the API mode resolved. The
+    other values were checked before the endpoint was resolved; each field's validator runs
+    again as the settings are built."""
+    check_session_values({"model": resolved.model, "provider": resolved.provider,
+                          "base_url": resolved.base_url or None})
     bare_url = split_userinfo(resolved.base_url or None)[0]
     mode = resolve_api_mode(explicit=api_mode, provider=resolved.provider, base_url=bare_url,
                             model=resolved.model)
-    return checked(SessionSettings(model=resolved.model, provider=resolved.provider,
-                                   base_url=bare_url, api_mode=mode.mode,
-                                   api_mode_reason=mode.reason, **values))
+    return SessionSettings(model=resolved.model, provider=resolved.provider,
+                           base_url=bare_url, api_mode=mode.mode,
+                           api_mode_reason=mode.reason, **values)
 
 
 @attrs.frozen

@@ -6,7 +6,8 @@ exceptions; these classes are for what the *caller* must handle.
 
     MibyanError
     ├── UsageError                 bad configuration or arguments from the caller
-    │   └── ProviderNotConfiguredError
+    │   ├── ProviderNotConfiguredError
+    │   └── SettingError           a setting no stage can follow (also a ``ValueError``)
     ├── ModelBehaviourError        the model returned something unusable
     ├── EffectError                an effect (I/O) failed
     │   ├── ProviderError          a model provider failed (carries status, body, retry-after)
@@ -32,6 +33,11 @@ class MibyanError(Exception):
 
 class UsageError(MibyanError):
     """The caller asked for something impossible (bad config, bad arguments, unknown session)."""
+
+
+class SettingError(UsageError, ValueError):
+    """A setting's value is refused where it is declared (``SessionSettings``' validators): a
+    ``UsageError`` for the caller who gave it, a ``ValueError`` for code building the value."""
 
 
 class ProviderNotConfiguredError(UsageError):

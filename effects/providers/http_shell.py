@@ -27,7 +27,6 @@ import contextlib
 import contextvars
 import functools
 import json
-import math
 import socket
 import threading
 import time
@@ -51,6 +50,7 @@ from stages.errors import (
     ProviderUnavailableError,
     UsageError,
 )
+from stages.log.setting_checks import positive_seconds
 
 __all__ = ["Exchange", "HttpShell", "check_timeouts", "preload"]
 
@@ -64,16 +64,10 @@ _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
 def check_timeouts(timeout: float, deadline: float | None) -> tuple[float, float]:
     """The read timeout and total deadline, or a ``UsageError`` for a value that is not a
     positive number of seconds."""
-    deadline = timeout * DEADLINE_FACTOR if deadline is None and _positive(timeout) else deadline
-    for name, value in (("timeout", timeout), ("deadline", deadline)):
-        if not _positive(value):
-            raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
-    return float(timeout), float(deadline)  # type: ignore[arg-type]
-
-
-def _positive(value: object) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    timeout = positive_seconds("timeout", timeout)
+    if deadline is None:
+        return timeout, timeout * DEADLINE_FACTOR
+    return timeout, positive_seconds("deadline", deadline)
 
 
 class _Call:

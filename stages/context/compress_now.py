@@ -23,7 +23,7 @@ def decide_requested(state: State, *, config: SessionSettings) -> Decision:
     """Pressure of reason ``manual``, when a finished turn left something to compact and
     compression is on for the session (rules 3)."""
     turn, ctx = state.turn, state.context
-    if config.rules < 3 or not config.compression_enabled or ctx.disabled:
+    if not config.rule_set.context_management or not config.compression_enabled or ctx.disabled:
         return NOTHING
     if turn is None or turn.finished is None or ctx.pressure is not None:
         return NOTHING

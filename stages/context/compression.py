@@ -29,7 +29,8 @@ def wants_compression(state: State, config: SessionSettings) -> bool:
     """Pressure is pending and compression may run (an overflow tries even when the engine
     switched itself off)."""
     ctx = state.context
-    if config.rules < 3 or ctx.pressure is None or not config.compression_enabled:
+    if (not config.rule_set.context_management or ctx.pressure is None
+            or not config.compression_enabled):
         return False
     return state.turn is not None and (not ctx.disabled or ctx.pressure == "overflow")
 

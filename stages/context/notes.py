@@ -11,7 +11,8 @@ from stages.turn.budget import BUDGET_PROMPT
 
 
 def pressure_note(state: State, config: SessionSettings) -> str | None:
-    if config.rules < 3 or state.context.pressure is None or state.turn is None:
+    if (not config.rule_set.context_management or state.context.pressure is None
+            or state.turn is None):
         return None
     window = window_of(state, config)
     share = min(999, 100 * context_tokens(state) // max(1, window.tokens))
@@ -28,6 +29,6 @@ def system_prompt(state: State, config: SessionSettings) -> str | None:
 
 
 def budget_note(state: State, config: SessionSettings) -> str | None:
-    if config.rules < 3 or state.turn is None or not state.turn.budget_exhausted:
+    if not config.rule_set.budget_note or state.turn is None or not state.turn.budget_exhausted:
         return None
     return BUDGET_PROMPT

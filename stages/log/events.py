@@ -12,12 +12,13 @@ which fields hold outside text to redact (``metadata=REDACTED``). Two families:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import attrs
 
 from stages.log.messages import Message, ToolCall
+from stages.log.rules import RULES, RuleSet, rule_set
+from stages.log.setting_checks import fraction, known_rules, one_of, seconds_or_more, whole
 from stages.recovery.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.tools.specs import ToolOutcome, ToolSpec
 from stages.turn.api_mode import API_MODES
@@ -27,36 +28,6 @@ REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.log.redact.redact_event``)."""
 
-RULES = 5
-"""The version of the decision rules a new session runs under. A change of what the stages
-decide (so that an old log would no longer replay) bumps it and keeps the old rule behind
-``config.rules``; old sessions are upcast to the rules they ran under.
-
-* 1: retries were counted per turn; ``model_requested`` carried no request digest.
-* 2: retries are counted per model call; ``model_requested`` carries the request's digest.
-* 3: the tool plan repairs calls whose intent is clear (``tool_call_repaired``), answers a
-  call identical to an earlier one of the same reply without running it again, runs calls
-  naming the same path one after another, blocks hard-dangerous commands and asks for approval
-  of dangerous ones (``approval_answered``); smart routing may send a simple turn to the cheap
-  model (``route_chosen``).
-  The system prompt is assembled from layers (identity or ``SOUL.md``, platform hint, tool
-  guidance, skills index, project context files, the memory snapshot; the caller's system
-  message is added, not substituted, unless ``system_message_mode`` is ``replace``); context
-  files, hints, skills and memory entries are scanned for prompt injection; subdirectory hints
-  are appended to the tool results that reached them.
-  Context management: the window is known for every model (table, probe, config), the
-  preflight compresses past its threshold (and at turn start past the between-turns one), a
-  context overflow compresses and retries once, a reply cut at the length limit is continued,
-  an empty reply is retried once, a content-filter stop ends the turn as not completed, and
-  the context-pressure note goes into the request only.
-* 4: reasoning models: a thinking-signature failure resends the request without replayed
-  reasoning (``strip_reasoning``, once a turn), unreadable encrypted reasoning stops its replay
-  for the session (``stop_reasoning_replay``), a reply cut at the output limit with only
-  reasoning ends the turn (``thinking_budget_exhausted``); requests carry the session's
-  ``prompt_cache_key`` and the turn's own reasoning setting.
-* 5: a continuation of a reply cut at the output limit that begins as the answer began (a small
-  model starts over instead of going on) replaces the parts before it in the answer, and is
-  not continued again (``incomplete_response``, or the next provider)."""
 
 CACHE_TTLS = ("5m", "1h")
 PLATFORMS = ("cli", "gateway", "cron", "api")
@@ -69,29 +40,6 @@ def _optional_text(value: object) -> str | None:
     """Providers send error codes as text or numbers (llama.cpp, OpenRouter, vLLM): the log
     keeps them as text."""
     return None if value is None else str(value)
-
-
-Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-
-
-def _at_least(minimum: float) -> Validator:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
-        if value is not None and value < minimum:
-            raise ValueError(f"{attribute.name} must be at least {minimum}, got {value!r}")
-    return check
-
-
-def _one_of(choices: tuple[str, ...]) -> Validator:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: str) -> None:
-        if value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}; "
-                             f"got {value!r}")
-    return check
-
-
-def _fraction(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not 0 < value <= 1:
-        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -131,10 +79,10 @@ class ProviderEntry:
     provider: str
     model: str
     base_url: str | None = None
-    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
+    api_mode: str = attrs.field(default="chat_completions", validator=one_of(API_MODES, named=True))
     credentials: tuple[str, ...] = ()
     # This model's window, when known better than the table (rules 3).
-    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
+    context_length: int | None = attrs.field(default=None, validator=whole(1, optional=True))
     # How hard the model reasons: an effort, or a token budget (stages.turn.reasoning).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
@@ -148,13 +96,13 @@ class SessionSettings:
     model: str
     provider: str
     base_url: str | None = None
-    api_mode: str = attrs.field(default="chat_completions", validator=_one_of(API_MODES))
-    max_turns: int = attrs.field(default=500, validator=_at_least(1))
-    max_tokens: int | None = attrs.field(default=None, validator=_at_least(1))
-    context_length: int | None = attrs.field(default=None, validator=_at_least(1))
+    api_mode: str = attrs.field(default="chat_completions", validator=one_of(API_MODES, named=True))
+    max_turns: int = attrs.field(default=500, validator=whole(1))
+    max_tokens: int | None = attrs.field(default=None, validator=whole(1, optional=True))
+    context_length: int | None = attrs.field(default=None, validator=whole(1, optional=True))
     stream: bool = True
     identity: str | None = None
-    preflight_threshold: float = attrs.field(default=0.5, validator=_fraction)
+    preflight_threshold: float = attrs.field(default=0.5, validator=fraction)
     compression_enabled: bool = True
     protect_last_n: int = 20
     # "auto" (None), "none", "required", or a tool name the model must call.
@@ -162,31 +110,32 @@ class SessionSettings:
     api_mode_reason: str = "default"
     credentials: tuple[str, ...] = ()
     credential_strategy: str = attrs.field(default="round_robin",
-                                           validator=_one_of(CREDENTIAL_STRATEGIES))
+                                           validator=one_of(CREDENTIAL_STRATEGIES, named=True))
     # A refresh hook is configured: a key's first auth failure tries it before resting the key.
     credential_refresh: bool = False
     fallback_providers: tuple[ProviderEntry, ...] = ()
-    max_retries: int = attrs.field(default=3, validator=_at_least(0))
-    retry_base_delay: float = attrs.field(default=2.0, validator=_at_least(0))
-    rate_limit_cooldown: float = attrs.field(default=60.0, validator=_at_least(0))
-    billing_cooldown: float = attrs.field(default=3600.0, validator=_at_least(0))
+    max_retries: int = attrs.field(default=3, validator=whole(0))
+    retry_base_delay: float = attrs.field(default=2.0, validator=seconds_or_more)
+    rate_limit_cooldown: float = attrs.field(default=60.0, validator=seconds_or_more)
+    billing_cooldown: float = attrs.field(default=3600.0, validator=seconds_or_more)
     prompt_caching: bool = True
-    cache_ttl: str = attrs.field(default="5m", validator=_one_of(CACHE_TTLS))
-    rules: int = RULES
+    cache_ttl: str = attrs.field(default="5m", validator=one_of(CACHE_TTLS))
+    # The version of the decision rules the session runs under (``stages.log.rules``).
+    rules: int = attrs.field(default=RULES, validator=known_rules)
     # Smart routing (off when None): simple turns go to this cheaper model (stages.turn.routing).
     cheap_model: ProviderEntry | None = None
     # Prompt assembly (rules 3): where the agent runs, whether the caller's system message adds
     # to the assembled prompt or replaces it, and whether identity, context files, skills and
     # memory are read from disk at session start.
-    platform: str = attrs.field(default="cli", validator=_one_of(PLATFORMS))
+    platform: str = attrs.field(default="cli", validator=one_of(PLATFORMS))
     system_message_mode: str = attrs.field(default="append",
-                                           validator=_one_of(SYSTEM_MESSAGE_MODES))
+                                           validator=one_of(SYSTEM_MESSAGE_MODES))
     load_context: bool = False
     # The external memory provider asked to recall for every turn (None: none).
     memory_provider: str | None = None
     # Context management (rules 3): the between-turns check, the engine, the summary's model
     # (None: the session's own).
-    between_turns_threshold: float = attrs.field(default=0.85, validator=_fraction)
+    between_turns_threshold: float = attrs.field(default=0.85, validator=fraction)
     context_engine: str = "compressor"
     summary_model: str | None = None
     # The primary provider's reasoning: an effort, or a token budget (stages.turn.reasoning).
@@ -202,6 +151,12 @@ class SessionSettings:
                                 reasoning_effort=self.reasoning_effort,
                                 reasoning_budget=self.reasoning_budget)
         return (primary, *self.fallback_providers)
+
+    @functools.cached_property
+    def rule_set(self) -> RuleSet:
+        """The behaviours of ``rules``, read by the stages on every decision (one attribute
+        load once made, as cheap as comparing the number)."""
+        return rule_set(self.rules)
 
     @property
     def needs_clock(self) -> bool:
@@ -524,7 +479,7 @@ class ApprovalAnswered:
     observed: ClassVar[bool] = True
     call_id: str
     pattern: str
-    choice: str = attrs.field(validator=_one_of(APPROVAL_CHOICES))
+    choice: str = attrs.field(validator=one_of(APPROVAL_CHOICES))
     source: str
     reason: str | None = attrs.field(default=None, metadata=REDACTED)
 # --- prompt inputs, context files, hints (rules 3) ---------------------------------------------

@@ -114,8 +114,9 @@ def _model_requested(state: State, e: ev.ModelRequested) -> State:
 def _model_replied(state: State, e: ev.ModelReplied) -> State:
     turn = _current(state)
     state = pools.on_reply(state, turn, e)
-    # Under rules 2 the retry budget is per model call: a reply starts the next call afresh.
-    retries = 0 if state.settings is not None and state.settings.rules >= 2 else turn.retries
+    # From rules 2 the retry budget is per model call: a reply starts the next call afresh.
+    retries = 0 if state.settings is not None and state.settings.rule_set.retries_per_call \
+        else turn.retries
     return evolve(state, context=cf.replied(state, e), usage=state.usage + e.usage,
                   **_appended(state, e.message),
                   turn=evolve(turn, last_reply=e, usage=turn.usage + e.usage,
@@ -178,8 +179,8 @@ def _context_inherited(state: State, e: ev.ContextInherited) -> State:
 
 
 def _budget_exhausted(state: State, e: ev.BudgetExhausted) -> State:
-    if state.settings is not None and state.settings.rules >= 3:
-        # Rules 3: the prompt is a note of the request (stages.context.notes), not history.
+    if state.settings is not None and state.settings.rule_set.budget_note:
+        # The prompt is a note of the request (stages.context.notes), not history.
         return _turn(state, budget_exhausted=True)
     return _turn(_append(state, Message(role="user", content=e.prompt)), budget_exhausted=True)
 

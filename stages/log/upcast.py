@@ -6,7 +6,7 @@ A bump adds its function here and a log to the frozen corpus in ``tests/corpus``
 * ``session_started``/``session_resumed`` v1 -> v2: provider resilience arrived with retries
   on by default; a v1 session never retried, so it replays with ``max_retries = 0``.
 * ``session_started``/``session_resumed`` v2 -> v3: settings gained ``rules`` (see
-  ``stages.log.events.RULES``); a session written before it ran under rules 1.
+  ``stages.log.rules``); a session written before it ran under rules 1.
 * ``model_requested`` v1 -> v2: the request digest arrived; older requests have none.
 * ``model_failed`` v1 -> v2: the error code is text; v1 logs may hold llama.cpp's or
   OpenRouter's integer code, which made them unreadable.

@@ -44,7 +44,8 @@ def _reached(call: ToolCall, cwd: str, seen: frozenset[str]) -> list[str]:
 def dirs_to_read(state: State, config: SessionSettings) -> tuple[str, ...]:
     """The directories the calls about to run reach for the first time this session."""
     inputs = state.prompt_inputs
-    if config.rules < 3 or not config.load_context or inputs is None or inputs.cwd is None:
+    if (not config.rule_set.subdirectory_hints or not config.load_context or inputs is None
+            or inputs.cwd is None):
         return ()
     found: list[str] = []
     for call in _running(state):
@@ -57,8 +58,8 @@ def dirs_to_read(state: State, config: SessionSettings) -> tuple[str, ...]:
 def decide_hints(state: State, *, config: SessionSettings) -> Decision:
     """Attach the files just read to the calls that reached their directories."""
     turn, inputs = state.turn, state.prompt_inputs
-    if config.rules < 3 or turn is None or not turn.hints_read or inputs is None \
-            or inputs.cwd is None:
+    if (not config.rule_set.subdirectory_hints or turn is None or not turn.hints_read
+            or inputs is None or inputs.cwd is None):
         return NOTHING
     by_call: dict[str, list[str]] = {}
     notices: list[Event] = []

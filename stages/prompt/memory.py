@@ -103,7 +103,8 @@ def needs_prefetch(state: State, config: SessionSettings) -> str | None:
     """The query to ask the memory providers for this turn (the user's message), or None
     when there is no external provider to ask (rules 3)."""
     turn = state.turn
-    if config.rules < 3 or config.memory_provider is None or turn is None or turn.prefetched:
+    if (not config.rule_set.memory_recall or config.memory_provider is None or turn is None
+            or turn.prefetched):
         return None
     if turn.first_message >= len(state.messages):
         return None
@@ -112,7 +113,7 @@ def needs_prefetch(state: State, config: SessionSettings) -> str | None:
 
 def recall_block(state: State, config: SessionSettings) -> str | None:
     """The turn's recalled memory, fenced, for the user's message (rules 3)."""
-    if config.rules < 3 or state.turn is None or not state.turn.prefetched:
+    if not config.rule_set.memory_recall or state.turn is None or not state.turn.prefetched:
         return None
     return fenced(list(state.turn.prefetched))
 

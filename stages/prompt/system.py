@@ -67,7 +67,7 @@ SKILLS_GUIDANCE = (
 def needs_inputs(state: State, config: SessionSettings) -> bool:
     """Whether the turn must read the prompt inputs first: once a session (and after
     compression marked the prompt stale)."""
-    return (config.rules >= 3 and config.load_context
+    return (config.rule_set.assembled_prompt and config.load_context
             and (state.prompt_inputs is None or state.prompt_stale))
 
 
@@ -137,7 +137,7 @@ def assemble(state: State, config: SessionSettings) -> tuple[str, tuple[ContextN
 
 def build_system_prompt(state: State, prefetched: tuple[str, ...], *,
                         config: SessionSettings) -> str:
-    if config.rules >= 3:
+    if config.rule_set.assembled_prompt:
         return assemble(state, config)[0]
     if state.turn is not None and state.turn.system_message is not None:
         return state.turn.system_message
@@ -149,7 +149,7 @@ def build_system_prompt(state: State, prefetched: tuple[str, ...], *,
 
 
 def decide_prompt(state: State, *, config: SessionSettings) -> Decision:
-    if config.rules >= 3:
+    if config.rule_set.assembled_prompt:
         text, notices = assemble(state, config)
         if text == state.system_prompt and not state.prompt_fresh:
             return NOTHING

@@ -63,7 +63,7 @@ def _key_move(state: State, c: ClassifiedError, at: float, config: SessionSettin
 
 
 def _window(state: State, config: SessionSettings) -> int | None:
-    if config.rules < 3:
+    if not config.rule_set.context_management:
         return config.context_length
     assert state.turn is not None
     return window_of(state, config).tokens
@@ -72,7 +72,7 @@ def _window(state: State, config: SessionSettings) -> int | None:
 def _compress_first(state: State, c: ClassifiedError, config: SessionSettings) -> bool:
     """Rules 3: a request too large for the window is compressed and retried, once a call."""
     assert state.turn is not None and state.turn.failure is not None
-    if not (config.rules >= 3 and c.compress and config.compression_enabled
+    if not (config.rule_set.context_management and c.compress and config.compression_enabled
             and not state.turn.failure.partial and not state.context.overflow_retried):
         return False
     # Only when compression can shrink something: else the retry would fail the same way.

@@ -55,7 +55,8 @@ def _cut_off(state: State, config: SessionSettings) -> bool:
     """A reply stopped by the token limit may carry calls whose arguments were cut (some servers
     even complete them as ``{}``): under rules 2 none of them runs."""
     reply = state.turn.last_reply if state.turn is not None else None
-    return config.rules >= 2 and reply is not None and reply.finish_reason == "length"
+    return (config.rule_set.cut_calls_rejected and reply is not None
+            and reply.finish_reason == "length")
 
 
 def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | ToolCallRejected:
@@ -90,7 +91,7 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     if state.turn is None:
         raise ValueError("a tool plan needs an open turn")
     cut_off = _cut_off(state, config)
-    if config.rules < 3:
+    if not config.rule_set.tool_checks:
         return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
                      same_path_in_order=False)
     calls, repairs = repaired_calls(state)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from stages.errors import UsageError
+from stages.log.setting_checks import choice
 
 CHAT_COMPLETIONS = "chat_completions"
 CODEX_RESPONSES = "codex_responses"
@@ -53,9 +53,7 @@ def resolve_api_mode(*, explicit: str | None, provider: str | None, base_url: st
     """Decide the API mode; an explicit mode outside :data:`API_MODES` is a ``UsageError``."""
     if explicit:
         mode = explicit.strip().lower()
-        if mode not in API_MODES:
-            raise UsageError(f"unknown api_mode {explicit!r}; expected one of "
-                             f"{', '.join(API_MODES)}")
+        choice("api_mode", mode, API_MODES, named=True)
         return ApiModeDecision(mode=mode, reason="explicit api_mode")
     name = (provider or "").strip().lower()
     if name in PROVIDER_MODES:

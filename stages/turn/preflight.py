@@ -37,7 +37,7 @@ def _pressure(state: State, config: SessionSettings, fraction: float, reason: st
 
 
 def decide_preflight(state: State, *, config: SessionSettings) -> Decision:
-    if config.rules >= 3:
+    if config.rule_set.context_management:
         last = state.last_message
         reason = "tool_batch" if last is not None and last.role == "tool" else "preflight"
         return _pressure(state, config, config.preflight_threshold, reason)
@@ -53,6 +53,6 @@ def decide_preflight(state: State, *, config: SessionSettings) -> Decision:
 
 def decide_between_turns(state: State, *, config: SessionSettings) -> Decision:
     """At a turn's start: past the between-turns threshold, compress before anything else."""
-    if config.rules < 3:
+    if not config.rule_set.context_management:
         return NOTHING
     return _pressure(state, config, config.between_turns_threshold, "between_turns")

@@ -45,7 +45,7 @@ def reasoning_for(state: State, config: SessionSettings, entry: ProviderEntry) -
     turn = state.turn
     effort, budget = entry.reasoning_effort, entry.reasoning_budget
     out: dict[str, Any] = {}
-    if config.rules >= 4 and turn is not None:
+    if config.rule_set.turn_reasoning and turn is not None:
         if turn.reasoning_effort is not None or turn.reasoning_budget is not None:
             effort, budget = turn.reasoning_effort, turn.reasoning_budget
         out["replay_reasoning"] = not (turn.reasoning_stripped or state.reasoning_replay_off)
@@ -71,7 +71,7 @@ def reasoning_move(state: State, c: ClassifiedError, config: SessionSettings) ->
     it already (another retry would fail the same way); None when reasoning is not the matter."""
     turn = state.turn
     assert turn is not None and turn.failure is not None
-    if config.rules < 4 or turn.failure.partial:
+    if not config.rule_set.reasoning_recovery or turn.failure.partial:
         return None
     if c.reason == FailureReason.THINKING_SIGNATURE:
         return "spent" if turn.reasoning_stripped else "strip_reasoning"

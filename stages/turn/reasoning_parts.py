@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from stages.errors import UsageError
+from stages.errors import SettingError
 
 __all__ = ["EFFORTS", "PART_TYPES", "ReasoningPart", "check_budget", "check_effort",
            "check_setting", "parse_setting"]
@@ -24,26 +24,31 @@ EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 PART_TYPES = ("thinking", "redacted_thinking", "reasoning")
 
 
-def check_effort(instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+def check_effort(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: a reasoning effort is one of :data:`EFFORTS` (or unset)."""
-    if value is not None and value not in EFFORTS:
-        raise ValueError(f"{attribute.name} must be one of {', '.join(EFFORTS)}; got {value!r}")
+    _effort(attribute.name, value)
 
 
-def check_budget(instance: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+def check_budget(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: a reasoning budget is a positive number of tokens (or unset)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 1):
-        raise ValueError(f"{attribute.name} must be a positive number of tokens; got {value!r}")
+    _budget(attribute.name, value)
 
 
 def check_setting(effort: object, budget: object) -> None:
-    """A ``UsageError`` for a reasoning setting no API can follow."""
-    if effort is not None and effort not in EFFORTS:
-        raise UsageError(f"reasoning_effort must be one of {', '.join(EFFORTS)}; got {effort!r}")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
-                               or budget < 1):
-        raise UsageError(f"reasoning_budget must be a positive number of tokens; got {budget!r}")
+    """A ``UsageError`` for a reasoning setting no API can follow (the validators' rules)."""
+    _effort("reasoning_effort", effort)
+    _budget("reasoning_budget", budget)
+
+
+def _effort(name: str, value: object) -> None:
+    if value is not None and value not in EFFORTS:
+        raise SettingError(f"{name} must be one of {', '.join(EFFORTS)}; got {value!r}")
+
+
+def _budget(name: str, value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
+        raise SettingError(f"{name} must be a positive number of tokens; got {value!r}")
 
 
 def parse_setting(value: object) -> dict[str, Any]:

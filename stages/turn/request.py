@@ -94,7 +94,7 @@ def decide_request(state: State, *, config: SessionSettings,
     if recall is not None:  # rules 3: recalled memory rides on the user's message, when sent
         history_digest = hashlib.sha256((history_digest + recall).encode()).hexdigest()
         messages = with_recall(state, recall)
-    if (config.rules >= 5 and entry.provider == LOCAL_PROVIDER
+    if (config.rule_set.local_prefill and entry.provider == LOCAL_PROVIDER
             and entry.api_mode == "chat_completions"):
         messages = prefilled(messages)
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
@@ -105,7 +105,7 @@ def decide_request(state: State, *, config: SessionSettings,
                            tool_choice=config.tool_choice if tools else None,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,
                            **reasoning_for(state, config, entry))
-    digest = request_digest(request, history_digest) if config.rules >= 2 else None
+    digest = request_digest(request, history_digest) if config.rule_set.request_digest else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
                            provider=entry.provider, message_count=len(state.messages),
                            tool_count=len(tools), estimated_tokens=estimate_tokens(state),

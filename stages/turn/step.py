@@ -94,11 +94,12 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
         finished = TurnFinished(
             exit_reason=f"max_iterations_reached({config.max_turns}/{config.max_turns})",
             final_response=reply.message.content or NO_SUMMARY_TEXT, completed=False)
-    elif config.rules >= 3 and reply.finish_reason == "content_filter":
+    elif config.rule_set.content_filter_fails and reply.finish_reason == "content_filter":
         finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
                                 completed=False, failed=True, error=FILTERED_TEXT)
     else:
-        text = _joined_answer(state) if config.rules >= 3 else reply.message.content or ""
+        text = (_joined_answer(state) if config.rule_set.early_end_retry
+                else reply.message.content or "")
         finished = TurnFinished(exit_reason=f"text_response(finish_reason={reply.finish_reason})",
                                 final_response=text, completed=True)
     return Decision(events=(*events, finished), next=Finish())
@@ -108,8 +109,7 @@ def _joined_answer(state: State) -> str:
     """The answer, with the parts of it that were cut at the output limit before it (rules 5:
     from the last part that started the answer over)."""
     parts = _cut_parts(state)
-    rules = state.settings.rules if state.settings is not None else 0
-    if rules >= 5:
+    if state.settings is not None and state.settings.rule_set.restart_replaces_answer:
         parts = parts[max((i for i, part in enumerate(parts[1:], 1)
                            if _starts_over(parts[0], part)), default=0):]
     return "".join(parts)
@@ -150,12 +150,12 @@ def _early_end(state: State) -> str | None:
     turn = state.turn
     assert turn is not None
     reply = turn.last_reply
-    if state.settings is None or state.settings.rules < 3 or reply is None:
+    if state.settings is None or not state.settings.rule_set.early_end_retry or reply is None:
         return None
     if turn.api_calls >= state.settings.max_turns:
         # The iteration budget is used up: the turn ends with what there is.
         return "empty" if _empty(reply) else None
-    if (state.settings.rules >= 4 and reply.finish_reason == "length"
+    if (state.settings.rule_set.thinking_only_ends and reply.finish_reason == "length"
             and thinking_only(reply.message)):
         return "thinking"  # the output limit went to reasoning alone: asking again repeats it
     if reply.finish_reason == "length" and not reply.message.tool_calls:
@@ -218,7 +218,8 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
 def _restarted(state: State, why: str | None) -> bool:
     """Rules 5: the cut reply started the answer over; asked again, it would once more."""
     parts = _cut_parts(state) if why == "length" else []
-    return (state.settings is not None and state.settings.rules >= 5 and len(parts) > 1
+    return (state.settings is not None and state.settings.rule_set.restart_replaces_answer
+            and len(parts) > 1
             and _starts_over(parts[0], parts[-1]))
 
 
@@ -289,6 +290,7 @@ def decide_abandon(state: State) -> Decision:
     text = "the process stopped before the turn finished"
     closing = _close(state, reason="abandoned", text=text, exit_reason="abandoned", failed=True,
                      error=text)
-    if state.settings is None or state.settings.rules < 2 or not state.turn.pending:
+    if (state.settings is None or not state.settings.rule_set.abandoned_calls_rejected
+            or not state.turn.pending):
         return closing
     return Decision(events=(*_reject_abandoned(state), *closing.events[-1:]), next=Finish())

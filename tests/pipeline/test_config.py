@@ -12,6 +12,8 @@ from pipeline.config import credential_labels, load_file, provider_entry, resolv
 from pipeline.providers import split_userinfo
 from pipeline.testing import FakeClock, ScriptedModel
 from stages.errors import ProviderNotConfiguredError, UsageError
+from stages.log.events import SessionSettings
+from tests.stages.test_setting_checks import BAD as SETTING_RULES
 
 
 def test_openai_key_alone_gives_the_openai_endpoint_and_default_model():
@@ -323,3 +325,20 @@ def test_provider_local_with_a_base_url_is_that_server_not_the_embedded_one() ->
     assert resolve_provider(provider="local", env={}).base_url == ""  # the embedded one
     with pytest.raises(UsageError, match="no model name for local"):
         resolve_provider(provider="local", base_url="http://127.0.0.1:9/v1", env={})
+
+
+@pytest.mark.parametrize("change, message", SETTING_RULES)
+def test_values_are_checked_by_the_rule_of_the_settings_they_are_for(change, message):
+    """One rule per setting: the edge check says what building the settings would say."""
+    with pytest.raises(UsageError) as at_the_edge:
+        settings_module.check_session_values(change)
+    with pytest.raises(UsageError) as when_built:
+        SessionSettings(model="m", provider="p", **change)
+    assert str(at_the_edge.value) == str(when_built.value)
+    assert str(at_the_edge.value).startswith(message)
+
+
+def test_a_fallback_entry_refused_by_its_rules_is_named():
+    with pytest.raises(UsageError, match=r"^a fallback provider's context_length must be a "
+                                         r"whole number of at least 1, got 0$"):
+        provider_entry({"provider": "p", "model": "m", "context_length": 0})

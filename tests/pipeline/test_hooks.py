@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
+from pipeline import hooks as hooks_module
 from pipeline.agent import Agent
-from pipeline.hooks import Hooks
+from pipeline.hooks import Hooks, refresh_plugins
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from stages.errors import UsageError
@@ -82,7 +83,17 @@ def test_an_unknown_event_is_a_usage_error() -> None:
         Hooks().register("pre_tool", print)
 
 
-def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch) -> None:
+@pytest.fixture
+def fresh_plugins():
+    """Plugins found anew before the test and after it (it installs one at run time, which
+    the agents of later tests must not find)."""
+    refresh_plugins()
+    yield
+    refresh_plugins()
+
+
+def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch,
+                                                         fresh_plugins) -> None:
     dist = tmp_path / "mibyan_demo_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mibyan-demo-plugin\n"
@@ -97,6 +108,7 @@ def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch) -
             hooks.register("pre_tool_call", lambda **kw: "the demo plugin says no")
         """))
     monkeypatch.syspath_prepend(str(tmp_path))
+    refresh_plugins()  # installed while the process runs: found once asked to look again
     hooks = Hooks()
     assert hooks.load_plugins() == ["demo"]
     model = ScriptedModel(tool_calls(("shout", {"text": "a"})), "done")
@@ -105,3 +117,20 @@ def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch) -
         [result] = [m.content for m in agent._runner.state.messages if m.role == "tool"]
     assert "the demo plugin says no" in result
     sys.modules.pop("mibyan_demo_plugin", None)
+
+
+def test_plugins_are_found_once_per_process(tmp_path, monkeypatch, fresh_plugins) -> None:
+    scans: list[str] = []
+    entry_points = hooks_module.metadata.entry_points
+
+    def counted(**kwargs):
+        scans.append(kwargs["group"])
+        return entry_points(**kwargs)
+
+    monkeypatch.setattr(hooks_module.metadata, "entry_points", counted)
+    for name in ("a", "b"):
+        Agent(client=ScriptedModel(), home=tmp_path / name).close()
+    assert scans == [hooks_module.ENTRY_POINT_GROUP]
+    refresh_plugins()
+    Agent(client=ScriptedModel(), home=tmp_path / "c").close()
+    assert len(scans) == 2

@@ -1,0 +1,96 @@
+"""The decision rules a session runs under, as one frozen value of named behaviours.
+
+A change of what the stages decide (so that an old log would no longer replay) bumps ``RULES``
+and adds a flag here, true from that version on; the stages read the flag
+(``config.rule_set.tool_checks``), never the number. A session records its version
+(``SessionSettings.rules``) and old sessions are upcast to the version they ran under
+(``stages.log.upcast``), so each log replays under the rules that wrote it.
+
+Every flag names the newer behaviour, so each is false up to some version and true after it:
+a new version only adds behaviours (``tests/stages/test_rules.py`` pins the table).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+RULES = 5
+"""The version of the decision rules a new session runs under."""
+
+
+def _since(version: int) -> Any:
+    return attrs.field(metadata={"since": version})
+
+
+@attrs.frozen(kw_only=True)
+class RuleSet:
+    """The behaviours of one version of the rules; one shared value per version (``rule_set``)."""
+
+    version: int
+    # --- 2 ---
+    # The retry budget counts failures of one model call (under 1: of the whole turn).
+    retries_per_call: bool = _since(2)
+    # ``model_requested`` carries the request's digest; replay compares it (under 1: counts).
+    request_digest: bool = _since(2)
+    # Calls of a reply cut at the output limit are rejected as truncated, none runs.
+    cut_calls_rejected: bool = _since(2)
+    # An abandoned turn rejects its pending calls before it closes.
+    abandoned_calls_rejected: bool = _since(2)
+    # --- 3 ---
+    # The tool plan repairs calls, answers duplicates, runs same-path calls in order, and
+    # blocks or asks approval for dangerous commands (``tool_call_repaired``,
+    # ``approval_answered``; ``stages.tools.checks``).
+    tool_checks: bool = _since(3)
+    # The system prompt is assembled from layers (identity or ``SOUL.md``, platform, tools,
+    # skills, context files, memory) scanned for injection (``stages.prompt.system``).
+    assembled_prompt: bool = _since(3)
+    # Context files of the subdirectories tool calls reach join their results.
+    subdirectory_hints: bool = _since(3)
+    # An external memory provider recalls for every turn, fenced into the user's message.
+    memory_recall: bool = _since(3)
+    # The window is always known (table, probe, config): preflight, between-turns check,
+    # compression (manual, on overflow), the log split after it and the pressure note.
+    context_management: bool = _since(3)
+    # The iteration budget's prompt is a note of the request, not a message of the history.
+    budget_note: bool = _since(3)
+    # A reply cut at the output limit is continued (the answer joins the parts) and an empty
+    # reply is asked again once.
+    early_end_retry: bool = _since(3)
+    # A content-filter stop ends the turn as failed, not completed.
+    content_filter_fails: bool = _since(3)
+    # --- 4 ---
+    # A reply cut at the output limit with only reasoning ends the turn
+    # (``thinking_budget_exhausted``).
+    thinking_only_ends: bool = _since(4)
+    # Requests carry the session's ``prompt_cache_key``, the replay-reasoning switch and the
+    # turn's own reasoning setting.
+    turn_reasoning: bool = _since(4)
+    # A thinking-signature or encrypted-reasoning failure resends without replayed reasoning
+    # (``strip_reasoning`` once a turn, ``stop_reasoning_replay`` for the session).
+    reasoning_recovery: bool = _since(4)
+    # --- 5 ---
+    # A continuation that starts the answer over replaces the parts before it and is not
+    # continued again (``incomplete_response``, or the next provider).
+    restart_replaces_answer: bool = _since(5)
+    # The embedded local model continues a cut reply from its own text (a prefilled
+    # assistant message), not from a user message asking it to.
+    local_prefill: bool = _since(5)
+
+
+def _build(version: int) -> RuleSet:
+    flags = {a.name: version >= a.metadata["since"]
+             for a in attrs.fields(RuleSet) if "since" in a.metadata}
+    return RuleSet(version=version, **flags)
+
+
+_SETS = tuple(_build(version) for version in range(1, RULES + 1))
+
+
+def rule_set(version: int) -> RuleSet:
+    """The rules of ``version``, one shared value per version; a version this code does not
+    know (older than 1, newer than ``RULES``) is refused, never run under other rules."""
+    if not 1 <= version <= RULES:
+        raise ValueError(f"unknown rules version {version} (this code knows 1 to {RULES})")
+    return _SETS[version - 1]

@@ -1,0 +1,86 @@
+"""The checks of the recorded settings' values: each rule once, as an attrs validator.
+
+``SessionSettings`` and ``ProviderEntry`` declare their fields with these, so a value no stage
+can follow is refused when the settings are built. The shell checks a caller's values before it
+builds anything (``pipeline.settings.check_session_values``) by calling the same validators,
+so each setting has one rule and one wording. They raise ``SettingError``: a ``UsageError``
+naming the setting for the caller, a ``ValueError`` for code building the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from stages.errors import SettingError
+from stages.log.rules import rule_set
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole(minimum: int, *, optional: bool = False) -> Validator:
+    """A whole number of at least ``minimum`` (or None, when ``optional``)."""
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if optional and value is None:
+            return
+        if not _whole(value) or value < minimum:  # type: ignore[operator]
+            raise SettingError(f"{attribute.name} must be a whole number of at least "
+                               f"{minimum}, got {value!r}")
+    return check
+
+
+def seconds_or_more(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A finite number of seconds, 0 or more."""
+    if not _number(value) or value < 0:  # type: ignore[operator]
+        raise SettingError(f"{attribute.name} must be a number of seconds, at least 0; "
+                           f"got {value!r}")
+
+
+def positive_seconds(name: str, value: object) -> float:
+    """A finite number of seconds above 0 (a timeout, a deadline), as a float."""
+    if not _number(value) or value <= 0:  # type: ignore[operator]
+        raise SettingError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def fraction(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A share of the window: above 0, at most 1."""
+    if not _number(value) or not 0 < value <= 1:  # type: ignore[operator]
+        raise SettingError(f"{attribute.name} must be a fraction in (0, 1], got {value!r}")
+
+
+def _number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def one_of(choices: tuple[str, ...], *, named: bool = False) -> Validator:
+    """One of ``choices`` (see :func:`choice`)."""
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        choice(attribute.name, value, choices, named=named)
+    return check
+
+
+def choice(name: str, value: object, choices: tuple[str, ...], *, named: bool = False) -> None:
+    """``value`` is one of ``choices``; ``named`` for a closed set of names (a strategy, an
+    API), which the message calls unknown. Also for a value checked before it is stored."""
+    if value in choices:
+        return
+    if named:
+        raise SettingError(f"unknown {name} {value!r}; expected one of {', '.join(choices)}")
+    raise SettingError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def known_rules(instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    """A rules version this code can follow (``stages.log.rules``)."""
+    try:
+        rule_set(value)
+    except ValueError as unknown:
+        raise SettingError(str(unknown)) from None
