@@ -66,14 +66,16 @@ class Agent:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
         ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
         if settings is None:
-            # Today's keyword arguments: the same as ``Agent.from_config``.
+            # Today's keyword arguments: the same as ``Agent.from_config`` (checked there).
             parts = configure(model, **overrides)
             settings, agent_settings = parts.settings, parts.agent_settings
             effects, secrets = parts.effects, parts.secrets
         elif model is not None or overrides:
             raise UsageError("pass either settings= or configuration keywords, not both "
                              f"(got {', '.join(sorted(overrides)) or 'model'})")
-        self.settings = checked(settings)
+        else:
+            settings = checked(settings)
+        self.settings = settings
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         # A toolset with state (pipeline.toolsets.BuiltinTools): its todo list is restored on
@@ -122,11 +124,8 @@ class Agent:
         ``<home>/config.toml``; the model client is the provider router over the key pool (or
         the embedded local model when no provider is configured). The keywords are those of
         :func:`pipeline.settings.configure`."""
-        parts = configure(model, **overrides)
-        return cls(settings=parts.settings, agent_settings=parts.agent_settings,
-                   effects=parts.effects, secrets=parts.secrets, tools=tools,
-                   event_listener=event_listener, approval_callback=approval_callback,
-                   hooks=hooks)
+        return cls(model, tools=tools, event_listener=event_listener,
+                   approval_callback=approval_callback, hooks=hooks, **overrides)
 
     # --- the agent's settings ---------------------------------------------------------------
     @property

@@ -198,7 +198,7 @@ def _after(command: Command, state: State) -> Generator[Ask, State, bool]:
 def wants_split(state: State) -> bool:
     """A compression asked the session to go on in a child, and no turn is open (rules 3)."""
     settings = state.settings
-    return (settings is not None and settings.rules >= 3
+    return (settings is not None and settings.rule_set.context_management
             and state.context.split_pending is not None
             and (state.turn is None or state.turn.finished is not None))
 
@@ -210,7 +210,8 @@ def window_to_probe(state: State) -> ProbeWindow | None:
     entry = settings.chain[0]
     known = any((w.provider, w.model) == (entry.provider, entry.model)
                 for w in state.context.windows)
-    if settings.rules < 3 or settings.context_length is not None or known:
+    if not settings.rule_set.context_management or settings.context_length is not None \
+            or known:
         return None
     return ProbeWindow(provider=entry.provider, model=entry.model, base_url=entry.base_url)
 
