@@ -183,12 +183,13 @@ def _steps(names: tuple[str, ...], cut: bool, resilient: bool) -> st.SearchStrat
 def turn_scripts(names: tuple[str, ...] = KNOWN_TOOLS, *, cut: bool = True,
                  max_steps: int = 6, resilient: bool = False) -> st.SearchStrategy[TurnScript]:
     flags = st.lists(st.booleans(), min_size=1, max_size=4).map(tuple)
-    # Drawn only for resilient sessions: the other scripts (and their shrinking) stay as they were.
-    answers = dict(
-        refreshed=flags,
-        approvals=st.lists(st.sampled_from(APPROVAL_CHOICES), min_size=1, max_size=3).map(tuple),
-        interrupt_backoff=st.sampled_from((False,) * 7 + (True,)),
-        recall_fails=st.sampled_from((False,) * 3 + (True,))) if resilient else {}
+    # Drawn only for resilient sessions: the other scripts (and their draws) stay as they were.
+    answers = {
+        "refreshed": flags,
+        "approvals": st.lists(st.sampled_from(APPROVAL_CHOICES), min_size=1,
+                              max_size=3).map(tuple),
+        "interrupt_backoff": st.sampled_from((False,) * 7 + (True,)),
+        "recall_fails": st.sampled_from((False,) * 3 + (True,))} if resilient else {}
     return st.builds(
         TurnScript, user=texts,
         steps=st.lists(_steps(names, cut, resilient), min_size=1, max_size=max_steps).map(tuple),

@@ -24,11 +24,11 @@ from stages.log.fold import apply_event
 from stages.log.messages import Message, ToolCall
 from stages.log.state import State
 from stages.prompt.memory import recall_block
+from stages.recovery.backoff import backoff_delay
 from stages.tools.checks import shares_a_path
 from stages.tools.dangerous import detect
 from stages.tools.specs import ToolOutcome, ToolSpec
 from stages.turn import machine as turn
-from stages.recovery.backoff import backoff_delay
 from stages.turn.decision import (
     AskApproval,
     BeginTurn,
