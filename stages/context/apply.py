@@ -56,3 +56,12 @@ def compacted(messages: Sequence[Message], plan: CompressionPlanned,
     if head:
         return (*head[:-1], _joined(head[-1], middle_text, prefix=False), *kept)
     return (_joined(kept[0], middle_text, prefix=True), *kept[1:])
+
+
+def moved(index: int, plan: CompressionPlanned, before: int, after: int) -> int:
+    """Where the message at ``index`` of ``before`` messages sits once the plan compacted them
+    to ``after``: the head keeps its place, the tail its distance from the end (the summary
+    goes in between), and a message of the middle is now where the tail starts."""
+    if index < plan.head:
+        return index
+    return max(0, after - (before - max(index, plan.tail_start)))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stages.context import fold as cf
+from stages.context.apply import moved
 from stages.context.engine import engine_for
 from stages.log import events as ev
 from stages.log.evolve import evolve
@@ -167,8 +168,15 @@ def _replace_history(state: State, messages: tuple[Message, ...]) -> State:
 def _context_compressed(state: State, e: ev.ContextCompressed) -> State:
     plan = state.context.plan
     assert plan is not None and state.settings is not None, "compressed without a plan"
+    old = len(state.messages)
     new = engine_for(state.settings).compacted(state.messages, plan, e.inserted)
-    return cf.compressed(_replace_history(state, new), e)
+    state = cf.compressed(_replace_history(state, new), e)
+    if state.turn is None:
+        return state
+    # The turn's own messages moved: its user message (where recalled memory rides, what
+    # routing reads) is found again where the compaction put it.
+    first = moved(state.turn.first_message, plan, old, len(new))
+    return _turn(state, first_message=first)
 
 
 def _context_inherited(state: State, e: ev.ContextInherited) -> State:

@@ -159,6 +159,23 @@ def test_a_summary_replaces_the_middle_and_the_latest_message_stays() -> None:
     assert after.context.compressions == 1 and after.context.pressure is None
 
 
+def test_the_turn_still_starts_at_its_user_message_after_a_compression() -> None:
+    """A compression inside a turn moves the turn's messages: the recalled memory still rides
+    on the turn's own message (it raised IndexError, or went to another message, before)."""
+    from stages.prompt.memory import with_recall
+    for inserted in ("## Done\n- all", None):
+        state = _pressured()
+        state = then(state, decide_compression(state, config=SMALL),
+                     ev.ContextSummarised(text="## Done\n- all", model="m") if inserted else
+                     ev.SummaryFailed(error_type="ProviderHTTPError", message="503"))
+        after = then(state, decide_compressed(state, config=SMALL))
+        assert len(after.messages) < state.turn.first_message
+        assert after.messages[after.turn.first_message].content == "latest question"
+        sent = with_recall(after, "<memory>recalled</memory>")
+        assert sent[after.turn.first_message].content == (
+            "latest question\n\n<memory>recalled</memory>")
+
+
 def test_a_failed_summary_drops_the_middle_and_cools_down_600_seconds() -> None:
     state = _pressured()
     state = then(state, decide_compression(state, config=SMALL),

@@ -1,15 +1,18 @@
 """A pure simulation of the turn loop: ``Driver`` drives the real turn machine
-(``stages.turn.machine``) as ``pipeline.shell.runner`` does, with every observation (turn start, model reply,
-failure, interruption, tool result) taken from a generated
-:class:`~tests.strategies.scripts.SessionScript`.
+(``stages.turn.machine``) as ``pipeline.shell.runner`` does, with every observation (turn start,
+model reply, failure, interruption, tool result, backoff, key refresh, approval, memory recall)
+taken from a generated :class:`~tests.strategies.scripts.SessionScript`.
 
 After every event the driver checks that the history alternates (the last calls may still await
-results) and that the turn's model calls stay within ``max_turns + 1``. It records which script
-steps each turn consumed, so a real pipeline can be fed exactly the same replies.
+results) and that the turn's model calls stay within ``max_turns + 1``; in a resilient session
+(``tests.strategies.resilience``) it checks the recovery chain's rules as well
+(``tests.strategies.recovery_checks``). It records which script steps each turn consumed, so a
+real pipeline can be fed exactly the same replies.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import attrs
@@ -20,21 +23,29 @@ from stages.log.alternation import violations
 from stages.log.fold import apply_event
 from stages.log.messages import Message, ToolCall
 from stages.log.state import State
+from stages.prompt.memory import recall_block
+from stages.recovery.backoff import backoff_delay
 from stages.tools.checks import shares_a_path
+from stages.tools.dangerous import detect
 from stages.tools.specs import ToolOutcome, ToolSpec
 from stages.turn import machine as turn
 from stages.turn.decision import (
+    AskApproval,
     BeginTurn,
     CallModel,
     LoadHistory,
     ModelRequest,
     PollInterrupt,
+    PrefetchMemory,
     ReadClock,
     ReadHints,
     ReadPromptInputs,
+    RefreshCredential,
     RunTools,
     Summarise,
+    Wait,
 )
+from tests.strategies.recovery_checks import check_recovery
 from tests.strategies.scripts import (
     CutStep,
     FailStep,
@@ -44,7 +55,8 @@ from tests.strategies.scripts import (
     TurnScript,
 )
 
-__all__ = ["FALLBACK", "SIM_CWD", "TOOLS", "Driver", "check_pairs", "drive", "history"]
+__all__ = ["FALLBACK", "SIM_CWD", "TERMINAL", "TOOLS", "Driver", "check_pairs", "drive",
+           "history", "settings_of"]
 
 TOOLS = (
     ToolSpec(name="read", description="Read a file.", parameters='{"type":"object"}',
@@ -54,10 +66,17 @@ TOOLS = (
              interactive=True),
 )
 
+TERMINAL = ToolSpec(name="terminal", description="Run a shell command.",
+                    parameters='{"type":"object"}')
+"""Declared by resilient sessions: its dangerous commands wait for an approval."""
+
 SIM_CWD = "/work/sim"
 """The simulated working directory (a live run uses a directory of the same name)."""
 
 FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
+
+REISSUED = frozenset({"retry", "rotate", "refresh", "fallback"})
+"""The recovery moves that send a failed call again (only resilient sessions make them)."""
 
 
 def check_pairs(messages: tuple[Message, ...]) -> None:
@@ -76,16 +95,28 @@ class Driver:
     """A pure stand-in for ``SessionRunner``, fed by a script."""
 
     settings: ev.SessionSettings
+    tools: tuple[ToolSpec, ...] = TOOLS
+    clock_step: float = 100.0
+    """Seconds the simulated clock moves per event."""
     state: State = attrs.field(factory=State)
     events: list[ev.Event] = attrs.field(factory=list)
     calls_made: int = 0
     consumed: list[list[Step]] = attrs.field(factory=list)
     """The script steps each turn used, in order (``FALLBACK`` where the script ran out)."""
+    reissued: int = 0
+    """The current turn's calls that re-issued a failed one (a retry, another key, the next
+    provider): they count as model calls, but not against the iteration budget's bound."""
 
     def add(self, event: ev.Event) -> None:
         latest = next((m.content for m in reversed(self.state.messages) if m.role == "user"),
                       None)
-        self.state = apply_event(self.state, event)
+        if isinstance(event, ev.TurnStarted):
+            self.reissued = 0
+        elif isinstance(event, ev.RecoveryDecided) and event.action in REISSUED and (
+                self.state.turn is not None and self.state.turn.failure is not None):
+            self.reissued += 1
+        before, self.state = self.state, apply_event(self.state, event)
+        check_recovery(before, event, self.state)
         if isinstance(event, ev.ContextCompressed) and latest is not None:
             # Compression never loses the latest user message.
             assert any(m.role == "user" and latest in (m.content or "")
@@ -95,7 +126,7 @@ class Driver:
         assert problems == [], (event, problems)
         turn = self.state.turn
         if turn is not None:
-            assert turn.api_calls <= self.settings.max_turns + 1, turn
+            assert turn.api_calls - self.reissued <= self.settings.max_turns + 1, turn
 
     def emit(self, events: tuple[ev.Event, ...]) -> None:
         for event in events:
@@ -103,7 +134,10 @@ class Driver:
 
     def start(self) -> None:
         self.add(ev.SessionStarted(session_id="s", started_at="t0", settings=self.settings))
-        self.add(ev.ToolsDeclared(tools=TOOLS))
+        self.add(ev.ToolsDeclared(tools=self.tools))
+
+    def epoch(self) -> float:
+        return 1000.0 + self.clock_step * len(self.events)
 
     def run_turn(self, index: int, script: TurnScript,
                  history: tuple[Message, ...] | None) -> None:
@@ -112,6 +146,7 @@ class Driver:
         used: list[Step] = []
         self.consumed.append(used)
         interrupt, runs = script.interrupt_first, 0
+        answers = _Answers(script)
         if history is not None and history == self.state.messages:
             history = None  # as Agent.run_conversation: the session's own history is not reloaded
         flow = turn.run_turn(script.user, system_message=script.system_message, history=history)
@@ -125,7 +160,8 @@ class Driver:
                     self.add(ev.HistoryLoaded(messages=effect.messages))
                 elif isinstance(effect, BeginTurn):
                     self.add(ev.TurnStarted(
-                        turn_id=f"turn{index}", task_id=f"task{index}", started_at="t",
+                        turn_id=f"turn{index}", task_id=f"task{index}",
+                        started_at=dt.datetime.fromtimestamp(self.epoch(), dt.UTC).isoformat(),
                         user_message=effect.user_message, system_message=effect.system_message))
                 elif isinstance(effect, PollInterrupt):
                     if interrupt:
@@ -137,9 +173,11 @@ class Driver:
                 elif isinstance(effect, ReadHints):
                     self.add(ev.HintsRead(dirs=effect.dirs))
                 elif isinstance(effect, ReadClock):
-                    self.add(ev.ClockRead(epoch=1000.0 + 100 * len(self.events)))
+                    self.add(ev.ClockRead(epoch=self.epoch()))
                 elif isinstance(effect, Summarise):
                     self.add(self.summarise(effect.request, index))
+                elif isinstance(effect, Wait | RefreshCredential | AskApproval | PrefetchMemory):
+                    self.add(answers.answer(effect, self))
                 elif isinstance(effect, CallModel):
                     used.append(steps.pop(0) if steps else FALLBACK)
                     interrupt = self.call_model(effect.request, used[-1], index)
@@ -154,7 +192,14 @@ class Driver:
 
     def call_model(self, request: ModelRequest, step: ReplyStep | FailStep | CutStep,
                    index: int) -> bool:
-        assert request.messages is self.state.messages  # shared, never copied
+        recall = recall_block(self.state, self.settings)
+        if recall is None:
+            assert request.messages is self.state.messages  # shared, never copied
+        else:  # the recalled memory rides on the turn's user message, in a copy of the history
+            first = self.state.turn.first_message
+            assert request.messages[first].content.endswith(recall)
+            assert request.messages[:first] + request.messages[first + 1:] == (
+                self.state.messages[:first] + self.state.messages[first + 1:])
         assert violations(request.messages) == [], "a request must send a closed history"
         if self.state.turn.budget_exhausted:
             assert request.tools == () and request.purpose == "budget_summary"
@@ -163,7 +208,8 @@ class Driver:
             return False
         if isinstance(step, FailStep):
             self.add(ev.ModelFailed(error_type=step.error_type, message=step.message,
-                                    status=step.status))
+                                    status=step.status, retry_after=step.retry_after,
+                                    partial=step.partial))
             return False
         calls = []
         for c in step.calls:
@@ -208,6 +254,76 @@ class Driver:
         return runs
 
 
+@attrs.define
+class _Answers:
+    """How a turn's script answers the resilience effects, each list cycled in turn."""
+
+    script: TurnScript
+    waits: int = 0
+    refreshes: int = 0
+    approvals: int = 0
+
+    def answer(self, effect: Wait | RefreshCredential | AskApproval | PrefetchMemory,
+               driver: Driver) -> ev.Event:
+        last = driver.events[-1]
+        if isinstance(effect, Wait):
+            # A backoff follows the retry decision it serves, with that decision's attempt.
+            assert isinstance(last, ev.RecoveryDecided) and last.action == "retry", last
+            assert effect.attempt == last.attempt <= driver.settings.max_retries
+            self.waits += 1
+            if self.script.interrupt_backoff and self.waits == 1:
+                return ev.Interrupted(during="backoff")
+            jitter = (len(driver.events) % 10) / 10
+            return ev.Waited(seconds=backoff_delay(effect.attempt, jitter=jitter,
+                                                   retry_after=effect.retry_after,
+                                                   base=driver.settings.retry_base_delay),
+                             jitter=jitter)
+        if isinstance(effect, RefreshCredential):
+            assert isinstance(last, ev.RecoveryDecided) and last.action == "refresh", last
+            assert last.credential_id == effect.credential_id
+            refreshed = _cycled(self.script.refreshed, self.refreshes)
+            self.refreshes += 1
+            return ev.CredentialRefreshed(credential_id=effect.credential_id,
+                                          refreshed=refreshed)
+        if isinstance(effect, AskApproval):
+            danger = detect(effect.command)
+            assert danger is not None and not danger.hard and danger.key == effect.pattern
+            assert effect.call_id in {c.id for c in driver.state.turn.pending}
+            choice = _cycled(self.script.approvals, self.approvals)
+            self.approvals += 1
+            return ev.ApprovalAnswered(call_id=effect.call_id, pattern=effect.pattern,
+                                       choice=choice, source="callback")
+        if self.script.recall_fails:
+            return ev.MemoryPrefetched(failed=("mem",))
+        return ev.MemoryPrefetched(results=(("mem", f"recalled: {effect.query[:20]}"),))
+
+
+def _cycled(values: tuple, index: int):
+    return values[index % len(values)]
+
+
+def settings_of(script: SessionScript) -> ev.SessionSettings:
+    """The session's settings; without resilience no retries: a failed call ends the turn (as
+    in the live runs of ``tests/pipeline/test_replay_properties.py``)."""
+    config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
+                                context_length=script.context_length, max_retries=0,
+                                load_context=True, compression_enabled=script.compression)
+    res = script.resilience
+    if res is None:
+        return config
+    (_, _, keys), *fallbacks = res.chain
+    return attrs.evolve(
+        config, max_retries=res.max_retries, credentials=_keys("p", keys),
+        credential_refresh=res.refresh, credential_strategy=res.strategy,
+        fallback_providers=tuple(ev.ProviderEntry(provider=p, model=m, credentials=_keys(p, n))
+                                 for p, m, n in fallbacks),
+        memory_provider="mem" if res.memory else None)
+
+
+def _keys(provider: str, count: int) -> tuple[str, ...]:
+    return tuple(f"{provider.upper()}_KEY_{n}" for n in range(count))
+
+
 def history(pairs: tuple[tuple[str, str], ...] | None) -> tuple[Message, ...] | None:
     if pairs is None:
         return None
@@ -219,11 +335,10 @@ def drive(script: SessionScript,
           after_turn: Callable[[Driver, TurnScript, list[ev.Event]], None] | None = None) -> Driver:
     """Run the whole session script; ``after_turn(driver, turn_script, turn_events)`` checks each
     turn as it ends."""
-    # No retries: a failed call ends the turn here; the retry paths are tested end to end.
-    config = ev.SessionSettings(model="m", provider="p", max_turns=script.max_turns,
-                                context_length=script.context_length, max_retries=0,
-                                load_context=True, compression_enabled=script.compression)
-    driver = Driver(settings=config)
+    config = settings_of(script)
+    res = script.resilience
+    driver = Driver(settings=config) if res is None else Driver(
+        settings=config, tools=(*TOOLS, TERMINAL), clock_step=res.clock_step)
     driver.start()
     for index, turn_script in enumerate(script.turns):
         before = len(driver.events)
