@@ -32,9 +32,9 @@ from effects.providers import anthropic_convert, openai_chat, openai_responses
 from effects.providers.anthropic_messages import AnthropicMessagesClient  # noqa: E402
 from effects.providers.openai_chat import OpenAIChatClient  # noqa: E402
 from effects.providers.openai_responses import OpenAIResponsesClient  # noqa: E402
+from stages.decision import ModelRequest  # noqa: E402
 from stages.log.messages import Message, ToolCall  # noqa: E402
-from stages.tools.specs import ToolSpec  # noqa: E402
-from stages.turn.decision import ModelRequest  # noqa: E402
+from stages.log.tool_specs import ToolSpec  # noqa: E402
 from tests import fake_anthropic, fake_openai, fake_responses  # noqa: E402
 
 SIZES = (0, 200, 2000)

@@ -441,7 +441,7 @@ def bench_replay(turns: int, repeats: int) -> dict:
     from pipeline.agent import Agent
     from pipeline.shell.replay import replay
     from pipeline.tools import tool
-    from stages.log.fold import fold
+    from stages.fold import fold
 
     @tool(read_only=True)
     def lookup(query: str) -> str:

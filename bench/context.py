@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from stages import fold
 from stages.context.compression import decide_compressed, decide_compression  # noqa: E402
-from stages.context.tokens import context_tokens  # noqa: E402
+from stages.context.preflight import decide_preflight  # noqa: E402
 from stages.log import events as ev
-from stages.log import fold  # noqa: E402
+from stages.log.context_tokens import context_tokens  # noqa: E402
 from stages.log.messages import Message, ToolCall  # noqa: E402
 from stages.log.state import State  # noqa: E402
-from stages.turn.preflight import decide_preflight  # noqa: E402
 
 SETTINGS = ev.SessionSettings(model="bench-model", provider="p", context_length=64_000)
 

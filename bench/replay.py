@@ -41,7 +41,7 @@ from effects.eventlog.store import read_envelopes, session_path  # noqa: E402
 from pipeline.agent import Agent  # noqa: E402
 from pipeline.shell.replay import replay  # noqa: E402
 from pipeline.tools import tool  # noqa: E402
-from stages.log import fold  # noqa: E402
+from stages import fold
 from tests.fake_openai import FakeOpenAIServer, Reply  # noqa: E402
 
 _LOREM = ("The quick brown fox jumps over the lazy dog while the agent loop reads its event log "

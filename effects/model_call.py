@@ -8,9 +8,9 @@ import threading
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, ModelClient
 from effects.workers import submit
+from stages.decision import ModelRequest
 from stages.errors import MibyanError, ModelBehaviourError, ProviderError
 from stages.log.events import Event, Interrupted, ModelFailed
-from stages.turn.decision import ModelRequest
 
 INTERRUPT_POLL_SECONDS = 0.02
 

@@ -1,8 +1,8 @@
 """The performers: one for each effect the turn and session machines ask for
-(``stages.turn.decision``). The shell's interpreter (``pipeline.shell.runner``) only looks
+(``stages.decision``). The shell's interpreter (``pipeline.shell.runner``) only looks
 the performer up, journals what it returns and folds it.
 
-A new effect is three edits: its type in ``stages.turn.decision``, the ask in a machine, and its
+A new effect is three edits: its type in ``stages.decision``, the ask in a machine, and its
 performer here (or, for an effect that needs the shell, one it gives: ``Performers.split``).
 """
 
@@ -20,6 +20,7 @@ from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
 from effects.tools.executor import ToolRunner
+from stages import decision as d
 from stages.errors import MibyanError
 from stages.log.events import (
     ApprovalAnswered,
@@ -50,7 +51,6 @@ from stages.log.events import (
 )
 from stages.log.state import State
 from stages.recovery.backoff import backoff_delay
-from stages.turn import decision as d
 
 log = get_logger(__name__)
 
@@ -89,7 +89,8 @@ class Performers:
     def __init__(self, effects: Effects, *, interrupt: threading.Event,
                  sync: Callable[[], None], home: Path | None = None, toolset: Any = None,
                  inherit: ContextInherited | None = None,
-                 split: Callable[[State], SessionSplit] | None = None) -> None:
+                 split: Callable[[d.SplitSession, State], SessionSplit] | None = None
+                 ) -> None:
         self.effects = effects
         self.interrupt = interrupt
         self.sync = sync
@@ -126,7 +127,7 @@ class Performers:
             d.RestoreTools: self._restore,
             d.StartMemory: self._start_memory,
             d.ProbeWindow: self._probe,
-            d.SplitSession: lambda e, s: () if self.split is None else (self.split(s),),
+            d.SplitSession: lambda e, s: () if self.split is None else (self.split(e, s),),
             d.SyncMemory: self._sync_memory,
             d.AbortTurn: lambda e, s: (TurnAborted(error=e.error),),
             d.SwitchSettings: self._switch,

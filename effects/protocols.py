@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from stages.decision import AskApproval, ModelRequest
 from stages.log.events import ApprovalAnswered, ModelReplied
-from stages.turn.decision import AskApproval, ModelRequest
 
 DeltaSink = Callable[[str], None]
 

@@ -24,6 +24,7 @@ from typing import Any, Self
 import attrs
 
 from effects.clock import RandomIds, SystemClock
+from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
@@ -34,21 +35,21 @@ from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
-from pipeline.shell import lineage
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.runner import SessionRunner
 from pipeline.tools import Tool, ToolRegistry
+from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
+from stages.log.api_mode import resolve_api_mode
 from stages.log.events import ContextInherited, Event, SessionSettings, SessionSplit
 from stages.log.messages import from_openai
+from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
 from stages.session.machine import Compress, Opening, Turn
-from stages.turn.api_mode import resolve_api_mode
 from stages.turn.budget import child_budget
-from stages.turn.reasoning_parts import check_setting
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
 Listener = Callable[[Event], None]
@@ -201,19 +202,19 @@ class Agent:
         assert session_id is not None
         return session_id
 
-    def _split(self, state: State) -> SessionSplit:
+    def _split(self, split: SplitSession, state: State) -> SessionSplit:
         """The split's child, started under a new id with the parent's compressed context; the
         agent goes on in it once the parent's machine has recorded the split."""
         assert state.settings is not None and state.session_id is not None
         child_id = self._effects.ids.session_id()
         log = SessionLog.open(self.home / "sessions", child_id, durability=self.durability)
         child = self._runner_for(LiveJournal(log, self._effects.clock, self._secrets),
-                                 inherit=lineage.inherited(state))
+                                 inherit=split.context)
         child.open(Opening(settings=state.settings, session_id=child_id,
                            parent_session_id=state.session_id, tools=self.registry.specs,
                            child=True))
         self._child = (child, log)
-        return SessionSplit(child_session_id=child_id, reason=lineage.REASON)
+        return SessionSplit(child_session_id=child_id, reason=split.context.reason)
 
     def _continue_in_child(self) -> None:
         """After a command that split the session, the agent goes on in the child."""

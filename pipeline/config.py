@@ -40,9 +40,9 @@ import attrs
 from effects.providers.http_errors import endpoint_label
 from pipeline.providers import LOCAL, split_userinfo
 from stages.errors import ProviderNotConfiguredError, SettingError, UsageError
+from stages.log.api_mode import resolve_api_mode
 from stages.log.events import ProviderEntry, SessionSettings
-from stages.turn.api_mode import resolve_api_mode
-from stages.turn.reasoning_parts import parse_setting
+from stages.log.reasoning_parts import parse_setting
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"

@@ -39,7 +39,7 @@ from typing import Any
 
 from effects.logs import get_logger
 from stages.errors import UsageError
-from stages.tools.specs import ToolInvocation, ToolOutcome
+from stages.log.tool_specs import ToolInvocation, ToolOutcome
 
 __all__ = ["ENTRY_POINT_GROUP", "HOOK_EVENTS", "Hooks", "default_hooks", "refresh_plugins"]
 

@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from effects.protocols import CancelToken, DeltaSink
+from stages.decision import ModelRequest
 from stages.errors import ProviderError, ProviderNotConfiguredError, UsageError
 from stages.log.events import LOCAL_PROVIDER, ModelReplied, SessionSettings
 from stages.log.redact import redact
-from stages.turn.decision import ModelRequest
 
 Refresh = Callable[[str], str | None]
 AdapterFactory = Callable[[str], Any]

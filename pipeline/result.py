@@ -9,9 +9,9 @@ import attrs
 
 from stages.log.events import Usage
 from stages.log.messages import Message
+from stages.log.ratelimits import format_usage
 from stages.log.state import State
-from stages.recovery.ratelimits import format_usage
-from stages.turn.reasoning import last_reasoning
+from stages.recovery.reasoning import last_reasoning
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from effects.clock import RandomIds, SystemClock
+from effects.eventlog import lineage
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import Durability, read_envelopes, session_path
 from effects.performers import Effects
@@ -40,8 +41,8 @@ from pipeline.providers import (
     pooled_keys,
     split_userinfo,
 )
-from pipeline.shell import lineage
 from stages.errors import ProviderNotConfiguredError, UsageError
+from stages.log.api_mode import resolve_api_mode
 from stages.log.events import (
     ProviderEntry,
     SessionForked,
@@ -49,10 +50,9 @@ from stages.log.events import (
     SessionSettings,
     SessionStarted,
 )
+from stages.log.reasoning_parts import parse_setting
 from stages.log.setting_checks import one_of, positive_seconds, whole
-from stages.turn.api_mode import resolve_api_mode
 from stages.turn.budget import DELEGATION_MAX_ITERATIONS
-from stages.turn.reasoning_parts import parse_setting
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure"]

@@ -26,9 +26,9 @@ from typing import Any
 import attrs
 
 from effects.protocols import CancelToken, DeltaSink
+from stages.decision import ModelRequest
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall
-from stages.turn.decision import ModelRequest
 
 __all__ = ["CountingIds", "FakeClock", "ScriptedModel", "Step", "ToolCalls",
            "UnexpectedModelCall", "tool_calls"]

@@ -37,7 +37,7 @@ import attrs
 
 from stages.errors import ModelBehaviourError, UsageError
 from stages.log.messages import canonical_json
-from stages.tools.specs import ToolSpec
+from stages.log.tool_specs import ToolSpec
 
 if TYPE_CHECKING:  # both are imported where a tool is built: a session without tools skips them
     import docstring_parser

@@ -11,8 +11,8 @@ import pytest
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, verify
 from pipeline.shell.replay import replay
+from stages.fold import fold
 from stages.log.alternation import violations
-from stages.log.fold import fold
 
 CORPUS = sorted((Path(__file__).parent / "corpus").rglob("*.jsonl"))
 

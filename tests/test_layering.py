@@ -154,3 +154,24 @@ def test_no_import_runs_up_the_layers():
               for a in sorted(GRAPH) for b in sorted(GRAPH[a])
               if rank[b.split(".")[0]] > rank[a.split(".")[0]]]
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def _room(name: str) -> str:
+    """A module's room in its layer: its sub-package, or itself at the layer's top."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or MODULES[name].name == "__init__.py" \
+        else name
+
+
+def test_no_import_runs_up_between_the_sub_packages():
+    """Sub-packages stand in floors: no two of them (or a top module and a sub-package)
+    import each other, directly or around a loop, so that no arrow runs back up."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in GRAPH.items():
+        if name.count(".") == 0:
+            continue  # a layer's face hands names on
+        rooms.setdefault(_room(name), set()).update(
+            _room(t) for t in targets if t.count(".") and t.split(".")[0] == name.split(".")[0])
+    graph = {room: targets - {room} for room, targets in rooms.items()}
+    found = cycles(graph)
+    assert not found, "sub-packages in a loop: " + "; ".join(" <-> ".join(c) for c in found)

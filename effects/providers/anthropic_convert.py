@@ -39,10 +39,10 @@ from effects.providers.anthropic_thinking import (
     thinking_config,
 )
 from effects.providers.wire import WireCache, arguments_object
+from stages.decision import ModelRequest
 from stages.errors import UsageError
 from stages.log.messages import Message, canonical_json
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
+from stages.log.tool_specs import ToolSpec
 
 __all__ = ["DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET", "finish_reason",
            "message_from", "request_body", "to_anthropic", "usage_from"]

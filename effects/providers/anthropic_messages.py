@@ -26,10 +26,10 @@ from effects.providers.http_errors import error_detail
 from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.openai_chat import finish_of
 from effects.providers.reasoning_wire import ContentSplit
+from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError
 from stages.log.events import ModelReplied
 from stages.log.messages import canonical_json
-from stages.turn.decision import ModelRequest
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET",
            "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from stages.log.events import Usage
 from stages.log.messages import Message, ToolCall, canonical_arguments, canonical_json
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.log.reasoning_parts import ReasoningPart
 from stages.turn.think_tags import split_think
 
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import groupby
 
+from stages.decision import ModelRequest
 from stages.errors import UsageError
 from stages.log.messages import Message
-from stages.turn.decision import ModelRequest
-from stages.turn.reasoning import EFFORT_BUDGETS
+from stages.recovery.reasoning import EFFORT_BUDGETS
 
 __all__ = ["MIN_BUDGET", "THINKING_BUDGET", "THINKING_TYPES", "replay_provider",
            "thinking_blocks", "thinking_config"]

@@ -19,10 +19,10 @@ from effects.providers.http_errors import error_detail
 from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.reasoning_wire import ContentSplit, chat_reasoning_fields
 from effects.providers.wire import WireCache, sendable_message
+from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall, canonical_arguments
-from stages.turn.decision import ModelRequest
 from stages.turn.think_tags import split_think
 
 

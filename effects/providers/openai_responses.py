@@ -31,13 +31,13 @@ from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.openai_chat import openai_shell, stream_error
 from effects.providers.reasoning_wire import ContentSplit, is_openai
 from effects.providers.wire import WireCache, sendable_message
+from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderUnavailableError
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall, canonical_arguments, canonical_json
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
-from stages.turn.reasoning import effort_of
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.log.reasoning_parts import ReasoningPart
+from stages.log.tool_specs import ToolSpec
+from stages.recovery.reasoning import effort_of
 from stages.turn.think_tags import split_think
 
 # --- request ------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from effects.protocols import DeltaSink
-from stages.turn.decision import ModelRequest
-from stages.turn.reasoning import effort_of
+from stages.decision import ModelRequest
+from stages.recovery.reasoning import effort_of
 from stages.turn.think_tags import ThinkSplitter
 
 __all__ = ["ContentSplit", "chat_reasoning_fields", "is_openai", "is_openrouter"]

@@ -29,7 +29,7 @@ import attrs
 from effects.logs import get_logger
 from stages.log.messages import canonical_arguments, canonical_json
 from stages.log.redact import redact
-from stages.tools.specs import ToolInvocation, ToolOutcome
+from stages.log.tool_specs import ToolInvocation, ToolOutcome
 
 __all__ = [
     "INTERRUPTED_ERROR",

@@ -130,8 +130,8 @@ def _resume(session: Chat, arg: str) -> None:
         _sessions(session, "")
         session.display.text("/resume ID continues one of them")
         return
+    from effects.eventlog.lineage import newest
     from effects.eventlog.store import session_path
-    from pipeline.shell.lineage import newest
     from stages.errors import UsageError
     root = session.home / "sessions"
     if not session_path(root, arg).exists():
@@ -153,8 +153,8 @@ def _recap(root: Path, session_id: str) -> str:
 
 
 def _folded(root: Path, session_id: str) -> State:
+    from effects.eventlog.lineage import folded_log
     from effects.eventlog.store import session_path
-    from pipeline.shell.lineage import folded_log
     return folded_log(session_path(root, session_id))
 
 
@@ -276,9 +276,9 @@ def _fork_arguments(arg: str) -> tuple[int | None, dict[str, str]]:
 @command("export", "write this session's trajectory (sharegpt, openai, trl) as JSONL",
          "[format] [path]")
 def _export(session: Chat, arg: str) -> None:
+    from effects.eventlog.lineage import oldest
     from pipeline.export.exporter import export_sessions
     from pipeline.export.select import ExportFilters
-    from pipeline.shell.lineage import oldest
     from stages.errors import UsageError
     if session.session_id is None:
         raise UsageError("nothing to export yet: this session has no turn")

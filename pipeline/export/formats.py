@@ -33,7 +33,7 @@ import attrs
 
 from pipeline.export.trajectory import Entry
 from stages.log.messages import Message
-from stages.tools.specs import ToolSpec
+from stages.log.tool_specs import ToolSpec
 
 __all__ = ["FORMATS", "Sample", "hermes_system_prompt", "openai", "sharegpt", "trl"]
 

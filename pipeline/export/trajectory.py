@@ -20,11 +20,11 @@ import attrs
 from effects.eventlog.codec import from_payload
 from effects.eventlog.envelope import session_path, strict_lines
 from stages.errors import UsageError
+from stages.fold import apply_event
 from stages.log import events as ev
-from stages.log.fold import apply_event
 from stages.log.messages import Message
 from stages.log.state import State
-from stages.tools.specs import ToolSpec
+from stages.log.tool_specs import ToolSpec
 
 __all__ = ["Approval", "Compression", "Entry", "Lineage", "LogSpan", "Segment", "TurnInfo",
            "read_lineage"]

@@ -19,8 +19,8 @@ import attrs
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.envelope import Envelope
+from effects.eventlog.lineage import folded_log
 from effects.eventlog.store import read_envelopes, session_path
-from pipeline.shell.lineage import folded_log
 from stages.errors import LogError
 from stages.log.events import (
     SessionForked,

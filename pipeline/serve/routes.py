@@ -207,9 +207,9 @@ def export(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> d
     import tempfile
     from pathlib import Path
 
+    from effects.eventlog.lineage import oldest
     from pipeline.export.exporter import export_sessions
     from pipeline.export.select import ExportFilters
-    from pipeline.shell.lineage import oldest
     fmt = body.get("format", "sharegpt")
     if not isinstance(fmt, str):
         raise oa.bad("'format' must be sharegpt, openai or trl.", param="format")

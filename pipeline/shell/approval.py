@@ -23,9 +23,9 @@ from pathlib import Path
 import attrs
 
 from effects.logs import get_logger
+from stages.decision import AskApproval
 from stages.errors import UsageError
 from stages.log.events import APPROVAL_CHOICES, ApprovalAnswered
-from stages.turn.decision import AskApproval
 
 __all__ = ["APPROVAL_TIMEOUT", "AllowList", "ApprovalCallback", "ApprovalRequest", "Approver"]
 

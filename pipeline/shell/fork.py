@@ -34,12 +34,12 @@ from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.replay import drive
 from pipeline.shell.runner import SessionRunner
 from stages.errors import UsageError
+from stages.fold import fold
+from stages.log.api_mode import resolve_api_mode
 from stages.log.events import Event, HistoryLoaded, SessionForked, SessionSettings, SessionSplit
-from stages.log.fold import fold
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.session.machine import ForkSwitch
-from stages.tools.specs import ToolSpec
-from stages.turn.api_mode import resolve_api_mode
 
 _SESSION_FIELDS = frozenset(attrs.fields_dict(SessionSettings))
 

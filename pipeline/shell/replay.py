@@ -15,6 +15,7 @@ from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import EndOfLog, ReplayJournal
 from pipeline.shell.runner import SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
+from stages.fold import fold
 from stages.log.events import (
     CompressionRequested,
     HistoryLoaded,
@@ -24,7 +25,6 @@ from stages.log.events import (
     TurnAborted,
     TurnStarted,
 )
-from stages.log.fold import fold
 from stages.session.machine import (
     Abort,
     Command,

@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from effects.model_call import failure
 from effects.performers import Performers
 from pipeline.shell.journal import EndOfLog, Journal
+from stages.decision import CallModel, Decision, Next
 from stages.errors import EventEncodingError, LogError, ModelBehaviourError
+from stages.fold import apply_event
 from stages.log.events import Event
-from stages.log.fold import apply_event
 from stages.log.state import State
 from stages.session.machine import Abort, Await, Command, Cut, Opening, SessionFlow, run_session
-from stages.turn.decision import CallModel, Decision, Next
 from stages.turn.machine import Perform, Record
 
 __all__ = ["SessionRunner"]

@@ -12,14 +12,13 @@ call is fitted to its own model's window, so compression never loops.
 from __future__ import annotations
 
 from stages.context import summary as sm
-from stages.context.compression_plan import CHARS_PER_TOKEN
 from stages.context.engine import SUMMARY_FAILURE_COOLDOWN, engine_for
-from stages.context.tokens import context_tokens, window_of
+from stages.decision import NOTHING, Decision, Summarise
+from stages.log.context_fold import INEFFECTIVE_SAVING
+from stages.log.context_tokens import CHARS_PER_TOKEN, context_tokens, window_of
 from stages.log.events import ContextCompressed, ContextSummarised, SessionSettings
 from stages.log.state import State
-from stages.turn.decision import NOTHING, Decision, Summarise
 
-INEFFECTIVE_SAVING = 0.10
 INEFFECTIVE_LIMIT = 2
 DISABLED_NOTICE = ("Context compression saved under 10% twice in a row, so it is off for the "
                    "rest of this session; start a new session if the context fills up.")

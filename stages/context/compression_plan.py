@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import attrs
 
+from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.log.messages import Message
 
-CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 TAIL_TOKENS = 20_000
 HEAD_TOKENS = 4_000

@@ -15,19 +15,18 @@ import attrs
 from stages.context import summary as sm
 from stages.context.apply import compacted
 from stages.context.compression_plan import (
-    CHARS_PER_TOKEN,
     Budgets,
     boundaries,
     cut_indices,
     middle_tokens,
     pruned_indices,
 )
-from stages.context.tokens import window_of
-from stages.context.window import resolve_window
+from stages.decision import ModelRequest
+from stages.log.context_tokens import CHARS_PER_TOKEN, window_of
+from stages.log.context_window import resolve_window
 from stages.log.events import CompressionPlanned, SessionSettings
 from stages.log.messages import Message
 from stages.log.state import State
-from stages.turn.decision import ModelRequest
 
 SUMMARY_FAILURE_COOLDOWN = 600.0
 MIN_MIDDLE_TOKENS = 64

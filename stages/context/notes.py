@@ -4,10 +4,15 @@ relieve, and the iteration budget's last call (its summary request)."""
 
 from __future__ import annotations
 
-from stages.context.tokens import context_tokens, window_of
+from stages.log.context_tokens import context_tokens, window_of
 from stages.log.events import SessionSettings
 from stages.log.state import State
-from stages.turn.budget import BUDGET_PROMPT
+
+BUDGET_PROMPT = (
+    "You have reached the maximum number of tool-calling iterations for this turn. "
+    "Do not call any more tools. Summarise the work done so far, what remains to be done, "
+    "and anything the user should know to continue."
+)
 
 
 def pressure_note(state: State, config: SessionSettings) -> str | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stages.context.compression_plan import CHARS_PER_TOKEN, DROPPED_TAG, SUMMARY_PREFIX, prune_line
+from stages.context.compression_plan import DROPPED_TAG, SUMMARY_PREFIX, prune_line
+from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.log.messages import Message
 
 SUMMARY_END = "[End of summary]"

@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 
 import attrs
 
+from stages.log.api_mode import API_MODES
+from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
+from stages.log.reasoning_parts import check_budget, check_effort
 from stages.log.rules import RULES, RuleSet, rule_set
 from stages.log.setting_checks import fraction, known_rules, one_of, seconds_or_more, whole
-from stages.recovery.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
-from stages.tools.specs import ToolOutcome, ToolSpec
-from stages.turn.api_mode import API_MODES
-from stages.turn.reasoning_parts import check_budget, check_effort
+from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
@@ -83,7 +83,7 @@ class ProviderEntry:
     credentials: tuple[str, ...] = ()
     # This model's window, when known better than the table (rules 3).
     context_length: int | None = attrs.field(default=None, validator=whole(1, optional=True))
-    # How hard the model reasons: an effort, or a token budget (stages.turn.reasoning).
+    # How hard the model reasons: an effort, or a token budget (stages.recovery.reasoning).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
 
@@ -138,7 +138,7 @@ class SessionSettings:
     between_turns_threshold: float = attrs.field(default=0.85, validator=fraction)
     context_engine: str = "compressor"
     summary_model: str | None = None
-    # The primary provider's reasoning: an effort, or a token budget (stages.turn.reasoning).
+    # The primary provider's reasoning: an effort, or a token budget (stages.recovery.reasoning).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
 

@@ -12,7 +12,7 @@ from json.encoder import encode_basestring as _text
 
 import attrs
 
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.log.reasoning_parts import ReasoningPart
 
 ROLES = ("system", "user", "assistant", "tool")
 

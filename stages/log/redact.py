@@ -23,8 +23,8 @@ import attrs
 
 from stages.log.events import REDACTED_FIELDS, Event
 from stages.log.messages import Message
-from stages.tools.specs import ToolOutcome
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.log.reasoning_parts import ReasoningPart
+from stages.log.tool_specs import ToolOutcome
 
 _PREFIXES = (
     r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from stages.context.state import ContextState
+from stages.log.context_state import ContextState
+from stages.log.credential_pool import PoolState
 from stages.log.events import (
     Interrupted,
     ModelFailed,
@@ -17,9 +18,8 @@ from stages.log.events import (
 )
 from stages.log.history import History, as_history
 from stages.log.messages import Message, ToolCall
-from stages.recovery.credential_pool import PoolState
-from stages.recovery.ratelimits import RateLimitSnapshot
-from stages.tools.specs import ToolSpec
+from stages.log.ratelimits import RateLimitSnapshot
+from stages.log.tool_specs import ToolSpec
 
 
 # A __dict__, not slots: evolved on every event, it is copied in one dict update.

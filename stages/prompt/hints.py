@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import posixpath
 
+from stages.decision import NOTHING, Decision
 from stages.log.events import ContextNotice, Event, HintAttached, SessionSettings
 from stages.log.messages import ToolCall
 from stages.log.state import State
 from stages.prompt.context_files import MAX_HINT_DIRS, candidate_paths, hint_text, reached_dirs
-from stages.turn.decision import NOTHING, Decision
 
 
 def _running(state: State) -> list[ToolCall]:

@@ -13,11 +13,11 @@ import re
 
 import attrs
 
+from stages.decision import NOTHING, Decision
 from stages.log.events import SessionSettings
 from stages.log.messages import Message
 from stages.log.state import State
 from stages.prompt.injection import screened
-from stages.turn.decision import NOTHING, Decision
 
 MEMORY_FENCE_OPEN = "<memory-context>"
 MEMORY_FENCE_CLOSE = "</memory-context>"

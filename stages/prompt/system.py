@@ -22,6 +22,7 @@ import functools
 
 import attrs
 
+from stages.decision import NOTHING, Decision
 from stages.log.events import (
     ContextNotice,
     Event,
@@ -34,7 +35,6 @@ from stages.prompt.context_files import IDENTITY_MAX_CHARS, context_section, tru
 from stages.prompt.injection import screened
 from stages.prompt.memory import memory_block, sanitize, snapshot_block
 from stages.prompt.skills import skills_index
-from stages.turn.decision import NOTHING, Decision
 
 DEFAULT_IDENTITY = (
     "You are mibyan, a capable assistant. Use the tools you are given when they help, "

@@ -12,14 +12,14 @@ from __future__ import annotations
 import attrs
 
 from stages.context.engine import engine_for
-from stages.context.tokens import overflow_cap, window_of
+from stages.context.preflight import estimate_tokens
+from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
+from stages.log import credential_pool as cp
+from stages.log.context_tokens import overflow_cap, window_of
 from stages.log.events import ModelFailed, RecoveryDecided, SessionSettings
 from stages.log.state import State, TurnState
-from stages.recovery import credential_pool as cp
 from stages.recovery.classify import ClassifiedError, classify_api_error
-from stages.turn.decision import Decision, PrepareCall, RefreshCredential, Wait
-from stages.turn.preflight import estimate_tokens
-from stages.turn.reasoning import reasoning_move
+from stages.recovery.reasoning import reasoning_move
 
 AUTH_REASONS = ("auth", "auth_permanent")
 

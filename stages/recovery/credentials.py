@@ -4,11 +4,11 @@ When every key rests, fall back to the next provider rather than spin."""
 
 from __future__ import annotations
 
+from stages.decision import NOTHING, Decision
+from stages.log import credential_pool as cp
 from stages.log.events import CredentialSelected, Event, RecoveryDecided, SessionSettings
 from stages.log.state import State
-from stages.recovery import credential_pool as cp
 from stages.recovery.chain import next_provider
-from stages.turn.decision import NOTHING, Decision
 
 
 def decide_credentials(state: State, *, config: SessionSettings) -> Decision:

@@ -17,7 +17,19 @@ from collections.abc import Generator
 
 import attrs
 
-from stages.context.compress_now import run_compression
+from stages.decision import (
+    AbortTurn,
+    DeclareTools,
+    InheritContext,
+    ProbeWindow,
+    RestoreTools,
+    ResumeSession,
+    SplitSession,
+    StartMemory,
+    StartSession,
+    SwitchSettings,
+    SyncMemory,
+)
 from stages.log.events import (
     ContextInherited,
     ContextWindowProbed,
@@ -31,20 +43,8 @@ from stages.log.events import (
 )
 from stages.log.messages import Message
 from stages.log.state import State
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import (
-    AbortTurn,
-    DeclareTools,
-    InheritContext,
-    ProbeWindow,
-    RestoreTools,
-    ResumeSession,
-    SplitSession,
-    StartMemory,
-    StartSession,
-    SwitchSettings,
-    SyncMemory,
-)
+from stages.log.tool_specs import ToolSpec
+from stages.session.compress_now import run_compression
 from stages.turn.machine import Ask, Perform, Record, run_turn
 from stages.turn.step import decide_abandon
 
@@ -190,9 +190,28 @@ def _after(command: Command, state: State) -> Generator[Ask, State, bool]:
                       (), count=0)
     if not wants_split(state):
         return False
-    state = yield Perform("session", SplitSession(), (SessionSplit.kind,), optional=True)
+    state = yield Perform("session", SplitSession(context=inherited(state)), (SessionSplit.kind,),
+                          optional=True)
     # A log cut between the child's start and the split's record goes on here (replay).
     return not wants_split(state)
+
+
+SPLIT_REASON = "compression"
+
+
+def inherited(state: State) -> ContextInherited:
+    """What a split's child takes from its parent: the compressed history and the context's
+    state."""
+    assert state.session_id is not None
+    ctx = state.context
+    return ContextInherited(parent_session_id=state.session_id, reason=SPLIT_REASON,
+                            messages=tuple(state.messages), summary=ctx.summary,
+                            compressions=ctx.compressions, ineffective=ctx.ineffective,
+                            disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
+                            windows=ctx.windows, window_cap=ctx.window_cap,
+                            approved_patterns=state.approved_patterns,
+                            hint_dirs=tuple(sorted(state.hint_dirs)),
+                            reasoning_replay_off=state.reasoning_replay_off)
 
 
 def wants_split(state: State) -> bool:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
+from stages.decision import AskApproval, Decision, Finish
 from stages.log.events import ToolCallRejected, ToolCallRepaired, TurnFinished
 from stages.log.messages import ToolCall, canonical_json
 from stages.log.state import State
+from stages.log.tool_specs import ToolInvocation, call_key
 from stages.tools.dangerous import COMMAND_ARGUMENTS, detect
 from stages.tools.repair import repair
-from stages.tools.specs import ToolInvocation, call_key
-from stages.turn.decision import AskApproval, Decision, Finish
 
 __all__ = ["DENIED", "MAX_SAME_FAILURES", "check_danger", "duplicate_of", "halt_on_repeats",
            "repaired_calls", "shares_a_path"]

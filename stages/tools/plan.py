@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 
+from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.log.messages import ToolCall, canonical_json
 from stages.log.state import State
+from stages.log.tool_specs import ToolInvocation
 from stages.tools.checks import (
     check_danger,
     duplicate_of,
@@ -25,8 +27,6 @@ from stages.tools.checks import (
     repaired_calls,
     shares_a_path,
 )
-from stages.tools.specs import ToolInvocation
-from stages.turn.decision import AskApproval, Decision, RunTools
 
 Checked = ToolInvocation | ToolCallRejected | AskApproval
 

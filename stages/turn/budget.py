@@ -6,17 +6,12 @@ tools, with a user message requesting a summary of the work so far.
 
 from __future__ import annotations
 
+from stages.context.notes import BUDGET_PROMPT
+from stages.decision import NOTHING, Decision
 from stages.log.events import BudgetExhausted, SessionSettings
 from stages.log.state import State
-from stages.turn.decision import NOTHING, Decision
 
 DELEGATION_MAX_ITERATIONS = 50
-
-BUDGET_PROMPT = (
-    "You have reached the maximum number of tool-calling iterations for this turn. "
-    "Do not call any more tools. Summarise the work done so far, what remains to be done, "
-    "and anything the user should know to continue."
-)
 
 NO_SUMMARY_TEXT = (
     "I reached the iteration limit for this turn and could not produce a summary of the work."

@@ -22,6 +22,27 @@ from collections.abc import Callable, Generator
 import attrs
 
 from stages.context.compression import decide_compressed, decide_compression, wants_compression
+from stages.context.preflight import decide_between_turns, decide_preflight
+from stages.decision import (
+    AskApproval,
+    BeginTurn,
+    CallModel,
+    Decision,
+    Effect,
+    Finish,
+    LoadHistory,
+    Next,
+    PollInterrupt,
+    PrefetchMemory,
+    PrepareCall,
+    ReadClock,
+    ReadHints,
+    ReadPromptInputs,
+    RefreshCredential,
+    RunTools,
+    Summarise,
+    Wait,
+)
 from stages.log.events import (
     ApprovalAnswered,
     ClockRead,
@@ -50,27 +71,6 @@ from stages.prompt.system import decide_prompt, needs_inputs
 from stages.recovery.credentials import decide_credentials
 from stages.turn.budget import decide_budget
 from stages.turn.cache_marks import decide_cache_marks
-from stages.turn.decision import (
-    AskApproval,
-    BeginTurn,
-    CallModel,
-    Decision,
-    Effect,
-    Finish,
-    LoadHistory,
-    Next,
-    PollInterrupt,
-    PrefetchMemory,
-    PrepareCall,
-    ReadClock,
-    ReadHints,
-    ReadPromptInputs,
-    RefreshCredential,
-    RunTools,
-    Summarise,
-    Wait,
-)
-from stages.turn.preflight import decide_between_turns, decide_preflight
 from stages.turn.request import decide_request
 from stages.turn.routing import decide_routing
 from stages.turn.step import ROUTES, next_stage

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring
 
 from stages.context.notes import system_prompt
+from stages.context.preflight import estimate_tokens
+from stages.decision import CallModel, Decision, ModelRequest
 from stages.log.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
 from stages.log.messages import Message, canonical_json
 from stages.log.state import State
 from stages.prompt.memory import recall_block, with_recall
-from stages.turn.decision import CallModel, Decision, ModelRequest
-from stages.turn.preflight import estimate_tokens
-from stages.turn.reasoning import reasoning_digest_fields, reasoning_for
+from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
 from stages.turn.step import LENGTH_PROMPT, cut_parts
 
 

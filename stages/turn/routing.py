@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
+from stages.decision import NOTHING, Decision
 from stages.log.events import RouteChosen, SessionSettings
 from stages.log.state import State
-from stages.turn.decision import NOTHING, Decision
 
 __all__ = ["COMPLEX_KEYWORDS", "MAX_SIMPLE_CHARS", "MAX_SIMPLE_WORDS", "decide_routing",
            "why_complex"]

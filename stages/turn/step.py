@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from stages.decision import Decision, Finish, PrepareCall
 from stages.log.events import (
     ContinuationRequested,
     Event,
@@ -24,10 +25,9 @@ from stages.log.events import (
 from stages.log.messages import Message, canonical_json
 from stages.log.state import State
 from stages.recovery.chain import decide_recovery, next_provider
+from stages.recovery.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
 from stages.tools.plan import decide_tool_plan
 from stages.turn.budget import NO_SUMMARY_TEXT
-from stages.turn.decision import Decision, Finish, PrepareCall
-from stages.turn.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
 
 MAX_CONTINUATIONS = 3
 CONTINUE_PROMPT = "Continue, and give your answer or call a tool."

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from effects.protocols import CancelToken
 from effects.providers.anthropic_messages import AnthropicMessagesClient, request_body, to_anthropic
+from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
@@ -18,8 +19,7 @@ from stages.errors import (
     UsageError,
 )
 from stages.log.messages import Message, ToolCall
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
+from stages.log.tool_specs import ToolSpec
 from tests.effects.cancelling import cancelled_after
 from tests.fake_anthropic import FakeAnthropicServer, Reply, Usage
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from effects.providers.openai_chat import OpenAIChatClient
+from stages.decision import ModelRequest
 from stages.errors import ProviderUnavailableError
 from stages.log.messages import Message
-from stages.turn.decision import ModelRequest
 
 REPLY = json.dumps({
     "id": "r", "object": "chat.completion", "created": 0, "model": "m",

@@ -22,6 +22,7 @@ from effects.protocols import CancelToken, ModelClient
 from effects.providers.anthropic_messages import AnthropicMessagesClient
 from effects.providers.openai_chat import OpenAIChatClient
 from effects.providers.openai_responses import OpenAIResponsesClient
+from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
     ProviderError,
@@ -31,8 +32,7 @@ from stages.errors import (
 )
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall, canonical_json
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
+from stages.log.tool_specs import ToolSpec
 from tests import fake_anthropic, fake_openai, fake_responses
 from tests.effects.cancelling import cancelled_after
 from tests.fake_http import Stall

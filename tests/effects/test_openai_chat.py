@@ -7,6 +7,7 @@ import json
 import pytest
 
 from effects.providers.openai_chat import OpenAIChatClient, request_body
+from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
@@ -14,8 +15,7 @@ from stages.errors import (
     ProviderUnavailableError,
 )
 from stages.log.messages import Message, ToolCall
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
+from stages.log.tool_specs import ToolSpec
 from tests.fake_openai import FakeOpenAIServer, Reply, Usage
 
 SPEC = ToolSpec(name="lookup", description="Look up.", parameters='{"type":"object"}')

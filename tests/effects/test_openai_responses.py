@@ -9,6 +9,7 @@ from openai.types.responses import FunctionToolParam, ResponseInputParam
 
 from effects.protocols import CancelToken
 from effects.providers.openai_responses import OpenAIResponsesClient, to_responses_input
+from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
     ProviderHTTPError,
@@ -17,8 +18,7 @@ from stages.errors import (
     UsageError,
 )
 from stages.log.messages import Message, ToolCall
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
+from stages.log.tool_specs import ToolSpec
 from tests.effects.cancelling import cancelled_after
 from tests.fake_responses import FakeResponsesServer, ResponsesReply, Usage
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from effects.providers.anthropic_convert import to_anthropic
 from effects.providers.openai_chat import request_body as chat_body
 from effects.providers.openai_responses import to_responses_input
+from stages.decision import ModelRequest
 from stages.log.messages import Message, ToolCall
-from stages.tools.specs import ToolSpec
-from stages.turn.decision import ModelRequest
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.log.reasoning_parts import ReasoningPart
+from stages.log.tool_specs import ToolSpec
 from tests.fake_anthropic import REDACTED_PREFIX, signature_of, thinking_refusal
 from tests.strategies.events import messages, reasoning_parts
 

@@ -22,7 +22,7 @@ from effects.tools.executor import (
     render_result,
 )
 from stages.log.messages import canonical_json
-from stages.tools.specs import ToolInvocation, ToolOutcome
+from stages.log.tool_specs import ToolInvocation, ToolOutcome
 
 TIMEOUT = 2.0
 

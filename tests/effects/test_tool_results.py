@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from effects.eventlog.store import session_path
+from effects.performers import Effects
 from effects.tools.executor import ThreadPoolToolRunner, private_directory, spill, sweep
 from pipeline.agent import Agent
 from pipeline.settings import AgentSettings
 from pipeline.shell.replay import replay
-from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.tools import ToolRegistry
 from pipeline.toolsets import builtin_tools
 from stages.log.events import SessionSettings
-from stages.tools.specs import ToolInvocation
+from stages.log.tool_specs import ToolInvocation
 
 MARKER = re.compile(r"\[output truncated: (\d+) characters, (\d+) lines in all; the whole "
                     r"output is in (\S+); read it with read_file and offset/limit\]$")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pipeline.agent import Agent
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
+from stages.decision import ModelRequest
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall
-from stages.turn.decision import ModelRequest
 
 KEY = "sk-proj-ExportTestKey0123456789abcdef"
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -14,9 +14,9 @@ from pipeline.shell.approval import AllowList, ApprovalRequest, Approver
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import builtin_tools
+from stages.decision import AskApproval
 from stages.errors import UsageError
 from stages.log import events as ev
-from stages.turn.decision import AskApproval
 
 ASK = AskApproval(call_id="c1", tool="terminal", command="rm -rf build",
                   pattern="recursive_delete", description="deletes files recursively")

@@ -11,7 +11,7 @@ from pipeline.chat.listen import EventRouter
 from pipeline.chat.render import RichDisplay
 from stages.log import events as ev
 from stages.log.messages import Message, ToolCall
-from stages.tools.specs import ToolOutcome
+from stages.log.tool_specs import ToolOutcome
 
 
 def _display(terminal: bool = False) -> tuple[RichDisplay, Console]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds
-from stages.context.compress_now import MANUAL
 from stages.log import events as ev
+from stages.session.compress_now import MANUAL
 from tests.pipeline.test_context import _agent, _events, _turn, summarising
 
 __all__ = ["summarising"]  # the fixture

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from effects.eventlog.codec import from_payload
+from effects.eventlog.lineage import newest, oldest
 from effects.eventlog.store import read_envelopes, session_path
 from effects.providers.window_probe import probe_context_window
 from pipeline.agent import Agent
 from pipeline.memory_providers import MemoryProvider
-from pipeline.shell.lineage import newest, oldest
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock
 from stages.context.summary import SUMMARY_PREFIX

@@ -9,12 +9,11 @@ import re
 import pytest
 
 from effects.eventlog.store import read_envelopes, session_path
-from pipeline.agent import Agent
+from effects.performers import Effects
+from pipeline.agent import Agent, fork_session
 from pipeline.providers import ProviderRouter
 from pipeline.settings import AgentSettings
-from pipeline.agent import fork_session
 from pipeline.shell.replay import replay
-from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock
 from pipeline.tools import tool
 from stages.errors import ReplayDivergenceError, UsageError

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from effects.eventlog.envelope import encode_line, line_hash
+from effects.performers import Effects
 from pipeline.agent import Agent
 from pipeline.cli.main import main
 from pipeline.insights.figures import OUTCOMES, summarise
@@ -23,7 +24,6 @@ from pipeline.insights.prices import PriceTable
 from pipeline.insights.query import connect, query, query_index
 from pipeline.insights.views import UNITS
 from pipeline.settings import AgentSettings
-from effects.performers import Effects
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 from stages.errors import UsageError
 from stages.log.events import ModelReplied, SessionSettings, Usage

@@ -8,10 +8,10 @@ from typing import ClassVar
 import pytest
 
 from pipeline.providers import ProviderRouter, Secrets
+from stages.decision import ModelRequest
 from stages.errors import ProviderHTTPError
 from stages.log.events import ModelFailed
 from stages.log.redact import redact_event
-from stages.turn.decision import ModelRequest
 
 
 def request(**kw) -> ModelRequest:

@@ -15,8 +15,8 @@ from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.shell.replay import replay
 from stages.errors import UsageError
-from stages.log.fold import fold
-from stages.turn.reasoning import THINKING_EXHAUSTED_TEXT
+from stages.fold import fold
+from stages.recovery.reasoning import THINKING_EXHAUSTED_TEXT
 from tests.fake_anthropic import FakeAnthropicServer, signature_of
 from tests.fake_anthropic import Reply as AReply
 from tests.fake_openai import Reply

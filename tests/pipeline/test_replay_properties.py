@@ -27,12 +27,12 @@ from effects.eventlog.store import SessionLog, read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.shell.replay import ReplayReport, replay
 from pipeline.tools import Tool
+from stages.decision import ModelRequest
 from stages.errors import ProviderHTTPError, ProviderTimeoutError
+from stages.fold import fold
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.fold import fold
 from stages.log.messages import Message, ToolCall
-from stages.turn.decision import ModelRequest
 from tests.strategies.scripts import (
     FailStep,
     ReplyStep,

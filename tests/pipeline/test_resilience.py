@@ -18,7 +18,7 @@ from effects.eventlog.store import read_envelopes, session_path
 from pipeline.agent import Agent
 from pipeline.shell.replay import replay
 from pipeline.testing import FakeClock
-from stages.log.fold import fold
+from stages.fold import fold
 from stages.log.state import State
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_anthropic import Reply as AReply

@@ -6,8 +6,8 @@ import pytest
 
 from pipeline import Agent
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, UnexpectedModelCall
+from stages.decision import ModelRequest
 from stages.errors import ProviderHTTPError
-from stages.turn.decision import ModelRequest
 
 
 def request(purpose: str = "turn") -> ModelRequest:

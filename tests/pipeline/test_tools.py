@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline.tools import Tool, ToolArgumentsError, ToolRegistry, tool
 from stages.errors import ModelBehaviourError, UsageError
-from stages.tools.specs import ToolInvocation
+from stages.log.tool_specs import ToolInvocation
 
 
 def google_style(

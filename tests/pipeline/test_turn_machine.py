@@ -90,7 +90,7 @@ def test_an_event_the_fold_refuses_never_reaches_the_log(tmp_path) -> None:
 
 
 def _decision(*events: ev.Event):
-    from stages.turn.decision import Decision
+    from stages.decision import Decision
     return Decision(events=events)
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from stages.decision import Decision, Finish, PrepareCall
+from stages.fold import apply_event, fold
 from stages.log import events as ev
-from stages.log.fold import apply_event, fold
 from stages.log.messages import Message, ToolCall
 from stages.log.state import State
-from stages.tools.specs import ToolOutcome, ToolSpec
+from stages.log.tool_specs import ToolOutcome, ToolSpec
 from stages.turn import machine
-from stages.turn.decision import Decision, Finish, PrepareCall
 from stages.turn.step import ROUTES, next_stage
 
 SETTINGS = ev.SessionSettings(model="m", provider="p", max_turns=3)

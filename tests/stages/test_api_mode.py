@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.errors import UsageError
-from stages.turn.api_mode import API_MODES, ApiModeDecision, resolve_api_mode, responses_only
+from stages.log.api_mode import API_MODES, ApiModeDecision, resolve_api_mode, responses_only
 
 
 def resolve(explicit=None, provider=None, base_url=None, model=None) -> ApiModeDecision:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from stages.decision import NOTHING
 from stages.turn.budget import DELEGATION_MAX_ITERATIONS, child_budget, decide_budget
-from stages.turn.decision import NOTHING
 from tests.stages.helpers import SETTINGS, answered, reply, session, turn
 
 

@@ -92,7 +92,7 @@ def test_payload_is_plain_json_data(event: ev.Event) -> None:
 
 def test_derived_fields_are_not_serialised() -> None:
     from stages.log.messages import Message
-    from stages.tools.specs import ToolSpec
+    from stages.log.tool_specs import ToolSpec
     payload = to_payload(ev.HistoryLoaded(messages=(Message(role="user", content="hi"),)))
     assert "wire" not in payload["messages"][0]
     spec = ToolSpec(name="t", description="d", parameters="{}")
@@ -149,7 +149,7 @@ def test_wrongly_typed_scalars_are_corrupt(kind: str, payload: dict) -> None:
 
 
 def test_every_kind_has_a_fold_rule() -> None:
-    from stages.log.fold import _APPLY
+    from stages.fold import _APPLY
     assert set(_APPLY) == set(ev.EVENT_TYPES.values())
 
 

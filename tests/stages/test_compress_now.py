@@ -9,13 +9,13 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.context.compress_now import MANUAL, decide_requested, run_compression
+from stages.decision import NOTHING, ReadClock, RequestCompression, Summarise
 from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.log.messages import Message
 from stages.log.state import State
+from stages.session.compress_now import MANUAL, decide_requested, run_compression
 from stages.turn import machine
-from stages.turn.decision import NOTHING, ReadClock, RequestCompression, Summarise
 from tests.stages.helpers import SETTINGS, answered, reply, session, then, turn
 
 PROTECT = attrs.evolve(SETTINGS, context_length=64_000, protect_last_n=2)

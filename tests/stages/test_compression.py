@@ -11,12 +11,12 @@ from stages.context.apply import compacted
 from stages.context.compression import DISABLED_NOTICE, decide_compressed, decide_compression
 from stages.context.compression_plan import Budgets, boundaries, cut_text
 from stages.context.summary import merge_done, serialise
-from stages.context.window import DEFAULT_CONTEXT_WINDOW, resolve_window, table_window
+from stages.decision import NOTHING, Finish, PrepareCall, Summarise
+from stages.fold import fold
 from stages.log import events as ev
-from stages.log.fold import fold
+from stages.log.context_window import DEFAULT_CONTEXT_WINDOW, resolve_window, table_window
 from stages.log.messages import Message
 from stages.recovery.chain import decide_recovery
-from stages.turn.decision import NOTHING, Finish, PrepareCall, Summarise
 from stages.turn.step import EMPTY_PROMPT, LENGTH_PROMPT, decide_answer, decide_continuation
 from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, spec, then, turn
 
@@ -261,7 +261,7 @@ def test_a_content_filter_stop_ends_the_turn_as_not_completed() -> None:
 
 
 def test_a_tool_batch_past_the_threshold_compresses_before_the_next_call() -> None:
-    from stages.turn.preflight import decide_preflight
+    from stages.context.preflight import decide_preflight
     settings = attrs.evolve(SMALL, context_length=4096)
     state = turn(session(spec("read"), settings=settings), "read it")
     c = call("c1", "read")
@@ -273,7 +273,7 @@ def test_a_tool_batch_past_the_threshold_compresses_before_the_next_call() -> No
 
 
 def test_a_fallback_provider_may_name_its_own_window() -> None:
-    from stages.context.window import session_window
+    from stages.log.context_window import session_window
     settings = attrs.evolve(SMALL, fallback_providers=(
         ev.ProviderEntry(provider="q", model="tiny", context_length=1024),
         ev.ProviderEntry(provider="q", model="gpt-4o")))

@@ -13,9 +13,9 @@ from stages.context.apply import compacted
 from stages.context.compression_plan import Budgets
 from stages.context.engine import Compressor
 from stages.context.summary import merge_done, summary_text
+from stages.fold import fold
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.fold import fold
 from stages.log.messages import Message, ToolCall
 from tests.strategies.simulation import check_pairs
 

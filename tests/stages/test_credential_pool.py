@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from stages.errors import UsageError
-from stages.recovery.classify import FailureReason
-from stages.recovery.credential_pool import (
+from stages.log.credential_pool import (
     AUTH_COOLDOWN,
     BILLING_COOLDOWN,
     DEFAULT_COOLDOWN,
@@ -23,7 +22,8 @@ from stages.recovery.credential_pool import (
     record_use,
     select,
 )
-from stages.recovery.ratelimits import parse_rate_limits
+from stages.log.ratelimits import parse_rate_limits
+from stages.recovery.classify import FailureReason
 
 
 def pool(strategy: str = "fill_first", keys: str = "abc") -> PoolState:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from effects.eventlog.codec import from_payload
+from stages.fold import apply_event, fold
 from stages.log import events as ev
 from stages.log import upcast as up
-from stages.log.fold import apply_event, fold
 from stages.log.state import State
 from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, then, turn
 

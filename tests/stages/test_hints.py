@@ -10,12 +10,12 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stages.decision import NOTHING
 from stages.log import events as ev
+from stages.log.tool_specs import ToolOutcome
 from stages.prompt.context_files import candidate_paths, reached_dirs
 from stages.prompt.hints import decide_hints, dirs_to_read
 from stages.tools.plan import decide_tool_plan
-from stages.tools.specs import ToolOutcome
-from stages.turn.decision import NOTHING
 from tests.stages.helpers import SETTINGS, call, reply, requested, session, spec, then, turn
 
 LOADING = attrs.evolve(SETTINGS, load_context=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import attrs
 
+from stages.context.preflight import decide_preflight, estimate_tokens
+from stages.decision import NOTHING
 from stages.log import events as ev
-from stages.turn.decision import NOTHING
-from stages.turn.preflight import CHARS_PER_TOKEN, decide_preflight, estimate_tokens
+from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.turn.request import decide_request, request_digest
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 

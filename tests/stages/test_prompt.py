@@ -7,8 +7,9 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stages.decision import NOTHING
+from stages.fold import apply_event
 from stages.log import events as ev
-from stages.log.fold import apply_event
 from stages.prompt.memory import MEMORY_FENCE_CLOSE, MEMORY_FENCE_OPEN, MEMORY_NOTE, memory_block
 from stages.prompt.system import (
     DEFAULT_IDENTITY,
@@ -19,7 +20,6 @@ from stages.prompt.system import (
     mark_stale,
     needs_inputs,
 )
-from stages.turn.decision import NOTHING
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 
 RULES2 = attrs.evolve(SETTINGS, rules=2)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from stages.decision import Decision, Finish
+from stages.fold import apply_event, fold
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.fold import apply_event, fold
 from stages.log.state import State
-from stages.turn.decision import Decision, Finish
 from stages.turn.step import decide_abandon
 from tests.stages.helpers import decide_next
 from tests.strategies.scripts import (

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stages.recovery.ratelimits import (
+from stages.log.ratelimits import (
     Bucket,
     RateLimitSnapshot,
     format_count,

@@ -8,12 +8,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from effects.eventlog.codec import from_payload, to_payload
+from stages.decision import CallModel, Finish, PrepareCall
 from stages.log import events as ev
 from stages.log.messages import Message
+from stages.log.reasoning_parts import ReasoningPart
 from stages.log.redact import redact_event
-from stages.turn.decision import CallModel, Finish, PrepareCall
-from stages.turn.reasoning import THINKING_EXHAUSTED_TEXT, last_reasoning
-from stages.turn.reasoning_parts import ReasoningPart
+from stages.recovery.reasoning import THINKING_EXHAUSTED_TEXT, last_reasoning
 from stages.turn.request import decide_request
 from stages.turn.think_tags import ThinkSplitter, split_think
 from tests.stages.helpers import SETTINGS, answered, decide_next, requested, session, then, turn

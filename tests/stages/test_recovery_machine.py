@@ -16,16 +16,16 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from stages.decision import Finish, PrepareCall, RefreshCredential, Wait
+from stages.fold import fold
 from stages.log import events as ev
-from stages.log.fold import fold
-from stages.recovery.credential_pool import BILLING_COOLDOWN, available
+from stages.log.credential_pool import BILLING_COOLDOWN, available
 from stages.recovery.credentials import decide_credentials
-from stages.turn.decision import Finish, PrepareCall, RefreshCredential, Wait
 from stages.turn.step import ROUTES, next_stage
 from tests.stages.helpers import reply, requested
 
 COOLDOWN = 60.0  # the settings' rate_limit_cooldown
-AUTH_REST = 300.0  # stages.recovery.credential_pool.AUTH_COOLDOWN
+AUTH_REST = 300.0  # stages.log.credential_pool.AUTH_COOLDOWN
 REASONS = {401: "auth", 403: "auth_permanent", 402: "billing", 429: "rate_limit",
            500: "server_error", 503: "overloaded", None: "timeout"}
 RETRYABLE = {"rate_limit", "server_error", "overloaded", "timeout"}

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
+from stages.fold import fold
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.fold import fold
 from stages.turn.step import decide_abandon
 from tests.stages.test_properties import check_turn
 from tests.strategies.scripts import (

@@ -11,10 +11,12 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stages import decision as d
+from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.fold import apply_event
 from stages.log.state import State
+from stages.log.tool_specs import ToolOutcome
 from stages.session.machine import (
     AWAIT,
     Abort,
@@ -29,8 +31,6 @@ from stages.session.machine import (
     Turn,
     run_session,
 )
-from stages.tools.specs import ToolOutcome
-from stages.turn import decision as d
 from stages.turn.machine import Perform, Record
 from tests.stages.helpers import SETTINGS, call, reply, spec
 

@@ -10,7 +10,7 @@ import pytest
 from effects.providers.http_shell import check_timeouts
 from stages.errors import SettingError, UsageError
 from stages.log import events as ev
-from stages.turn.api_mode import resolve_api_mode
+from stages.log.api_mode import resolve_api_mode
 
 BAD = [
     ({"max_turns": 0}, "max_turns must be a whole number of at least 1, got 0"),

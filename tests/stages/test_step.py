@@ -7,10 +7,11 @@ import json
 
 import attrs
 
+from stages.context.notes import BUDGET_PROMPT
+from stages.decision import Decision, Finish, PrepareCall, RunTools, Wait
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.turn.budget import BUDGET_PROMPT, NO_SUMMARY_TEXT, decide_budget
-from stages.turn.decision import Decision, Finish, PrepareCall, RunTools, Wait
+from stages.turn.budget import NO_SUMMARY_TEXT, decide_budget
 from stages.turn.request import decide_request
 from stages.turn.step import LENGTH_PROMPT, decide_abandon
 from tests.stages.helpers import (

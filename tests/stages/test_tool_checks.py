@@ -8,9 +8,9 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stages.decision import AskApproval, RunTools
 from stages.log import events as ev
 from stages.tools.plan import decide_tool_plan
-from stages.turn.decision import AskApproval, RunTools
 from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, spec, then, turn
 
 RULES2 = attrs.evolve(SETTINGS, rules=2)

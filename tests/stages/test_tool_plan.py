@@ -7,10 +7,10 @@ import json
 import attrs
 import pytest
 
+from stages.decision import PrepareCall, RunTools
 from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.tools.plan import decide_tool_plan
-from stages.turn.decision import PrepareCall, RunTools
 from tests.stages.helpers import (
     SETTINGS,
     answered,

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import attrs
 
+from stages.decision import BeginTurn, CallModel, PollInterrupt, RunTools, Wait
+from stages.fold import apply_event
 from stages.log import events as ev
-from stages.log.fold import apply_event
 from stages.log.state import State
-from stages.tools.specs import ToolOutcome
+from stages.log.tool_specs import ToolOutcome
 from stages.turn import machine as turn
-from stages.turn.decision import BeginTurn, CallModel, PollInterrupt, RunTools, Wait
 from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 

@@ -7,12 +7,7 @@ import json
 
 import attrs
 
-from stages.log import events as ev
-from stages.log.fold import apply_event
-from stages.log.state import State
-from stages.tools.specs import ToolOutcome
-from stages.turn import machine as turn
-from stages.turn.decision import (
+from stages.decision import (
     BeginTurn,
     CallModel,
     PollInterrupt,
@@ -21,6 +16,11 @@ from stages.turn.decision import (
     ReadPromptInputs,
     RunTools,
 )
+from stages.fold import apply_event
+from stages.log import events as ev
+from stages.log.state import State
+from stages.log.tool_specs import ToolOutcome
+from stages.turn import machine as turn
 from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
 CONFIG = attrs.evolve(SETTINGS, load_context=True, memory_provider="recall")

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from stages.log import events as ev
 from stages.log.messages import Message, ToolCall, canonical_json
-from stages.tools.specs import ToolOutcome, ToolSpec
-from stages.turn.reasoning_parts import EFFORTS, ReasoningPart
+from stages.log.reasoning_parts import EFFORTS, ReasoningPart
+from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 __all__ = [
     "EVENT_STRATEGIES",

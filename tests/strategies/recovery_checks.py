@@ -11,9 +11,9 @@ of an answer reached the user.
 from __future__ import annotations
 
 from stages.log import events as ev
+from stages.log.credential_pool import PoolState, available
 from stages.log.state import State
 from stages.recovery.classify import ACTIONS, FailureReason
-from stages.recovery.credential_pool import PoolState, available
 
 __all__ = ["check_recovery"]
 

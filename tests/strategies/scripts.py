@@ -20,9 +20,9 @@ from __future__ import annotations
 import attrs
 from hypothesis import strategies as st
 
+from stages.log.credential_pool import STRATEGIES
 from stages.log.events import APPROVAL_CHOICES
 from stages.log.messages import canonical_json
-from stages.recovery.credential_pool import STRATEGIES
 from tests.strategies.events import texts
 
 __all__ = [

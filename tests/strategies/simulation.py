@@ -17,19 +17,7 @@ from collections.abc import Callable
 
 import attrs
 
-from stages.context.window import session_window
-from stages.log import events as ev
-from stages.log.alternation import violations
-from stages.log.fold import apply_event
-from stages.log.messages import Message, ToolCall
-from stages.log.state import State
-from stages.prompt.memory import recall_block
-from stages.recovery.backoff import backoff_delay
-from stages.tools.checks import shares_a_path
-from stages.tools.dangerous import detect
-from stages.tools.specs import ToolOutcome, ToolSpec
-from stages.turn import machine as turn
-from stages.turn.decision import (
+from stages.decision import (
     AskApproval,
     BeginTurn,
     CallModel,
@@ -45,6 +33,18 @@ from stages.turn.decision import (
     Summarise,
     Wait,
 )
+from stages.fold import apply_event
+from stages.log import events as ev
+from stages.log.alternation import violations
+from stages.log.context_window import session_window
+from stages.log.messages import Message, ToolCall
+from stages.log.state import State
+from stages.log.tool_specs import ToolOutcome, ToolSpec
+from stages.prompt.memory import recall_block
+from stages.recovery.backoff import backoff_delay
+from stages.tools.checks import shares_a_path
+from stages.tools.dangerous import detect
+from stages.turn import machine as turn
 from tests.strategies.recovery_checks import check_recovery
 from tests.strategies.scripts import (
     CutStep,

@@ -10,10 +10,10 @@ and the replay drive it alike.
 from __future__ import annotations
 
 from stages.context.engine import engine_for
-from stages.context.tokens import context_tokens, window_of
+from stages.decision import NOTHING, Decision, RequestCompression
+from stages.log.context_tokens import context_tokens, window_of
 from stages.log.events import CompressionRequested, ContextPressure, SessionSettings
 from stages.log.state import State
-from stages.turn.decision import NOTHING, Decision, RequestCompression
 from stages.turn.machine import Flow, Perform, Record, compression
 
 MANUAL = "manual"

@@ -1,20 +1,18 @@
 """Preflight stage: estimate the request's tokens and flag context pressure.
 
 The estimate is kept incrementally by the fold (``history_chars``), so it costs O(1) per call.
-Under rules 3 the window is always known (``stages.context.window``), the estimate is
-corrected by the provider's reported usage (``stages.context.tokens``), and the pressure it
+Under rules 3 the window is always known (``stages.log.context_window``), the estimate is
+corrected by the provider's reported usage (``stages.log.context_tokens``), and the pressure it
 records makes the compression stage compact the context before the call. The same check runs
 at the start of a turn against the between-turns threshold (85% by default).
 """
 
 from __future__ import annotations
 
-from stages.context.tokens import context_tokens, window_of
+from stages.decision import NOTHING, Decision
+from stages.log.context_tokens import CHARS_PER_TOKEN, context_tokens, window_of
 from stages.log.events import ContextPressure, SessionSettings
 from stages.log.state import State
-from stages.turn.decision import NOTHING, Decision
-
-CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(state: State) -> int:

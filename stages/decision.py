@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.log.events import Event, SessionSettings
+from stages.log.events import ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
-from stages.tools.specs import ToolInvocation, ToolSpec
+from stages.log.tool_specs import ToolInvocation, ToolSpec
 
 
 @attrs.frozen(kw_only=True)
@@ -221,8 +221,10 @@ class ProbeWindow:
 
 @attrs.frozen(kw_only=True)
 class SplitSession:
-    """After a compression the session goes on in a child (``SessionSplit``, recorded once the
-    child's log holds its start)."""
+    """After a compression the session goes on in a child that inherits ``context``
+    (``SessionSplit``, recorded once the child's log holds its start)."""
+
+    context: ContextInherited
 
 
 @attrs.frozen(kw_only=True)

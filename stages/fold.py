@@ -7,16 +7,16 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from stages.context import fold as cf
 from stages.context.apply import moved
 from stages.context.engine import engine_for
+from stages.log import context_fold as cf
 from stages.log import events as ev
+from stages.log import pools
 from stages.log.evolve import evolve
 from stages.log.history import History
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
-from stages.recovery import pools
-from stages.tools.specs import call_key
+from stages.log.tool_specs import call_key
 
 
 def _digest(digest: str, messages: Iterable[Message]) -> str:

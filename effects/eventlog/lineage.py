@@ -4,7 +4,8 @@ After a turn that compressed the context, the child's log starts with the parent
 compressed history (``ContextInherited``); then the parent's log says where the session went
 (``SessionSplit``). The child is written first: a crash in between leaves an orphan child and a
 parent that still goes on, never a parent pointing nowhere. The session machine
-(``stages.session.machine``) asks for the split; ``pipeline.agent`` performs it. Resuming any
+(``stages.session.machine``) asks for the split; ``pipeline.agent`` performs it; this module
+reads the chain back from the logs. Resuming any
 session of a chain (``Agent(session_id=...)``, ``--resume``) opens its newest descendant.
 """
 
@@ -15,11 +16,9 @@ from pathlib import Path
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, session_path
+from stages.fold import fold
 from stages.log.events import ContextInherited, SessionSplit, TurnStarted
-from stages.log.fold import fold
 from stages.log.state import State
-
-REASON = "compression"
 
 
 def folded_log(path: Path) -> State:
@@ -68,17 +67,4 @@ def oldest(root: Path, session_id: str) -> str:
     return _walk(root, session_id, _parent_of)
 
 
-def inherited(state: State) -> ContextInherited:
-    assert state.session_id is not None
-    ctx = state.context
-    return ContextInherited(parent_session_id=state.session_id, reason=REASON,
-                            messages=tuple(state.messages), summary=ctx.summary,
-                            compressions=ctx.compressions, ineffective=ctx.ineffective,
-                            disabled=ctx.disabled, cooldown_until=ctx.cooldown_until,
-                            windows=ctx.windows, window_cap=ctx.window_cap,
-                            approved_patterns=state.approved_patterns,
-                            hint_dirs=tuple(sorted(state.hint_dirs)),
-                            reasoning_replay_off=state.reasoning_replay_off)
-
-
-__all__ = ["REASON", "folded_log", "inherited", "newest", "oldest"]
+__all__ = ["folded_log", "newest", "oldest"]

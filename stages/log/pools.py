@@ -7,6 +7,7 @@ import datetime as dt
 
 import attrs
 
+from stages.log import credential_pool as cp
 from stages.log.events import (
     CredentialRefreshed,
     ModelReplied,
@@ -14,9 +15,8 @@ from stages.log.events import (
     SessionSettings,
     TurnStarted,
 )
+from stages.log.ratelimits import parse_rate_limits
 from stages.log.state import State, TurnState
-from stages.recovery import credential_pool as cp
-from stages.recovery.ratelimits import parse_rate_limits
 
 QUOTA_REASONS = ("rate_limit", "billing")
 AUTH_REASONS = ("auth", "auth_permanent")

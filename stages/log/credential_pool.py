@@ -38,7 +38,7 @@ from typing import Literal, TypeVar
 import attrs
 
 from stages.errors import UsageError
-from stages.recovery.ratelimits import RateLimitSnapshot, is_exhausted, seconds_until_reset
+from stages.log.ratelimits import RateLimitSnapshot, is_exhausted, seconds_until_reset
 
 Strategy = Literal["round_robin", "least_used", "fill_first"]
 STRATEGIES: tuple[str, ...] = ("fill_first", "least_used", "round_robin")

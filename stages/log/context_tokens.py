@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import re
 
-from stages.context.compression_plan import CHARS_PER_TOKEN
-from stages.context.window import Window, session_window
+from stages.log.context_window import Window, session_window
 from stages.log.events import SessionSettings, Usage
 from stages.log.state import State
 
 # "maximum context length is 2048 tokens", "context window of 8,192 tokens", ...
 _LIMIT = re.compile(r"(?:context length|context window|context size|context limit)"
                     r"\D{0,30}?(\d[\d,]{2,})\s*tokens", re.IGNORECASE)
+
+
+# The rough size of a token in characters, for text no tokenizer has counted.
+CHARS_PER_TOKEN = 4
 
 
 def request_chars(state: State) -> int:

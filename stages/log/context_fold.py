@@ -1,15 +1,17 @@
-"""How the context events change the state (``stages.log.fold`` maps them here)."""
+"""How the context events change the state (``stages.fold`` maps them here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stages.context.compression import INEFFECTIVE_SAVING
-from stages.context.state import ContextState
-from stages.context.tokens import overflow_cap, prompt_tokens, request_chars
 from stages.log import events as ev
+from stages.log.context_state import ContextState
+from stages.log.context_tokens import overflow_cap, prompt_tokens, request_chars
 from stages.log.evolve import evolve
 from stages.log.state import State
+
+# A compression that saves less than this share of the context counts as ineffective.
+INEFFECTIVE_SAVING = 0.10
 
 
 def _context(state: State, **changes: Any) -> State:
