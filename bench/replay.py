@@ -126,7 +126,10 @@ _TREE_RUN = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from pipeline.shell.replay import replay
+try:
+    from pipeline.shell.replay import replay
+except ImportError:  # a tree from before pipeline/shell/
+    from pipeline.replay import replay
 root, session_id, repeats = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 report = replay(root, session_id)
 assert report.identical, report.describe()
