@@ -95,7 +95,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # A whole run (no paths given) must find every listed test: a renamed or moved test would
     # otherwise fall back into the default lane unnoticed.
     if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
-        stale = sorted(set(TEST_LANES) - seen)
+        stale = sorted(set(TEST_LANES) - seen) + [
+            f"{lane} (not left out by addopts)" for lane in SLOW_LANES
+            if lane not in " ".join(config.getini("addopts")).partition("-m")[2]]
         if stale:
             warnings.warn(pytest.PytestConfigWarning(
                 "tests/conftest.py lists tests that were not collected (moved or renamed?): "
