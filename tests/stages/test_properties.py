@@ -28,6 +28,7 @@ from tests.strategies.scripts import (
     TurnScript,
     session_scripts,
 )
+from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.simulation import Driver, check_pairs, drive
 
 
@@ -118,8 +119,11 @@ def test_turn_loop_keeps_alternation_budget_and_fold_equality(script: SessionScr
 
 
 def check_logs(driver: Driver, script: SessionScript) -> None:
-    """Each session's log (a compression goes on in a split's child) folds to a state that
-    counts its own turns, characters and usage; together they hold every scripted turn."""
+    """Each session's log (a compression goes on in a split's child) replays through the
+    session machine record for record, and folds to a state that counts its own turns,
+    characters and usage; together they hold every scripted turn."""
+    for log in driver.logs:
+        assert replayed(log) == log
     states = [fold(log) for log in driver.logs]
     assert sum(state.turns for state in states) == len(script.turns)
     for log, state in zip(driver.logs, states, strict=True):
@@ -148,6 +152,8 @@ def test_abandoning_at_any_point_closes_the_turn(script: SessionScript,
     assert resumed.state.turn is None or resumed.state.turn.finished is not None
     resumed.run_turn(99, TurnScript(user="are you there?", steps=()), None)
     assert violations(resumed.state.messages) == []
+    if not inside_a_batch(events[:cut]):
+        assert replayed(resumed.events) == resumed.events
 
 
 @settings(max_examples=60, deadline=None)

@@ -28,6 +28,7 @@ from tests.strategies.scripts import (
     TurnScript,
     session_scripts,
 )
+from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.simulation import Driver, check_pairs, drive
 
 SCRIPTS = session_scripts(resilient=True)
@@ -126,3 +127,5 @@ def test_abandoning_a_resilient_turn_at_any_point_closes_it(script: SessionScrip
     assert resumed.state.turn is None or resumed.state.turn.finished is not None
     resumed.run_turn(99, TurnScript(user="are you there?", steps=()), None)
     assert violations(resumed.state.messages) == []
+    if not inside_a_batch(events[:cut]):
+        assert replayed(resumed.events) == resumed.events

@@ -52,6 +52,7 @@ class Play:
     interrupt: bool = attrs.field(init=False)
     added: int = 0
     """Events the command recorded so far (where ``script.stop_at`` stops it)."""
+    stopped: bool = False
     runs: int = 0
     waits: int = 0
     refreshes: int = 0

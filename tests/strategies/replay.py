@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.fold import apply_event
+from stages.fold import apply_event, fold
 from stages.log import events as ev
 from stages.log.state import State
 from stages.session.machine import Await, Command, Cut, End, Opening, run_session
 from stages.turn.machine import Perform, Record
 
-__all__ = ["Replay", "replayed"]
+__all__ = ["Replay", "inside_a_batch", "replayed"]
 
 
 @attrs.frozen
@@ -106,3 +106,14 @@ def replayed(log: Sequence[ev.Event]) -> list[ev.Event]:
             # The log ended (``End``), or the session went on in a split's child here.
             assert source.cursor == len(log), (source.cursor, len(log))
             return out
+
+
+def inside_a_batch(log: Sequence[ev.Event]) -> bool:
+    """``log`` ends between two results of one batch of tool runs. A session resumed there does
+    not replay (``pipeline.shell.journal.ReplayJournal.observe`` cuts the batch before the results
+    it holds, then meets one where it reads the next command): see
+    ``tests/stages/test_session_simulation.py``."""
+    if not log or not isinstance(log[-1], ev.ToolRan):
+        return False
+    turn = fold(log).turn
+    return turn is not None and bool(turn.pending)

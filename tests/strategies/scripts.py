@@ -207,7 +207,7 @@ def _steps(names: tuple[str, ...], cut: bool, resilient: bool) -> st.SearchStrat
 
 _MOVING = {
     "before": st.lists(st.sampled_from(MOVES), max_size=2).map(tuple),
-    "stop_at": st.none() | st.none() | st.integers(1, 40),
+    "stop_at": st.none() | st.integers(1, 16),
     "stop": st.sampled_from(("crash", "abort")),
     "fork_at_poll": st.none() | st.none() | st.integers(0, 4)}
 """A moving session's draws for each turn (see the module's docstring)."""

@@ -120,6 +120,8 @@ class Driver:
     reissued: int = 0
     """The current turn's calls that re-issued a failed one (a retry, another key, the next
     provider): they count as model calls, but not against the iteration budget's bound."""
+    stops: list[str] = attrs.field(factory=list)
+    """How each turn the script stopped part way stopped ("crash" or "abort")."""
     synced: list[tuple[str, str]] = attrs.field(factory=list)
     """The exchanges the memory providers learnt (``SyncMemory``)."""
     forking: bool = False
@@ -133,11 +135,13 @@ class Driver:
     @classmethod
     def resuming(cls, log: list[ev.Event], **fields) -> Driver:
         """A new process resuming the session ``log`` holds, wherever it was cut."""
-        state = fold(log)
-        assert state.settings is not None
-        driver = cls(settings=state.settings, tools=state.tools, state=state,
-                     events=list(log), **fields)
-        driver.open(Opening(resume=True, settings=state.settings, tools=state.tools))
+        first = log[0]
+        assert isinstance(first, ev.SessionStarted)
+        driver = cls(settings=first.settings, **fields)
+        for event in log:  # the bookkeeping of the turn in progress too (its re-issues)
+            driver.add(event)
+        driver.tools = driver.state.tools
+        driver.open(Opening(resume=True, settings=driver.settings, tools=driver.tools))
         return driver
 
     # --- checks on every event ---------------------------------------------------------------
@@ -250,6 +254,7 @@ class Driver:
                     return
                 continue
             play.stopped, done = True, None
+            self.stops.append(play.script.stop)
             if play.script.stop == "crash":
                 self.flow.close()
                 self.open(Opening(resume=True, settings=self.settings, tools=self.tools))
