@@ -20,6 +20,7 @@ from stages.log.alternation import violations
 from stages.log.state import State
 from stages.turn.step import decide_abandon
 from tests.stages.helpers import decide_next
+from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.scripts import (
     CallStep,
     FailStep,
@@ -28,7 +29,6 @@ from tests.strategies.scripts import (
     TurnScript,
     session_scripts,
 )
-from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.simulation import Driver, check_pairs, drive
 
 

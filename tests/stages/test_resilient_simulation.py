@@ -18,6 +18,7 @@ from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.turn.step import decide_abandon
 from tests.stages.test_properties import check_logs, check_turn
+from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.scripts import (
     CallStep,
     CutStep,
@@ -28,7 +29,6 @@ from tests.strategies.scripts import (
     TurnScript,
     session_scripts,
 )
-from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.simulation import Driver, check_pairs, drive
 
 SCRIPTS = session_scripts(resilient=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import attrs
 
 from stages import decision as d
-from stages.fold import apply_event, fold
+from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.log.messages import Message
