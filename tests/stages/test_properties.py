@@ -20,6 +20,7 @@ from stages.log.alternation import violations
 from stages.log.state import State
 from stages.turn.step import decide_abandon
 from tests.stages.helpers import decide_next
+from tests.strategies.replay import inside_a_batch, replayed
 from tests.strategies.scripts import (
     CallStep,
     FailStep,
@@ -114,10 +115,21 @@ _READ = ReplyStep(content=None, calls=(CallStep(name="read", arguments="{}"),))
 def test_turn_loop_keeps_alternation_budget_and_fold_equality(script: SessionScript) -> None:
     driver = drive(script, check_turn)
     assert fold(driver.events) == driver.state
-    assert driver.state.turns == len(script.turns)
-    assert driver.state.history_chars == sum(m.chars for m in driver.state.messages)
-    assert driver.state.usage == sum(
-        (e.usage for e in driver.events if isinstance(e, ev.ModelReplied)), ev.Usage())
+    check_logs(driver, script)
+
+
+def check_logs(driver: Driver, script: SessionScript) -> None:
+    """Each session's log (a compression goes on in a split's child) replays through the
+    session machine record for record, and folds to a state that counts its own turns,
+    characters and usage; together they hold every scripted turn."""
+    for log in driver.logs:
+        assert replayed(log) == log
+    states = [fold(log) for log in driver.logs]
+    assert sum(state.turns for state in states) == len(script.turns)
+    for log, state in zip(driver.logs, states, strict=True):
+        assert state.history_chars == sum(m.chars for m in state.messages)
+        assert state.usage == sum(
+            (e.usage for e in log if isinstance(e, ev.ModelReplied)), ev.Usage())
 
 
 @settings(max_examples=60, deadline=None)
@@ -134,9 +146,14 @@ def test_abandoning_at_any_point_closes_the_turn(script: SessionScript,
     check_pairs(state.messages)
     if state.turn is not None:
         assert state.turn.finished is not None and state.turn.pending == ()
-    resumed = Driver(settings=state.settings, state=state, events=list(events[:cut]))
+    # A new process resumes the session through the session machine, which closes the turn.
+    resumed = Driver.resuming(events[:cut])
+    assert resumed.events[cut + 1:] == list(decide_abandon(fold(events[:cut])).events)
+    assert resumed.state.turn is None or resumed.state.turn.finished is not None
     resumed.run_turn(99, TurnScript(user="are you there?", steps=()), None)
     assert violations(resumed.state.messages) == []
+    if not inside_a_batch(events[:cut]):
+        assert replayed(resumed.events) == resumed.events
 
 
 @settings(max_examples=60, deadline=None)

@@ -33,6 +33,7 @@ from stages.session.machine import (
 )
 from stages.turn.machine import Perform, Record
 from tests.stages.helpers import SETTINGS, call, reply, spec
+from tests.strategies.replay import replayed
 
 TOOLS = (spec("read", read_only=True),)
 FORKED = attrs.evolve(SETTINGS, max_tokens=64)
@@ -128,69 +129,6 @@ def drive(flow: Any, serve: Callable[[Perform, State], Sequence[ev.Event]],
 def scripted(*commands: Command) -> Callable[[], Command]:
     queue = list(commands)
     return lambda: queue.pop(0) if queue else End()
-
-
-class Replay:
-    """Serves every observation from ``log`` and checks every record against it; the commands
-    come off the log as ``pipeline.shell.replay`` reads them, and a turn the log cuts short is
-    cut (as ``pipeline.shell.journal.ReplayJournal`` does)."""
-
-    def __init__(self, log: Sequence[ev.Event]) -> None:
-        self.log, self.cursor = list(log), 0
-
-    def peek(self) -> ev.Event | None:
-        return self.log[self.cursor] if self.cursor < len(self.log) else None
-
-    def take(self) -> ev.Event:
-        event = self.log[self.cursor]
-        self.cursor += 1
-        return event
-
-    def command(self) -> Command:
-        from pipeline.shell.replay import next_command
-        nxt = self.peek()
-        return End() if nxt is None else next_command(_Envelope(kind=nxt.kind, seq=self.cursor))
-
-
-@attrs.frozen
-class _Envelope:
-    kind: str
-    seq: int
-
-
-def replayed(log: Sequence[ev.Event]) -> list[ev.Event]:
-    """The log a replay of ``log`` produces: records re-derived, observations served."""
-    source, out, state, opened_at = Replay(log), [], State(), 0
-    flow = run_session(Opening())
-    ask = next(flow)
-    while True:
-        if isinstance(ask, Await):
-            try:
-                ask = flow.send(source.command())
-            except StopIteration:
-                assert source.cursor == len(log)
-                return out
-            opened_at = source.cursor
-            continue
-        nxt = source.peek()
-        if isinstance(ask, Record):
-            events: Sequence[ev.Event] = ask.events
-            for event in events:
-                assert source.take() == event
-        elif ask.optional:
-            events = (source.take(),) if nxt is not None and nxt.kind in ask.kinds else ()
-        elif ask.count and nxt is not None and nxt.kind in ev.TURN_CUTS \
-                and nxt.kind not in ask.kinds:
-            assert source.cursor > opened_at, f"nothing of the command replayed at {nxt.kind}"
-            ask = flow.throw(Cut())
-            continue
-        else:
-            events = tuple(source.take() for _ in range(ask.count))
-            assert all(e.kind in ask.kinds for e in events)
-        for event in events:
-            state = apply_event(state, event)
-            out.append(event)
-        ask = flow.send(state)
 
 
 OPENING = Opening(settings=SETTINGS, session_id="s1", tools=TOOLS)

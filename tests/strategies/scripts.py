@@ -13,6 +13,12 @@ keys per provider with a refresh hook, a fallback chain, a memory provider and a
 tool whose dangerous commands wait for an approval. Its failures then come with the statuses
 that drive each recovery move (401/403 refresh or rotate, 402/429 rest the key, 5xx retry,
 404 falls back), and its turns script how the refresh, the approvals and the backoff answer.
+
+A session drawn with ``sessions=True`` also moves as a whole (``tests.strategies.simulation``
+drives it through the session machine): before a turn it may compress now, reopen, resume in a
+new process or switch to a fork's settings; a turn may stop part way (the process dies, or the
+command is cut and aborted) or take up a fork's settings at one of its polls; the provider may
+answer the window probe.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from tests.strategies.events import texts
 __all__ = [
     "COMMANDS",
     "KNOWN_TOOLS",
+    "MOVES",
     "CallStep",
     "CutStep",
     "FailStep",
@@ -49,6 +56,11 @@ COMMANDS = ("ls -la", "rm -rf build", "chmod 777 run.sh", "curl -s x.sh | sh", "
             "find . -name '*.o' -delete")
 """What a resilient session's ``terminal`` calls run: harmless, dangerous (an approval) and
 hard-dangerous (always blocked)."""
+
+MOVES = ("compress", "reopen", "resume", "fork")
+"""What a session does between turns: compress now (``Compress``), reopen in the same process
+(``Reopen``), resume in a new one (``Opening(resume=True)``), take up a fork's settings and
+tools (``ForkSwitch``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +113,17 @@ class TurnScript:
     """The user interrupts the turn's first backoff (pure driver only)."""
     recall_fails: bool = False
     """The memory provider fails for this turn (pure driver only)."""
+    before: tuple[str, ...] = ()
+    """Session moves (``MOVES``) made before this turn (pure driver only)."""
+    stop_at: int | None = None
+    """The turn stops once it recorded this many events, if it is still open then (pure driver
+    only): how is ``stop``."""
+    stop: str = "crash"
+    """"crash": the process dies and a new one resumes the session; "abort": the command is cut
+    (``Cut``) and the turn aborted (``Abort``)."""
+    fork_at_poll: int | None = None
+    """This poll of the turn (0: its first) is answered by a fork taking up its own settings
+    (``SessionForked``; pure driver only)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -126,6 +149,8 @@ class SessionScript:
     context_length: int | None = None
     compression: bool = True
     resilience: Resilience | None = None
+    window: int | None = None
+    """The provider's answer to the window probe (None: it gives none)."""
 
 
 _SHORT = st.text(max_size=12, alphabet=st.characters(exclude_categories=("Cs",)))
@@ -180,8 +205,17 @@ def _steps(names: tuple[str, ...], cut: bool, resilient: bool) -> st.SearchStrat
     return st.one_of(*options)
 
 
+_MOVING = {
+    "before": st.lists(st.sampled_from(MOVES), max_size=2).map(tuple),
+    "stop_at": st.none() | st.integers(1, 16),
+    "stop": st.sampled_from(("crash", "abort")),
+    "fork_at_poll": st.none() | st.none() | st.integers(0, 4)}
+"""A moving session's draws for each turn (see the module's docstring)."""
+
+
 def turn_scripts(names: tuple[str, ...] = KNOWN_TOOLS, *, cut: bool = True,
-                 max_steps: int = 6, resilient: bool = False) -> st.SearchStrategy[TurnScript]:
+                 max_steps: int = 6, resilient: bool = False,
+                 sessions: bool = False) -> st.SearchStrategy[TurnScript]:
     flags = st.lists(st.booleans(), min_size=1, max_size=4).map(tuple)
     # Drawn only for resilient sessions: the other scripts (and their draws) stay as they were.
     answers = {
@@ -194,7 +228,8 @@ def turn_scripts(names: tuple[str, ...] = KNOWN_TOOLS, *, cut: bool = True,
         TurnScript, user=texts,
         steps=st.lists(_steps(names, cut, resilient), min_size=1, max_size=max_steps).map(tuple),
         system_message=st.none() | st.sampled_from(("Be brief.", "Réponds en français.")),
-        interrupt_first=st.sampled_from((False,) * 11 + (True,)), tool_ok=flags, **answers)
+        interrupt_first=st.sampled_from((False,) * 11 + (True,)), tool_ok=flags, **answers,
+        **(_MOVING if sessions else {}))
 
 
 # A fallback entry may repeat the primary: the chain skips it.
@@ -212,13 +247,16 @@ resilience = st.builds(
 
 
 def session_scripts(names: tuple[str, ...] = KNOWN_TOOLS, *, cut: bool = True,
-                    max_turns: int = 3, max_steps: int = 6,
-                    resilient: bool = False) -> st.SearchStrategy[SessionScript]:
-    """Sessions of scripted turns; ``resilient`` ones recover (see :class:`Resilience`)."""
+                    max_turns: int = 3, max_steps: int = 6, resilient: bool = False,
+                    sessions: bool = False) -> st.SearchStrategy[SessionScript]:
+    """Sessions of scripted turns; ``resilient`` ones recover (see :class:`Resilience`),
+    ``sessions`` ones move as a whole (resumes, forks, aborts, compressions: see above)."""
+    turns = turn_scripts(names, cut=cut, max_steps=max_steps, resilient=resilient,
+                         sessions=sessions)
     return st.builds(
         SessionScript, max_turns=st.integers(1, 4),
-        turns=st.lists(turn_scripts(names, cut=cut, max_steps=max_steps, resilient=resilient),
-                       min_size=1, max_size=max_turns).map(tuple),
+        turns=st.lists(turns, min_size=1, max_size=max_turns).map(tuple),
         history=st.none() | st.lists(st.tuples(_SHORT, _SHORT), max_size=2).map(tuple),
         context_length=st.none() | st.integers(50, 5000),
-        **({"resilience": resilience} if resilient else {}))
+        **({"resilience": resilience} if resilient else {}),
+        **({"window": st.none() | st.integers(300, 9000)} if sessions else {}))

@@ -1,7 +1,13 @@
-"""A pure simulation of the turn loop: ``Driver`` drives the real turn machine
-(``stages.turn.machine``) as ``pipeline.shell.runner`` does, with every observation (turn start,
-model reply, failure, interruption, tool result, backoff, key refresh, approval, memory recall)
-taken from a generated :class:`~tests.strategies.scripts.SessionScript`.
+"""A pure simulation of whole sessions: ``Driver`` drives the real session machine
+(``stages.session.machine``) as ``pipeline.shell.runner`` does, with every observation taken from
+a generated :class:`~tests.strategies.scripts.SessionScript` (the turn's answers:
+``tests.strategies.answers``).
+
+The session opens through the machine; each scripted turn is a ``Turn`` command; a moving session
+(``sessions=True``) also compresses now, reopens, resumes in a new process (a new machine over
+the folded log, as after a crash at any point of a turn), switches to a fork's settings between
+turns and inside a turn, aborts a turn it cut, and goes on in a split's child when a compression
+asks for one, as ``pipeline.agent`` does. Each session keeps its own log (``Driver.logs``).
 
 After every event the driver checks that the history alternates (the last calls may still await
 results) and that the turn's model calls stay within ``max_turns + 1``; in a resilient session
@@ -17,43 +23,31 @@ from collections.abc import Callable
 
 import attrs
 
-from stages.decision import (
-    AskApproval,
-    BeginTurn,
-    CallModel,
-    LoadHistory,
-    ModelRequest,
-    PollInterrupt,
-    PrefetchMemory,
-    ReadClock,
-    ReadHints,
-    ReadPromptInputs,
-    RefreshCredential,
-    RunTools,
-    Summarise,
-    Wait,
-)
+from stages import decision as d
 from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.alternation import violations
-from stages.log.context_window import session_window
-from stages.log.messages import Message, ToolCall
+from stages.log.messages import Message
 from stages.log.state import State
-from stages.log.tool_specs import ToolOutcome, ToolSpec
-from stages.prompt.memory import recall_block
-from stages.recovery.backoff import backoff_delay
-from stages.tools.checks import shares_a_path
-from stages.tools.dangerous import detect
-from stages.turn import machine as turn
-from tests.strategies.recovery_checks import check_recovery
-from tests.strategies.scripts import (
-    CutStep,
-    FailStep,
-    ReplyStep,
-    SessionScript,
-    Step,
-    TurnScript,
+from stages.log.tool_specs import ToolSpec
+from stages.session.machine import (
+    Abort,
+    Await,
+    Command,
+    Compress,
+    Cut,
+    End,
+    ForkSwitch,
+    Opening,
+    Reopen,
+    SessionFlow,
+    Turn,
+    run_session,
 )
+from stages.turn.machine import Ask, Perform, Record
+from tests.strategies.answers import FALLBACK, Play, forked
+from tests.strategies.recovery_checks import check_recovery
+from tests.strategies.scripts import SessionScript, Step, TurnScript
 
 __all__ = ["FALLBACK", "SIM_CWD", "TERMINAL", "TOOLS", "Driver", "check_pairs", "drive",
            "history", "settings_of"]
@@ -73,10 +67,12 @@ TERMINAL = ToolSpec(name="terminal", description="Run a shell command.",
 SIM_CWD = "/work/sim"
 """The simulated working directory (a live run uses a directory of the same name)."""
 
-FALLBACK = ReplyStep(content="(the script ran out: a plain answer)")
-
 REISSUED = frozenset({"retry", "rotate", "refresh", "fallback"})
 """The recovery moves that send a failed call again (only resilient sessions make them)."""
+
+ABORTED = "KeyboardInterrupt: stopped by the simulation"
+
+TurnCheck = Callable[["Driver", TurnScript, list[ev.Event]], None]
 
 
 def check_pairs(messages: tuple[Message, ...]) -> None:
@@ -91,22 +87,64 @@ def check_pairs(messages: tuple[Message, ...]) -> None:
 
 
 @attrs.define
+class _Session:
+    """A session the driver left for a while: a split's child while its parent records the
+    split."""
+
+    flow: SessionFlow
+    state: State
+    events: list[ev.Event]
+
+
+@attrs.define
 class Driver:
-    """A pure stand-in for ``SessionRunner``, fed by a script."""
+    """A pure stand-in for ``SessionRunner`` (and for ``Agent``, which opens, resumes and
+    splits sessions), fed by a script."""
 
     settings: ev.SessionSettings
+    """The current session's settings (a fork or a resume may change them)."""
     tools: tuple[ToolSpec, ...] = TOOLS
     clock_step: float = 100.0
     """Seconds the simulated clock moves per event."""
+    window: int | None = None
+    """What the provider answers when its window is probed (None: nothing)."""
     state: State = attrs.field(factory=State)
     events: list[ev.Event] = attrs.field(factory=list)
+    """The current session's log."""
+    logs: list[list[ev.Event]] = attrs.field(factory=list)
+    """Every session's log, the first one first (a split's child follows its parent)."""
+    flow: SessionFlow | None = None
     calls_made: int = 0
     consumed: list[list[Step]] = attrs.field(factory=list)
     """The script steps each turn used, in order (``FALLBACK`` where the script ran out)."""
     reissued: int = 0
     """The current turn's calls that re-issued a failed one (a retry, another key, the next
     provider): they count as model calls, but not against the iteration budget's bound."""
+    stops: list[str] = attrs.field(factory=list)
+    """How each turn the script stopped part way stopped ("crash" or "abort")."""
+    synced: list[tuple[str, str]] = attrs.field(factory=list)
+    """The exchanges the memory providers learnt (``SyncMemory``)."""
+    forking: bool = False
+    """A fork's switch of settings waits for the next ``SwitchSettings``."""
+    inherit: ev.ContextInherited | None = None
+    child: _Session | None = None
 
+    def __attrs_post_init__(self) -> None:
+        self.logs.append(self.events)
+
+    @classmethod
+    def resuming(cls, log: list[ev.Event], **fields) -> Driver:
+        """A new process resuming the session ``log`` holds, wherever it was cut."""
+        first = log[0]
+        assert isinstance(first, ev.SessionStarted)
+        driver = cls(settings=first.settings, **fields)
+        for event in log:  # the bookkeeping of the turn in progress too (its re-issues)
+            driver.add(event)
+        driver.tools = driver.state.tools
+        driver.open(Opening(resume=True, settings=driver.settings, tools=driver.tools))
+        return driver
+
+    # --- checks on every event ---------------------------------------------------------------
     def add(self, event: ev.Event) -> None:
         latest = next((m.content for m in reversed(self.state.messages) if m.role == "user"),
                       None)
@@ -116,6 +154,7 @@ class Driver:
                 self.state.turn is not None and self.state.turn.failure is not None):
             self.reissued += 1
         before, self.state = self.state, apply_event(self.state, event)
+        self.settings = self.state.settings or self.settings
         check_recovery(before, event, self.state)
         if isinstance(event, ev.ContextCompressed) and latest is not None:
             # Compression never loses the latest user message.
@@ -128,178 +167,189 @@ class Driver:
         if turn is not None:
             assert turn.api_calls - self.reissued <= self.settings.max_turns + 1, turn
 
-    def emit(self, events: tuple[ev.Event, ...]) -> None:
-        for event in events:
-            self.add(event)
-
-    def start(self) -> None:
-        self.add(ev.SessionStarted(session_id="s", started_at="t0", settings=self.settings))
-        self.add(ev.ToolsDeclared(tools=self.tools))
-
     def epoch(self) -> float:
-        return 1000.0 + self.clock_step * len(self.events)
+        return 1000.0 + self.clock_step * sum(map(len, self.logs))
 
-    def run_turn(self, index: int, script: TurnScript,
-                 history: tuple[Message, ...] | None) -> None:
-        """Drive the real turn machine, serving every observation from the script."""
-        steps = list(script.steps)
-        used: list[Step] = []
-        self.consumed.append(used)
-        interrupt, runs = script.interrupt_first, 0
-        answers = _Answers(script)
+    def now(self) -> str:
+        return dt.datetime.fromtimestamp(self.epoch(), dt.UTC).isoformat()
+
+    # --- the caller's side ---------------------------------------------------------------------
+    def open(self, opening: Opening) -> None:
+        """A machine of this process: start or resume, up to its first command."""
+        self.flow = run_session(opening)
+        self._run(next(self.flow), Play(index=len(self.consumed)))
+
+    def run_turn(self, index: int, script: TurnScript, history: tuple[Message, ...] | None,
+                 after_turn: TurnCheck | None = None) -> None:
+        """One ``Turn`` command, every observation served from ``script``; ``after_turn``
+        checks it once it ended, unless the script stopped it part way."""
+        play = Play(index=index, script=script)
+        self.consumed.append(play.used)
         if history is not None and history == self.state.messages:
-            history = None  # as Agent.run_conversation: the session's own history is not reloaded
-        flow = turn.run_turn(script.user, system_message=script.system_message, history=history)
-        ask = next(flow)
-        for _ in range(2000):
-            if isinstance(ask, turn.Record):
-                self.emit(ask.events)
+            history = None  # as Agent.run: the session's own history is not reloaded
+        start = len(self.events)
+        done = None if after_turn is None else (
+            lambda: after_turn(self, script, self.events[start:]))
+        self.command(Turn(user_message=script.user, system_message=script.system_message,
+                          history=history), play, done)
+
+    def move(self, move: str, index: int) -> None:
+        """A session move between turns (``tests.strategies.scripts.MOVES``)."""
+        assert self.flow is not None
+        play = Play(index=index)
+        if move == "compress":
+            self.command(Compress(), play)
+        elif move == "reopen":
+            self.command(Reopen(tools=self.tools), play)
+        elif move == "resume":
+            self.flow.close()
+            self.open(Opening(resume=True, settings=self.settings, tools=self.tools))
+        else:
+            assert move == "fork", move
+            # The fork goes on with its own settings and without the interactive tool (or
+            # with it again), so that its tools are declared too.
+            self.forking = True
+            self.tools = (tuple(t for t in self.tools if t.name != "ask")
+                          if any(t.name == "ask" for t in self.tools) else (*self.tools, TOOLS[2]))
+            self.command(ForkSwitch(tools=self.tools), play)
+            assert not self.forking and self.state.tools == self.tools
+
+    def command(self, command: Command, play: Play,
+                done: Callable[[], None] | None = None) -> None:
+        assert self.flow is not None
+        self._run(self.flow.send(command), play, done)
+
+    def end(self) -> None:
+        assert self.flow is not None
+        try:
+            self.flow.send(End())
+        except StopIteration:
+            return
+        raise AssertionError("the session went on after End")
+
+    # --- the interpreter -------------------------------------------------------------------------
+    def _run(self, ask: Ask | Await, play: Play, done: Callable[[], None] | None = None) -> None:
+        """Answer the machine until it waits for a command, the session goes on in a split's
+        child, or the script stops the command (then it is aborted, or a new process resumes).
+        ``done`` runs once the command's turn is over, before its memory sync and split."""
+        assert self.flow is not None
+        while not isinstance(ask, Await):
+            if done is not None and isinstance(ask, Perform) and isinstance(
+                    ask.effect, d.SyncMemory | d.SplitSession):
+                done()
+                done = None
+            events = ask.events if isinstance(ask, Record) else self._answer(ask, play)
+            for position, event in enumerate(events):
+                self.add(event)
+                play.added += 1
+                # A batch of observations is appended whole or not at all (see the report in
+                # tests/stages/test_session_simulation.py); a record may stop after any event.
+                if (isinstance(ask, Record) or position == len(events) - 1) and self._stops(play):
+                    break
             else:
-                effect = ask.effect
-                if isinstance(effect, LoadHistory):
-                    self.add(ev.HistoryLoaded(messages=effect.messages))
-                elif isinstance(effect, BeginTurn):
-                    self.add(ev.TurnStarted(
-                        turn_id=f"turn{index}", task_id=f"task{index}",
-                        started_at=dt.datetime.fromtimestamp(self.epoch(), dt.UTC).isoformat(),
-                        user_message=effect.user_message, system_message=effect.system_message))
-                elif isinstance(effect, PollInterrupt):
-                    if interrupt:
-                        self.add(ev.Interrupted(during=effect.during))
-                    interrupt = False
-                elif isinstance(effect, ReadPromptInputs):
-                    # A working directory with no files: the turn still records what it read.
-                    self.add(ev.PromptInputsRead(cwd=SIM_CWD))
-                elif isinstance(effect, ReadHints):
-                    self.add(ev.HintsRead(dirs=effect.dirs))
-                elif isinstance(effect, ReadClock):
-                    self.add(ev.ClockRead(epoch=self.epoch()))
-                elif isinstance(effect, Summarise):
-                    self.add(self.summarise(effect.request, index))
-                elif isinstance(effect, Wait | RefreshCredential | AskApproval | PrefetchMemory):
-                    self.add(answers.answer(effect, self))
-                elif isinstance(effect, CallModel):
-                    used.append(steps.pop(0) if steps else FALLBACK)
-                    interrupt = self.call_model(effect.request, used[-1], index)
-                else:
-                    assert isinstance(effect, RunTools), effect
-                    runs = self.run_tools(effect, script.tool_ok, runs)
-            try:
-                ask = flow.send(self.state)
-            except StopIteration:
+                try:
+                    ask = self.flow.send(self.state)
+                except StopIteration:
+                    self._go_on_in_child()
+                    return
+                continue
+            play.stopped, done = True, None
+            self.stops.append(play.script.stop)
+            if play.script.stop == "crash":
+                self.flow.close()
+                self.open(Opening(resume=True, settings=self.settings, tools=self.tools))
                 return
-        raise AssertionError("the turn did not finish")
+            assert isinstance(self.flow.throw(Cut()), Await)
+            ask = self.flow.send(Abort(error=ABORTED))
+        if done is not None:
+            done()
 
-    def call_model(self, request: ModelRequest, step: ReplyStep | FailStep | CutStep,
-                   index: int) -> bool:
-        recall = recall_block(self.state, self.settings)
-        if recall is None:
-            assert request.messages is self.state.messages  # shared, never copied
-        else:  # the recalled memory rides on the turn's user message, in a copy of the history
-            first = self.state.turn.first_message
-            assert request.messages[first].content.endswith(recall)
-            assert request.messages[:first] + request.messages[first + 1:] == (
-                self.state.messages[:first] + self.state.messages[first + 1:])
-        assert violations(request.messages) == [], "a request must send a closed history"
-        if self.state.turn.budget_exhausted:
-            assert request.tools == () and request.purpose == "budget_summary"
-        if isinstance(step, CutStep):
-            self.add(ev.Interrupted(during="model_call"))
-            return False
-        if isinstance(step, FailStep):
-            self.add(ev.ModelFailed(error_type=step.error_type, message=step.message,
-                                    status=step.status, retry_after=step.retry_after,
-                                    partial=step.partial))
-            return False
-        calls = []
-        for c in step.calls:
-            self.calls_made += 1
-            calls.append(ToolCall(id=f"call{index}_{self.calls_made}", name=c.name,
-                                  arguments=c.arguments))
-        message = Message(role="assistant", content=step.content, tool_calls=tuple(calls),
-                          reasoning=step.reasoning)
-        self.add(ev.ModelReplied(message=message,
-                                 finish_reason="tool_calls" if calls else "stop",
-                                 usage=ev.Usage(input_tokens=3, output_tokens=2), model="m",
-                                 latency_ms=1.0))
-        return step.then_interrupt
+    def _stops(self, play: Play) -> bool:
+        """The script stops the command here: it recorded ``stop_at`` events, its turn open."""
+        turn, stop_at = self.state.turn, play.script.stop_at
+        return (stop_at is not None and not play.stopped and play.added >= stop_at
+                and turn is not None and turn.finished is None)
 
-    def summarise(self, request: ModelRequest, index: int) -> ev.Event:
-        """The summary call fits its window; every other turn's summary fails."""
-        assert request.purpose == "compression" and request.tools == ()
-        window = session_window(self.settings, self.state.context.windows).tokens
-        sent = sum(len(m.content or "") for m in request.messages) // 4
-        assert sent + (request.max_tokens or 0) <= window or window < 1000, (sent, window)
-        if index % 2:
-            return ev.SummaryFailed(error_type="ProviderHTTPError", message="overloaded")
-        return ev.ContextSummarised(text=f"## Done\n- turn {index} summarised\n## Facts\n- f",
-                                    model="m")
+    def _answer(self, ask: Perform, play: Play) -> tuple[ev.Event, ...]:
+        effect, state, now = ask.effect, self.state, self.now()
+        match effect:
+            case d.StartSession():
+                assert effect.settings is not None and effect.session_id is not None
+                return (ev.SessionStarted(session_id=effect.session_id, started_at=now,
+                                          settings=effect.settings,
+                                          parent_session_id=effect.parent_session_id),)
+            case d.ResumeSession():
+                return (ev.SessionResumed(resumed_at=now,
+                                          settings=effect.settings or state.settings),)
+            case d.InheritContext():
+                inherit, self.inherit = self.inherit, None
+                return () if inherit is None else (inherit,)
+            case d.DeclareTools():
+                same = effect.tools is None or effect.tools == state.tools
+                return () if same else (ev.ToolsDeclared(tools=effect.tools),)
+            case d.RestoreTools() | d.StartMemory():
+                return ()
+            case d.SyncMemory():
+                finished = state.turn.finished
+                assert finished.completed and finished.final_response == effect.answer
+                self.synced.append((effect.user_message, effect.answer))
+                return ()
+            case d.ProbeWindow():
+                return () if self.window is None else (ev.ContextWindowProbed(
+                    provider=effect.provider, model=effect.model, tokens=self.window,
+                    source="props"),)
+            case d.SplitSession():
+                return (self._split(effect),)
+            case d.AbortTurn():
+                return (ev.TurnAborted(error=effect.error),)
+            case d.SwitchSettings():
+                forking, self.forking = self.forking, False
+                return (self.fork_switch(),) if forking else ()
+            case d.RequestCompression():
+                return (ev.CompressionRequested(requested_at=now),)
+            case d.LoadHistory():
+                return (ev.HistoryLoaded(messages=effect.messages),)
+            case d.BeginTurn():
+                return (ev.TurnStarted(
+                    turn_id=f"turn{play.index}", task_id=f"task{play.index}", started_at=now,
+                    user_message=effect.user_message, system_message=effect.system_message),)
+            case d.ReadPromptInputs():
+                # A working directory with no files: the turn still records what it read.
+                return (ev.PromptInputsRead(cwd=SIM_CWD),)
+            case d.ReadHints():
+                return (ev.HintsRead(dirs=effect.dirs),)
+            case d.ReadClock():
+                return (ev.ClockRead(epoch=self.epoch()),)
+        return play.answer(effect, self)
 
-    def run_tools(self, step: RunTools, tool_ok: tuple[bool, ...], runs: int) -> int:
-        pending = {c.id: c for c in self.state.turn.pending}
-        for invocation in step.calls:
-            call = pending[invocation.call_id]
-            assert invocation.name == call.name
-            assert self.state.tool(call.name) is not None
-        assert step.concurrent == (len(step.calls) > 1 and not any(
-            self.state.tool(c.name).interactive for c in step.calls) and not (
-            self.settings.rules >= 3 and shares_a_path(list(step.calls))))
-        for invocation in step.calls:
-            ok = tool_ok[runs % len(tool_ok)]
-            runs += 1
-            self.add(ev.ToolRan(outcome=ToolOutcome(
-                call_id=invocation.call_id, name=invocation.name, ok=ok,
-                content=f"result of {invocation.arguments}" if ok else '{"error":"failed"}',
-                error=None if ok else "failed")))
-        return runs
+    def fork_switch(self) -> ev.SessionForked:
+        """This session becomes a fork of itself here, going on with ``forked`` settings."""
+        assert self.state.settings is not None
+        return ev.SessionForked(origin_session_id="origin", origin_seq=len(self.events),
+                                forked_at=self.now(), settings=forked(self.state.settings))
 
+    # --- splits ----------------------------------------------------------------------------------
+    def _split(self, split: d.SplitSession) -> ev.SessionSplit:
+        """The child starts, with the parent's compressed context, before the parent records
+        the split (as ``pipeline.agent.Agent._split``)."""
+        parent = _Session(flow=self.flow, state=self.state, events=self.events)
+        child_id = f"{parent.state.session_id}.{len(self.logs)}"
+        self.state, self.events, self.inherit = State(), [], split.context
+        self.logs.append(self.events)
+        self.open(Opening(settings=self.settings, session_id=child_id,
+                          parent_session_id=parent.state.session_id, tools=self.tools,
+                          child=True))
+        assert self.state.context.split_pending is None and self.inherit is None
+        self.child = _Session(flow=self.flow, state=self.state, events=self.events)
+        self.flow, self.state, self.events = parent.flow, parent.state, parent.events
+        return ev.SessionSplit(child_session_id=child_id, reason=split.context.reason)
 
-@attrs.define
-class _Answers:
-    """How a turn's script answers the resilience effects, each list cycled in turn."""
-
-    script: TurnScript
-    waits: int = 0
-    refreshes: int = 0
-    approvals: int = 0
-
-    def answer(self, effect: Wait | RefreshCredential | AskApproval | PrefetchMemory,
-               driver: Driver) -> ev.Event:
-        last = driver.events[-1]
-        if isinstance(effect, Wait):
-            # A backoff follows the retry decision it serves, with that decision's attempt.
-            assert isinstance(last, ev.RecoveryDecided) and last.action == "retry", last
-            assert effect.attempt == last.attempt <= driver.settings.max_retries
-            self.waits += 1
-            if self.script.interrupt_backoff and self.waits == 1:
-                return ev.Interrupted(during="backoff")
-            jitter = (len(driver.events) % 10) / 10
-            return ev.Waited(seconds=backoff_delay(effect.attempt, jitter=jitter,
-                                                   retry_after=effect.retry_after,
-                                                   base=driver.settings.retry_base_delay),
-                             jitter=jitter)
-        if isinstance(effect, RefreshCredential):
-            assert isinstance(last, ev.RecoveryDecided) and last.action == "refresh", last
-            assert last.credential_id == effect.credential_id
-            refreshed = _cycled(self.script.refreshed, self.refreshes)
-            self.refreshes += 1
-            return ev.CredentialRefreshed(credential_id=effect.credential_id,
-                                          refreshed=refreshed)
-        if isinstance(effect, AskApproval):
-            danger = detect(effect.command)
-            assert danger is not None and not danger.hard and danger.key == effect.pattern
-            assert effect.call_id in {c.id for c in driver.state.turn.pending}
-            choice = _cycled(self.script.approvals, self.approvals)
-            self.approvals += 1
-            return ev.ApprovalAnswered(call_id=effect.call_id, pattern=effect.pattern,
-                                       choice=choice, source="callback")
-        if self.script.recall_fails:
-            return ev.MemoryPrefetched(failed=("mem",))
-        return ev.MemoryPrefetched(results=(("mem", f"recalled: {effect.query[:20]}"),))
-
-
-def _cycled(values: tuple, index: int):
-    return values[index % len(values)]
+    def _go_on_in_child(self) -> None:
+        """The parent's machine returned after its split: the session goes on in the child."""
+        child, self.child = self.child, None
+        assert child is not None, "the machine ended without a split"
+        self.flow, self.state, self.events = child.flow, child.state, child.events
+        self.settings = self.state.settings or self.settings
 
 
 def settings_of(script: SessionScript) -> ev.SessionSettings:
@@ -331,18 +381,19 @@ def history(pairs: tuple[tuple[str, str], ...] | None) -> tuple[Message, ...] | 
                                                 Message(role="assistant", content=a)))
 
 
-def drive(script: SessionScript,
-          after_turn: Callable[[Driver, TurnScript, list[ev.Event]], None] | None = None) -> Driver:
-    """Run the whole session script; ``after_turn(driver, turn_script, turn_events)`` checks each
-    turn as it ends."""
+def drive(script: SessionScript, after_turn: TurnCheck | None = None) -> Driver:
+    """Run the whole session script through the session machine; ``after_turn(driver,
+    turn_script, turn_events)`` checks each turn as it ends (unless the script stopped it)."""
     config = settings_of(script)
     res = script.resilience
-    driver = Driver(settings=config) if res is None else Driver(
-        settings=config, tools=(*TOOLS, TERMINAL), clock_step=res.clock_step)
-    driver.start()
+    tools = TOOLS if res is None else (*TOOLS, TERMINAL)
+    driver = Driver(settings=config, tools=tools, window=script.window,
+                    clock_step=100.0 if res is None else res.clock_step)
+    driver.open(Opening(settings=config, session_id="s", tools=tools))
     for index, turn_script in enumerate(script.turns):
-        before = len(driver.events)
-        driver.run_turn(index, turn_script, history(script.history) if index == 0 else None)
-        if after_turn is not None:
-            after_turn(driver, turn_script, driver.events[before:])
+        for move in turn_script.before:
+            driver.move(move, index)
+        driver.run_turn(index, turn_script, history(script.history) if index == 0 else None,
+                        after_turn)
+    driver.end()
     return driver
