@@ -167,6 +167,11 @@ class ReplayJournal:
             try:
                 envelope = self._next(stage, kinds, ahead)
             except EndOfLog as end:
+                if end.cut and events:
+                    # A batch the process stopped part way (it was killed between two
+                    # results): the results the log holds are folded, and what the turn asks
+                    # next meets the cut.
+                    return events
                 if not end.cut:
                     # The log ends inside a batch (a tool batch cut part way): the observations
                     # it holds were read and checked, so they count as replayed.

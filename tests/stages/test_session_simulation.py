@@ -125,12 +125,10 @@ def test_moving_resilient_sessions_keep_every_check_and_replay_from_their_logs(
     check_session(drive(script, check_turn), script)
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline/shell/journal.py ReplayJournal.observe cuts a "
-                   "batch before the results it holds; replay then reads a tool_ran as a command")
 def test_a_session_resumed_inside_a_tool_batch_replays() -> None:
     """A process killed between two results of one batch of tool runs: the session resumes and
-    goes on, but its log does not replay (``pipeline.shell.replay`` reports a divergence at the
-    logged result, as this pure replay of the same rules does)."""
+    goes on, and its log replays (the results the batch holds are folded, then the turn is cut;
+    this failed when the replay cut the batch before them)."""
     log = drive(SessionScript(max_turns=3, turns=(TurnScript(user="go", steps=(_READ2,)),))).events
     first = next(i for i, e in enumerate(log) if isinstance(e, ev.ToolRan))
     resumed = Driver.resuming(log[:first + 1])

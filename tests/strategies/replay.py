@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.fold import apply_event, fold
+from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.state import State
 from stages.session.machine import Await, Command, Cut, End, Opening, run_session
 from stages.turn.machine import Perform, Record
 
-__all__ = ["Replay", "inside_a_batch", "replayed"]
+__all__ = ["Replay", "replayed"]
 
 
 @attrs.frozen
@@ -66,12 +66,17 @@ class Replay:
         if ask.optional:
             nxt = self.peek()
             return [self.take(ask.kinds)] if nxt is not None and nxt.kind in ask.kinds else []
-        # A batch is cut before any of it is taken, wherever the log cuts it (as the journal).
-        for ahead in range(ask.count):
-            nxt = self.peek(ahead)
-            if nxt is not None and nxt.kind in ev.TURN_CUTS and nxt.kind not in ask.kinds:
-                raise _CutHere
-        return [self.take(ask.kinds) for _ in range(ask.count)]
+        # A batch the log cuts part way gives the results it holds (as the journal); the turn's
+        # next ask meets the cut.
+        taken: list[ev.Event] = []
+        for _ in range(ask.count):
+            try:
+                taken.append(self.take(ask.kinds))
+            except _CutHere:
+                if not taken:
+                    raise
+                break
+        return taken
 
 
 def replayed(log: Sequence[ev.Event]) -> list[ev.Event]:
@@ -106,14 +111,3 @@ def replayed(log: Sequence[ev.Event]) -> list[ev.Event]:
             # The log ended (``End``), or the session went on in a split's child here.
             assert source.cursor == len(log), (source.cursor, len(log))
             return out
-
-
-def inside_a_batch(log: Sequence[ev.Event]) -> bool:
-    """``log`` ends between two results of one batch of tool runs. A session resumed there does
-    not replay (``pipeline.shell.journal.ReplayJournal.observe`` cuts the batch before the results
-    it holds, then meets one where it reads the next command): see
-    ``tests/stages/test_session_simulation.py``."""
-    if not log or not isinstance(log[-1], ev.ToolRan):
-        return False
-    turn = fold(log).turn
-    return turn is not None and bool(turn.pending)

@@ -239,12 +239,11 @@ class Driver:
                 done()
                 done = None
             events = ask.events if isinstance(ask, Record) else self._answer(ask, play)
-            for position, event in enumerate(events):
+            for event in events:
                 self.add(event)
                 play.added += 1
-                # A batch of observations is appended whole or not at all (see the report in
-                # tests/stages/test_session_simulation.py); a record may stop after any event.
-                if (isinstance(ask, Record) or position == len(events) - 1) and self._stops(play):
+                # A process may stop after any event, between two results of a batch too.
+                if self._stops(play):
                     break
             else:
                 try:
