@@ -162,7 +162,7 @@ class ReplayJournal:
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:
         del perform
-        events = []
+        events: list[Event] = []
         for ahead in range(count):
             try:
                 envelope = self._next(stage, kinds, ahead)
