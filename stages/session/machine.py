@@ -133,7 +133,7 @@ def run_session(opening: Opening | None) -> SessionFlow:
             state = yield from _command(command)
         except Cut:
             continue
-        if (yield from _after(command, state)):
+        if isinstance(command, Turn | Compress) and (yield from _after(command, state)):
             return  # the session went on in the split's child
 
 
@@ -183,7 +183,7 @@ def _command(command: Command) -> Generator[Ask, State, State]:
                           optional=True))
 
 
-def _after(command: Command, state: State) -> Generator[Ask, State, bool]:
+def _after(command: Turn | Compress, state: State) -> Generator[Ask, State, bool]:
     """A completed answer goes to memory; a compression's split ends the session here."""
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
         yield Perform("memory", SyncMemory(user_message=command.user_message, answer=answer),
