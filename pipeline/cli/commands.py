@@ -161,7 +161,8 @@ def _unreadable_events(path: Path) -> tuple[str, ...]:
 
 def sql(args: argparse.Namespace) -> int:
     from pipeline.insights.query import query_index
-    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex)
+    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex,
+                                        timeout=args.timeout)
     _table(columns, rows)
     from pipeline.cli.cmd_insights import warn_problems
     warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)
