@@ -85,6 +85,18 @@ def test_replay_names_the_first_divergence_field_by_field(server, home):
     assert pooled.stdout.splitlines()[-1].startswith("2 sessions, ")
 
 
+def test_replay_all_skips_and_names_the_empty_logs_of_earlier_versions(server, home):
+    sid = _run(home, server, "hi", "fine")
+    empty = "20250101_000000_abcdef"
+    session_path(home / "sessions", empty).write_bytes(b"")
+    everything = mibyan(home, "replay", "--all")
+    assert everything.returncode == 0, everything.stdout
+    assert everything.stdout.startswith("1 session, ") and "0 divergences" in everything.stdout
+    assert "1 empty log skipped" in everything.stdout
+    assert f"{empty}: empty log (no record), skipped" in everything.stderr
+    assert sid not in everything.stderr
+
+
 def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
     sid = _run(home, server, "hello", "an answer")
     count = sum(1 for _ in read_envelopes(session_path(home / "sessions", sid)))
