@@ -34,11 +34,11 @@ from stages.log.tool_specs import ToolInvocation, ToolOutcome
 
 __all__ = [
     "INTERRUPTED_ERROR",
+    "LEGACY_SPILL_DIR",
     "MAX_RESULT_CHARS",
     "MAX_TOOL_WORKERS",
     "PREVIEW_CHARS",
     "RUNNING_INTERRUPT",
-    "LEGACY_SPILL_DIR",
     "SPILL_DIR",
     "SPILL_MAX_AGE_S",
     "InvocableTool",

@@ -210,8 +210,8 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise bad("Missing required parameter: 'model'.", "model")
     if model not in models:
-        raise ApiError(404, f"The model `{echoed(model)}` does not exist or you do not have access to "
-                       f"it (this server serves {', '.join(models)}).", param="model",
+        raise ApiError(404, f"The model `{echoed(model)}` does not exist or you do not have "
+                       f"access to it (this server serves {', '.join(models)}).", param="model",
                        code="model_not_found")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
