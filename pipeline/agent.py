@@ -17,6 +17,7 @@ one) whose event log lives under ``<home>/sessions``.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -103,6 +104,10 @@ class Agent:
         self._ended = False
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
+        # An agent dropped without close() still releases its sessions' locks when it is
+        # collected, whatever else may still hold the log (the callback holds no agent).
+        self._logs: list[SessionLog] = []
+        weakref.finalize(self, _close_logs, self._logs)
 
     def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None) -> Effects:
         """The effects with a tool runner and an approver where the caller gave none."""
@@ -169,6 +174,7 @@ class Agent:
             raise UsageError(f"no session {session_id!r} under {root}")
         try:
             self._log = SessionLog.open(root, session_id, durability=self.durability)
+            self._logs.append(self._log)
         except LogError as exc:
             cause = exc.__cause__
             if type(exc) is not LogError or not isinstance(cause, OSError):
@@ -208,6 +214,7 @@ class Agent:
         assert state.settings is not None and state.session_id is not None
         child_id = self._effects.ids.session_id()
         log = SessionLog.open(self.home / "sessions", child_id, durability=self.durability)
+        self._logs.append(log)
         child = self._runner_for(LiveJournal(log, self._effects.clock, self._secrets),
                                  inherit=split.context)
         child.open(Opening(settings=state.settings, session_id=child_id,
@@ -385,6 +392,12 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _close_logs(logs: list[SessionLog]) -> None:
+    """Close the logs an agent opened (each close is idempotent)."""
+    for log in logs:
+        log.close()
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,7 @@ import contextvars
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 import threading
@@ -33,6 +34,7 @@ from stages.log.tool_specs import ToolInvocation, ToolOutcome
 
 __all__ = [
     "INTERRUPTED_ERROR",
+    "LEGACY_SPILL_DIR",
     "MAX_RESULT_CHARS",
     "MAX_TOOL_WORKERS",
     "PREVIEW_CHARS",
@@ -48,6 +50,7 @@ __all__ = [
     "ToolRunner",
     "error_content",
     "private_directory",
+    "remove_legacy_spill_dir",
     "render_result",
     "spill",
     "spill_path",
@@ -67,6 +70,8 @@ MAX_RESULT_CHARS = 100_000
 PREVIEW_CHARS = 2_000
 SPILL_DIR = Path(tempfile.gettempdir()) / f"mibyan-tool-results-{os.getuid()}"
 SPILL_MAX_AGE_S = 24 * 3600
+# Where earlier versions kept them: one directory for every user, world-readable, never emptied.
+LEGACY_SPILL_DIR = Path(tempfile.gettempdir()) / "mibyan-tool-results"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 log = get_logger(__name__)
@@ -184,6 +189,20 @@ def sweep(directory: Path, *, max_age_s: float = SPILL_MAX_AGE_S,
             continue
 
 
+def remove_legacy_spill_dir(directory: Path | None = None) -> None:
+    """Remove the world-readable directory of oversized results that earlier versions left
+    (``LEGACY_SPILL_DIR``) when it is ours: a real directory (not a symlink) of this user.
+    Another user's is theirs to remove; a failure leaves what could not be removed."""
+    directory = LEGACY_SPILL_DIR if directory is None else directory
+    try:
+        if not _ours(os.lstat(directory)):
+            return
+    except OSError:
+        return
+    # rmtree removes a symlink inside as a link, never what it points at.
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def _describe(exc: BaseException) -> str:
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -258,6 +277,7 @@ class ThreadPoolToolRunner:
         for path in spilled:
             path.unlink(missing_ok=True)
         sweep(self._spill_dir)
+        remove_legacy_spill_dir()
 
     def __enter__(self) -> ThreadPoolToolRunner:
         return self

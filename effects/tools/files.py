@@ -138,9 +138,12 @@ class FileTools:
         for file in _walk(root):
             if file_glob and not fnmatch.fnmatch(file.name, file_glob):
                 continue
-            if file.stat().st_size > MAX_SEARCH_FILE_BYTES:
+            try:  # a dangling symlink, an unreadable file: not a match, not a failure
+                if file.stat().st_size > MAX_SEARCH_FILE_BYTES:
+                    continue
+                data = file.read_bytes()
+            except OSError:
                 continue
-            data = file.read_bytes()
             if b"\0" in data[:8192]:
                 continue
             for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):

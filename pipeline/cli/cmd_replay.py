@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -47,12 +48,14 @@ def replay(args: argparse.Namespace) -> int:
 @attrs.frozen(kw_only=True)
 class ReplayAll:
     """Every session under a root replayed: how many, their events, the time taken, and
-    for each one that did not hold its id and what went wrong (as printed)."""
+    for each one that did not hold its id and what went wrong (as printed); the empty logs
+    (files with no record, which earlier versions could leave) are skipped and named."""
 
     sessions: int
     events: int
     seconds: float
     failures: tuple[tuple[str, tuple[str, ...]], ...]
+    empty: tuple[str, ...] = ()
 
     @property
     def held(self) -> bool:
@@ -61,8 +64,10 @@ class ReplayAll:
     def summary(self) -> str:
         rate = f"{self.events / self.seconds:,.0f}" if self.seconds > 0 else "-"
         n, d = self.sessions, len(self.failures)
+        skipped = (f", {len(self.empty)} empty log{'s' if len(self.empty) != 1 else ''} "
+                   "skipped" if self.empty else "")
         return (f"{n} session{'s' if n != 1 else ''}, {self.events} events, "
-                f"{d} divergence{'s' if d != 1 else ''}, {rate} events/s")
+                f"{d} divergence{'s' if d != 1 else ''}{skipped}, {rate} events/s")
 
 
 def _replay_one(root: Path, session_id: str) -> tuple[int, tuple[str, ...] | None]:
@@ -87,11 +92,17 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
     from effects.eventlog.store import list_session_ids, session_path
     started = time.perf_counter()
     sizes: dict[str, int] = {}
+    empty: list[str] = []
     for session_id in list_session_ids(root):
         try:
-            sizes[session_id] = session_path(root, session_id).stat().st_size
+            size = session_path(root, session_id).stat().st_size
         except OSError:  # gone since it was listed: its replay says so
             sizes[session_id] = 0
+            continue
+        if size == 0:  # no record to replay (left by an earlier version): not a divergence
+            empty.append(session_id)
+        else:
+            sizes[session_id] = size
     if jobs is None:
         large = sum(sizes.values()) >= PARALLEL_BYTES
         jobs = min(os.cpu_count() or 1, len(sizes)) if large else 1
@@ -99,7 +110,8 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
                 else {s: _replay_one(root, s) for s in sizes})
     failures = tuple((s, lines) for s, (_, lines) in outcomes.items() if lines is not None)
     return ReplayAll(sessions=len(sizes), events=sum(n for n, _ in outcomes.values()),
-                     seconds=time.perf_counter() - started, failures=failures)
+                     seconds=time.perf_counter() - started, failures=failures,
+                     empty=tuple(empty))
 
 
 def _in_pool(root: Path, sizes: dict[str, int], jobs: int
@@ -130,6 +142,8 @@ def replay_all(root: Path, *, jobs: int | None = None) -> int:
     result = replay_every(root, jobs=jobs)
     for _, lines in result.failures:
         print(printable("\n".join(lines)))
+    for session_id in result.empty:
+        print(printable(f"{session_id}: empty log (no record), skipped"), file=sys.stderr)
     print(result.summary())
     return EXIT_OK if result.held else EXIT_FAILED
 

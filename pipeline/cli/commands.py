@@ -118,10 +118,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def sessions(args: argparse.Namespace) -> int:
-    from pipeline.insights.query import query
+    from pipeline.cli.cmd_insights import warn_problems
+    from pipeline.insights.query import query_index
     from pipeline.insights.views import SESSIONS_WITH_LINEAGE
-    columns, rows = query(_root(args), SESSIONS_WITH_LINEAGE)
-    _table(columns, rows)
+    # Through the index, which checks each log's chain as `log verify` does: a log it found a
+    # problem in is listed as broken (with what it holds up to the problem), not as a good one.
+    columns, rows, report = query_index(_root(args), SESSIONS_WITH_LINEAGE)
+    broken = {sid for sid, _ in report.problems}
+    at = columns.index("status")
+    _table(columns, [(*row[:at], "broken", *row[at + 1:]) if row[0] in broken else row
+                     for row in rows])
+    warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)
     return EXIT_OK
 
 
@@ -161,7 +168,8 @@ def _unreadable_events(path: Path) -> tuple[str, ...]:
 
 def sql(args: argparse.Namespace) -> int:
     from pipeline.insights.query import query_index
-    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex)
+    columns, rows, report = query_index(_root(args), args.query, rebuild=args.reindex,
+                                        timeout=args.timeout)
     _table(columns, rows)
     from pipeline.cli.cmd_insights import warn_problems
     warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)

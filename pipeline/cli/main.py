@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.signals import EXIT_SIGNALLED
+from pipeline.insights.query import DEFAULT_TIMEOUT as DEFAULT_SQL_TIMEOUT
 from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -123,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("query")
     sql.add_argument("--reindex", action="store_true",
                      help="rebuild the index from the logs first")
+    sql.add_argument("--timeout", type=_seconds, default=DEFAULT_SQL_TIMEOUT, metavar="SECONDS",
+                     help="stop a query still running after this long "
+                     f"(default {DEFAULT_SQL_TIMEOUT:g})")
 
     fork = commands.add_parser(
         "fork", help="replay a session's first records, then go on live with other settings")

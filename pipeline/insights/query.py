@@ -12,6 +12,7 @@ over a session's log, not a change to the index.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,10 @@ from pipeline.insights.index import IndexReport, connect_index, index_path
 from pipeline.insights.views import EVENT_COLUMNS, create_views
 from stages.errors import UsageError
 
-__all__ = ["connect", "query", "query_index"]
+__all__ = ["DEFAULT_TIMEOUT", "connect", "query", "query_index"]
+
+# Seconds a query may run before it is interrupted (``mibyan sql --timeout``).
+DEFAULT_TIMEOUT = 60.0
 
 _EMPTY_EVENTS = ("SELECT NULL::VARCHAR AS session_id, NULL::BIGINT AS seq, NULL::VARCHAR AS kind, "
                  "NULL::INTEGER AS schema_version, NULL::VARCHAR AS recorded_at, "
@@ -65,28 +69,31 @@ def _events_source(root: Path) -> str:
             "WHERE session_id IS NOT NULL AND seq IS NOT NULL AND kind IS NOT NULL")
 
 
-def query(root: Path, sql: str) -> tuple[list[str], list[tuple]]:
+def query(root: Path, sql: str, *, timeout: float | None = DEFAULT_TIMEOUT
+          ) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` on a sealed in-memory connection: the column names and the rows of its last
     statement.
 
-    Raises :class:`UsageError` with a one-line reason for an empty or failing query, and for one
-    that tries to reach files, extensions or settings.
+    Raises :class:`UsageError` with a one-line reason for an empty or failing query, for one
+    that tries to reach files, extensions or settings, and for one still running after
+    ``timeout`` seconds (None: no limit).
     """
     _check(sql)
     con = connect(root)
     try:
-        return _run(con, sql)
+        return _run(con, sql, timeout)
     finally:
         con.close()
 
 
-def query_index(root: Path, sql: str, *, index: Path | None = None,
-                rebuild: bool = False) -> tuple[list[str], list[tuple], IndexReport]:
+def query_index(root: Path, sql: str, *, index: Path | None = None, rebuild: bool = False,
+                timeout: float | None = DEFAULT_TIMEOUT
+                ) -> tuple[list[str], list[tuple], IndexReport]:
     """Run ``sql`` over the insights index of the logs under ``root`` (at ``index``, default
     ``<home>/insights.duckdb``), brought up to date first (rebuilt with ``rebuild``) as
     ``mibyan insights`` does: the column names, the rows of its last statement, and the
     update's report. The index is opened read-only and sealed, and refuses what :func:`query`
-    refuses, and any change to itself."""
+    refuses, and any change to itself; ``timeout`` limits the query (not the update)."""
     import duckdb
     _check(sql)
     path = Path(index) if index is not None else index_path(root)
@@ -99,7 +106,7 @@ def query_index(root: Path, sql: str, *, index: Path | None = None,
         raise UsageError(f"cannot open the insights index {path}: {_first_line(exc)}") from exc
     try:
         _seal(con)
-        columns, rows = _run(con, sql)
+        columns, rows = _run(con, sql, timeout)
     finally:
         con.close()
     return columns, rows, report
@@ -110,13 +117,21 @@ def _check(sql: str) -> None:
         raise UsageError("empty query: give a SQL statement, e.g. 'SELECT count(*) FROM events'")
 
 
-def _run(con: Any, sql: str) -> tuple[list[str], list[tuple]]:
+def _run(con: Any, sql: str, timeout: float | None) -> tuple[list[str], list[tuple]]:
     import duckdb
+    # Not every DuckDB has a statement timeout setting: a timer interrupts the connection.
+    timer = threading.Timer(timeout, con.interrupt) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
     try:
         cursor = con.execute(sql)
         if cursor is None:  # only comments or semicolons
             raise UsageError("no SQL statement in the query (only comments?)")
         return [d[0] for d in cursor.description or ()], cursor.fetchall()
+    except duckdb.InterruptException as exc:
+        raise UsageError(f"query stopped after {timeout:g} s, its time limit (give more with "
+                         "--timeout SECONDS)") from exc
     except duckdb.PermissionException as exc:
         raise UsageError(f"query refused: {_first_line(exc)} ({_READ_ONLY})") from exc
     except duckdb.Error as exc:
@@ -124,6 +139,9 @@ def _run(con: Any, sql: str) -> tuple[list[str], list[tuple]]:
         if "configuration has been locked" in reason or "read-only mode" in reason:
             raise UsageError(f"query refused: {reason} ({_READ_ONLY})") from exc
         raise UsageError(f"query failed: {reason}") from exc
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _first_line(exc: Exception) -> str:

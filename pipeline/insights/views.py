@@ -75,7 +75,8 @@ WITH usage AS (
 SELECT e.session_id,
        min(e.payload->>'started_at') FILTER (WHERE e.kind = 'session_started') AS started_at,
        arg_max(e.payload->'settings'->>'model', e.seq)
-           FILTER (WHERE e.kind IN ('session_started', 'session_resumed')) AS model,
+           FILTER (WHERE e.kind IN ('session_started', 'session_resumed', 'session_forked'))
+           AS model,
        count(*) FILTER (WHERE e.kind = 'turn_started') AS turns,
        coalesce(any_value(u.api_calls), 0) AS api_calls,
        coalesce(any_value(u.tokens), 0) AS tokens,

@@ -34,6 +34,15 @@ class ApiError(Exception):
                           "code": self.code}}
 
 
+ECHOED_CHARS = 80
+
+
+def echoed(value: str) -> str:
+    """A client's value as an error message repeats it: cut to ``ECHOED_CHARS`` characters, so
+    a 5,000-character id is not sent back whole."""
+    return value if len(value) <= ECHOED_CHARS else value[:ECHOED_CHARS] + "…"
+
+
 def upstream_failed(error_class: str, status: int | None) -> str:
     """What a client is told of a failed call to the model's provider: the error's class and
     the provider's HTTP status, never the error's text, which names the provider's address (an
@@ -201,8 +210,8 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise bad("Missing required parameter: 'model'.", "model")
     if model not in models:
-        raise ApiError(404, f"The model `{model}` does not exist or you do not have access to "
-                       f"it (this server serves {', '.join(models)}).", param="model",
+        raise ApiError(404, f"The model `{echoed(model)}` does not exist or you do not have "
+                       f"access to it (this server serves {', '.join(models)}).", param="model",
                        code="model_not_found")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:

@@ -27,7 +27,7 @@ from pipeline.agent import Agent
 from pipeline.result import TurnResult
 from pipeline.serve import shown as show
 from pipeline.serve.logged import Logged, SessionLogs
-from pipeline.serve.openai_compat import ApiError
+from pipeline.serve.openai_compat import ApiError, echoed
 from pipeline.shell.journal import encode
 from stages.log.events import Event, ModelFailed
 from stages.log.messages import Message
@@ -273,5 +273,5 @@ def client_gone() -> ApiError:
 
 
 def not_found(session_id: str) -> ApiError:
-    return ApiError(404, f"No session {session_id!r}.", param="session_id",
+    return ApiError(404, f"No session {echoed(session_id)!r}.", param="session_id",
                     code="session_not_found")

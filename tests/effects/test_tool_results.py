@@ -159,3 +159,32 @@ def test_an_agent_redacts_its_keys_in_the_file_and_removes_it_at_the_end(tmp_pat
         path = Path(MARKER.search(result)[3])
         assert "pool-key-123456789" not in path.read_text()
     assert not path.exists()
+
+
+def test_the_world_readable_directory_of_earlier_versions_is_removed_when_ours(
+        tmp_path, monkeypatch) -> None:
+    from effects.tools import executor
+    legacy = tmp_path / "mibyan-tool-results"
+    legacy.mkdir(mode=0o755)
+    (legacy / "t-c1.txt").write_text("a key, world-readable")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("not ours to remove")
+    (legacy / "link").symlink_to(elsewhere)
+    monkeypatch.setattr(executor, "LEGACY_SPILL_DIR", legacy)
+    ThreadPoolToolRunner(ToolRegistry([]), spill_dir=tmp_path / "spill").close()
+    assert not legacy.exists() and (elsewhere / "precious.txt").exists()
+
+
+def test_a_symlink_or_a_file_where_the_old_directory_was_is_left(tmp_path) -> None:
+    from effects.tools.executor import remove_legacy_spill_dir
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "f.txt").write_text("keep")
+    (tmp_path / "link").symlink_to(target)
+    remove_legacy_spill_dir(tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and (target / "f.txt").exists()
+    (tmp_path / "file").write_text("keep")
+    remove_legacy_spill_dir(tmp_path / "file")
+    assert (tmp_path / "file").read_text() == "keep"
+    remove_legacy_spill_dir(tmp_path / "missing")

@@ -96,6 +96,13 @@ def test_search_files_by_name_and_content(files, tmp_path) -> None:
     assert files.search_files("=", limit=2)["truncated"] is True
 
 
+def test_search_files_skips_what_cannot_be_read(files, tmp_path) -> None:
+    (tmp_path / "src" / "gone.py").symlink_to(tmp_path / "nowhere.py")
+    assert files.search_files(r"b = \d")["matches"] == [
+        {"path": "src/app.py", "line": 2, "text": "b = 2"}]
+    assert files.search_files(r"b = \d", path="src")["truncated"] is False
+
+
 def test_search_files_errors(files) -> None:
     with pytest.raises(ToolError, match="not a valid regular expression"):
         files.search_files("(")

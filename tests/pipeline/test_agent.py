@@ -395,3 +395,30 @@ def test_an_agent_from_values_redacts_with_its_routers_secrets(server, home):
     with agent:
         result = agent.run("hi")
     assert result.completed and plain not in log_text(home, result.session_id)
+
+
+def test_an_agent_never_closed_releases_its_session_when_collected(server, home):
+    """An agent dropped without close() must not keep its session locked in this process."""
+    import gc
+    server.script(Reply.text("a"), Reply.text("b"))
+    agent = make(server, home)
+    sid = agent.run_conversation("x")["session_id"]
+    del agent
+    gc.collect()
+    with make(server, home, session_id=sid) as again:
+        assert again.run_conversation("y")["final_response"] == "b"
+
+
+def test_a_collected_agent_releases_its_session_whoever_still_holds_the_log(server, home):
+    """The lock goes with the agent, not with the last object (here its journal, elsewhere a
+    thread or a kept traceback) that happens to reference the open file."""
+    import gc
+    server.script(Reply.text("a"), Reply.text("b"))
+    agent = make(server, home)
+    sid = agent.run_conversation("x")["session_id"]
+    held = agent._runner.journal
+    del agent
+    gc.collect()
+    with make(server, home, session_id=sid) as again:
+        assert again.run_conversation("y")["final_response"] == "b"
+    assert held is not None

@@ -85,6 +85,18 @@ def test_replay_names_the_first_divergence_field_by_field(server, home):
     assert pooled.stdout.splitlines()[-1].startswith("2 sessions, ")
 
 
+def test_replay_all_skips_and_names_the_empty_logs_of_earlier_versions(server, home):
+    sid = _run(home, server, "hi", "fine")
+    empty = "20250101_000000_abcdef"
+    session_path(home / "sessions", empty).write_bytes(b"")
+    everything = mibyan(home, "replay", "--all")
+    assert everything.returncode == 0, everything.stdout
+    assert everything.stdout.startswith("1 session, ") and "0 divergences" in everything.stdout
+    assert "1 empty log skipped" in everything.stdout
+    assert f"{empty}: empty log (no record), skipped" in everything.stderr
+    assert sid not in everything.stderr
+
+
 def test_bad_replay_fork_and_diff_arguments_are_usage_errors(server, home):
     sid = _run(home, server, "hello", "an answer")
     count = sum(1 for _ in read_envelopes(session_path(home / "sessions", sid)))
@@ -143,3 +155,27 @@ def test_a_fork_resumed_from_the_command_line_goes_on_with_its_own_model(server,
     assert resumed.stdout == "goes on\n"
     assert server.requests[-1]["model"] == "forked-model"
     assert "embedded local model" not in resumed.stderr
+
+
+def test_sessions_shows_a_fork_under_its_own_model_and_a_broken_log_as_broken(server, home):
+    sid = _run(home, server, "hello", "first answer")
+    at = next(e.seq for e in read_envelopes(session_path(home / "sessions", sid))
+              if e.kind == "model_requested")
+    server.script(Reply.text("forked answer"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0123456789"}
+    forked = mibyan(home, "fork", sid, "--at", str(at), "--model", "other", env=env)
+    assert forked.returncode == 0, forked.stderr
+    fid = forked.stdout.splitlines()[0].rsplit(" ", 1)[1]
+    broken = _run(home, server, "hi", "an answer")
+    path = session_path(home / "sessions", broken)
+    path.write_bytes(path.read_bytes().replace(b'"an answer"', b'"an ANSWER"'))
+    assert mibyan(home, "log", "verify", broken).stdout.startswith("BROKEN")
+
+    listed = mibyan(home, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    header = listed.stdout.splitlines()[0].split()
+    model, status = header.index("model"), header.index("status")
+    assert rows[sid][model] == "fake" and rows[fid][model] == "other"
+    assert rows[broken][status] == "broken" and rows[sid][status] != "broken"
+    assert f"{broken}: " in listed.stderr

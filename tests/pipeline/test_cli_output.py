@@ -52,6 +52,29 @@ def test_chat_shows_control_characters_escaped(server, home):
     assert done.stdout == SHOWN + "\n"
 
 
+BIDI = "total: \u202e01$ \u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069end"
+BIDI_SHOWN = "total: \\u202e01$ \\u202a\\u202b\\u202c\\u202d\\u2066\\u2067\\u2068\\u2069end"
+
+
+def test_printable_escapes_bidi_controls_and_leaves_other_text() -> None:
+    """What replay, diff and fork print goes through printable too."""
+    from pipeline.printable import printable
+    assert printable(BIDI) == BIDI_SHOWN
+    assert printable("\u05e9\u05dc\u05d5\u05dd \u200f\u00e9\u2029") == (
+        "\u05e9\u05dc\u05d5\u05dd \u200f\u00e9\u2029")
+
+
+def test_run_and_chat_show_bidi_controls_escaped(server, home):
+    """A right-to-left override would show the text after it reversed ("$10" for "01$")."""
+    server.script(Reply.text(BIDI, piece_size=3), Reply.text(BIDI))
+    ran = mibyan(home, "run", "--no-tools", "hi", env=_env(server))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == BIDI_SHOWN + "\n"
+    chatted = mibyan(home, "chat", "--no-tools", stdin="hi\n", env=_env(server))
+    assert chatted.returncode == 0, chatted.stderr
+    assert chatted.stdout == BIDI_SHOWN + "\n"
+
+
 # --- mibyan chat and SIGTERM, as mibyan run ---------------------------------------------------
 
 def _chat_in_a_call(home, server, *args: str) -> subprocess.Popen:

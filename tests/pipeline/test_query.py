@@ -143,3 +143,24 @@ def test_an_unsealed_connection_is_only_on_request(root: Path, tmp_path: Path) -
         assert con.execute(sql).fetchall() == [("hello",)]
     with connect(root) as con, pytest.raises(Exception, match="disabled by configuration"):
         con.execute(sql)
+
+
+SLOW = "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"
+
+
+def test_a_query_past_its_time_limit_is_stopped_with_a_usage_error(root: Path) -> None:
+    import time
+    for ask in (lambda sql: query(root, sql, timeout=0.3),
+                lambda sql: query_index(root, sql, timeout=0.3)):
+        started = time.monotonic()
+        with pytest.raises(UsageError, match=r"query stopped after 0\.3 s.*--timeout"):
+            ask(SLOW)
+        assert time.monotonic() - started < 20
+    assert query(root, "SELECT count(*) FROM events", timeout=0.3)[1] == [(3,)]
+
+
+def test_mibyan_sql_takes_a_timeout(tmp_path: Path) -> None:
+    from tests.pipeline.test_cli import mibyan
+    done = mibyan(tmp_path / "home", "sql", "--timeout", "0.5", SLOW)
+    assert done.returncode == 2, done.stderr
+    assert "query stopped after 0.5 s" in done.stderr and "Traceback" not in done.stderr

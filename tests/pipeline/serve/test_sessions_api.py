@@ -398,3 +398,18 @@ def test_a_client_that_leaves_before_its_turn_starts_means_it_never_runs(one_wor
     assert not any(isinstance(e, TurnFinished) for e in gateway.events(queued))
     assert gateway.pool.get("alice", queued).turns == 0
     gateway.assert_every_session_replays()
+
+
+def test_a_404_echoes_no_more_than_80_characters_of_what_it_was_sent(gateway):
+    long = "s" * 5000
+    with gateway.client() as client:
+        by_path = client.get(f"/v1/sessions/{long}")
+        by_header = client.post("/v1/chat/completions", headers={"X-Mibyan-Session-Id": long},
+                                json={"model": "mibyan",
+                                      "messages": [{"role": "user", "content": "x"}]})
+        by_model = client.post("/v1/chat/completions", json={
+            "model": long, "messages": [{"role": "user", "content": "x"}]})
+    for response in (by_path, by_header, by_model):
+        assert response.status_code == 404
+        message = response.json()["error"]["message"]
+        assert "s" * 80 + "\u2026" in message and "s" * 81 not in message
