@@ -431,6 +431,7 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
     inside = go_on(runner, journal, plan, clock=forked._effects.clock,
                    tools=forked.registry.specs)
     forked._runner, forked._log = runner, log
+    forked._logs.append(log)
     return Fork(agent=forked, session_id=new_id, origin_session_id=session_id,
                 origin_seq=plan.origin_seq,
                 continued=TurnResult.from_state(runner.state) if inside else None)
