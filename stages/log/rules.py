@@ -82,6 +82,9 @@ class RuleSet:
     # shows a word boundary, and the model is asked to begin with one where it stopped
     # between two words (``stages.turn.seams``).
     spaced_continuations: bool = _since(6)
+    # An answer still cut at the output limit when the call budget ran out (on continuations)
+    # is partial: ``incomplete_response``, not completed.
+    cut_answer_partial: bool = _since(6)
 
 
 def _build(version: int) -> RuleSet:

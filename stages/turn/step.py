@@ -105,6 +105,10 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
     elif config.rule_set.content_filter_fails and reply.finish_reason == "content_filter":
         finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
                                 completed=False, failed=True, error=FILTERED_TEXT)
+    elif config.rule_set.cut_answer_partial and reply.finish_reason == "length":
+        # The call budget ran out while the answer was still cut at the output limit.
+        finished = TurnFinished(exit_reason="incomplete_response",
+                                final_response=_joined_answer(state), completed=False)
     else:
         text = (_joined_answer(state) if config.rule_set.early_end_retry
                 else reply.message.content or "")

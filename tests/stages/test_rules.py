@@ -21,7 +21,7 @@ SINCE = {
     "context_management": 3, "budget_note": 3, "early_end_retry": 3, "content_filter_fails": 3,
     "thinking_only_ends": 4, "turn_reasoning": 4, "reasoning_recovery": 4,
     "restart_replaces_answer": 5, "local_prefill": 5,
-    "spaced_continuations": 6,
+    "spaced_continuations": 6, "cut_answer_partial": 6,
 }
 
 

@@ -13,7 +13,7 @@ from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.turn.budget import NO_SUMMARY_TEXT, decide_budget
 from stages.turn.request import decide_request
-from stages.turn.step import LENGTH_PROMPT, decide_abandon, length_prompt
+from stages.turn.step import LENGTH_PROMPT, decide_abandon, length_prompt, next_stage
 from tests.stages.helpers import (
     SETTINGS,
     answered,
@@ -318,6 +318,19 @@ def test_a_continuation_that_dropped_the_space_between_words_gets_it_back() -> N
     local = attrs.evolve(SETTINGS, provider="local", max_turns=10)
     exact = _cut_then("It is done.", "Then", settings=local, second_finish="stop")
     assert _finished(decide_next(exact, config=local)).final_response == "It is done.Then"
+
+
+def test_a_call_budget_spent_on_continuations_leaves_a_partial_answer() -> None:
+    tight = attrs.evolve(SETTINGS, max_turns=2)
+    state = _cut_then("It is", " not over", settings=tight)  # both calls cut at the limit
+    assert next_stage(state) == "answer"
+    finished = _finished(decide_next(state, config=tight))
+    assert (finished.exit_reason, finished.completed) == ("incomplete_response", False)
+    assert finished.final_response == "It is not over"
+    rules_5 = attrs.evolve(tight, rules=5)
+    old = _finished(decide_next(_cut_then("It is", " not over", settings=rules_5),
+                                config=rules_5))
+    assert old.completed and old.exit_reason == "text_response(finish_reason=length)"
 
 
 LOCAL = attrs.evolve(SETTINGS, provider="local", max_turns=10)
