@@ -270,6 +270,19 @@ def test_text_reply_with_thinking_usage_and_rate_limits(server, stream):
 
 
 @pytest.mark.parametrize("stream", [True, False])
+def test_thinking_is_said_to_be_counted_in_the_output_not_claimed_as_zero(server, stream):
+    # Anthropic counts thinking inside output_tokens and reports no count of its own.
+    server.script(Reply.text("Yes.", thinking="consider", usage=Usage(input=5, output=30)),
+                  Reply.text("No.", usage=Usage(input=5, output=2)))
+    thought, plain = (client(server).complete(req(user("hi"), stream=stream)).usage
+                      for _ in range(2))
+    assert thought.reasoning_in_output and thought.output_tokens == 30
+    assert thought.as_dict()["reasoning_tokens"] is None
+    assert not plain.reasoning_in_output and plain.as_dict()["reasoning_tokens"] == 0
+    assert (thought + plain).reasoning_in_output
+
+
+@pytest.mark.parametrize("stream", [True, False])
 def test_tool_use_reply(server, stream):
     server.script(Reply.tool_use([("lookup", '{"q": "first query"}'), ("lookup", '{"n": 2}')],
                                  ids=["toolu_a", "toolu_b"], content="Let me check."))
