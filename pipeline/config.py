@@ -19,7 +19,7 @@ session goes on with the endpoint it recorded (``resume_provider``).
     credential_strategy = "round_robin"  # or least_used, fill_first
     api_mode = "chat_completions"  # or codex_responses, anthropic_messages (else detected)
     timeout = 600      # seconds without a byte before a model call fails
-    deadline = 1800    # seconds a whole model call may take
+    deadline = 1800    # seconds a whole model call may take (default: three timeouts)
 
     [[fallback_providers]]
     provider = "anthropic"

@@ -94,6 +94,15 @@ def split_userinfo(url: str | None) -> tuple[str | None, str | None]:
     return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
 
 
+def error_name(provider: str, api_mode: str) -> str:
+    """The provider an error names: the session's, but ``openai`` (also what an endpoint that
+    no one named is called) speaking Anthropic's Messages protocol is named ``anthropic``, as
+    no OpenAI endpoint speaks it: an error in Anthropic mode never says "from openai"."""
+    if provider == "openai" and api_mode == "anthropic_messages":
+        return "anthropic"
+    return provider
+
+
 def _reported(exc: ProviderError, secrets: Secrets, provider: str, base_url: str
               ) -> ProviderError:
     """The error as it may be logged: the provider and endpoint actually used named in its
@@ -148,7 +157,8 @@ class ProviderRouter:
         model call are passed here."""
         cls = self.adapters(api_mode)
         return cls(base_url=_with_userinfo(base_url, self.userinfo.get(base_url or "")),
-                   api_key=self.default_key, provider=provider, keys=self.keys,
+                   api_key=self.default_key, provider=error_name(provider, api_mode),
+                   keys=self.keys,
                    timeout=self.timeout, deadline=self.deadline)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
@@ -159,7 +169,7 @@ class ProviderRouter:
             return self._client(request).complete(request, on_delta=on_delta, cancel=cancel,
                                                   **extra)
         except ProviderError as exc:
-            _reported(exc, self.secrets, request.provider,
+            _reported(exc, self.secrets, error_name(request.provider, request.api_mode),
                       self.base_url(request) or "its default endpoint")
             raise
 

@@ -51,16 +51,17 @@ from stages.log.events import (
     SessionStarted,
 )
 from stages.log.reasoning_parts import parse_setting
-from stages.log.setting_checks import one_of, positive_seconds, whole
+from stages.log.setting_checks import default_deadline, one_of, positive_seconds, whole
 from stages.turn.budget import DELEGATION_MAX_ITERATIONS
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "AgentSettings", "Configured",
            "check_session_values", "checked", "configure"]
 
 # Seconds without a byte before a model call fails (read timeout), and seconds a whole call may
-# take, keep-alive bytes or not (the reference system's request timeout).
+# take, keep-alive bytes or not, when no timeout is given either: three read timeouts, as
+# whenever a timeout is given and a deadline is not (the reference system's request timeout).
 DEFAULT_TIMEOUT = 600.0
-DEFAULT_DEADLINE = 1800.0
+DEFAULT_DEADLINE = default_deadline(DEFAULT_TIMEOUT)
 _DURABILITIES = get_args(Durability)
 # The recorded settings' fields, whose validators are the one rule of each.
 _FIELDS = attrs.fields_dict(SessionSettings)
@@ -70,6 +71,15 @@ def _seconds(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     del instance
     if value is not None or attribute.name != "deadline":
         positive_seconds(attribute.name, value)
+
+
+def _deadline_for(timeout: Any) -> Any:
+    """Three read timeouts, or ``timeout`` itself when it is no number of seconds (its own
+    validator then names it)."""
+    try:
+        return default_deadline(timeout)
+    except UsageError:
+        return None
 
 
 def _text(name: str, value: Any) -> None:
@@ -111,9 +121,12 @@ class AgentSettings:
 
     home: Path = attrs.field(converter=lambda p: Path(p).expanduser(), validator=_path)
     durability: Durability = attrs.field(default="durable", validator=one_of(_DURABILITIES))
-    # Read timeout of a model call, and its total deadline (None: no deadline).
+    # Read timeout of a model call, and its total deadline (not given: three read timeouts;
+    # None: the adapter's default, which is the same).
     timeout: float = attrs.field(default=DEFAULT_TIMEOUT, validator=_seconds)
-    deadline: float | None = attrs.field(default=DEFAULT_DEADLINE, validator=_seconds)
+    deadline: float | None = attrs.field(
+        default=attrs.Factory(lambda self: _deadline_for(self.timeout), takes_self=True),
+        validator=_seconds)
     delegation_max_iterations: int = attrs.field(default=DELEGATION_MAX_ITERATIONS,
                                                  validator=whole(1))
     # The session to continue (None: a new one), and the session that delegated to this one.
@@ -240,10 +253,11 @@ def configure(
     root = Path(home).expanduser() if home is not None else cfg.home()
     file = cfg.load_file(root)
     section = file.get("model", {})
+    read_timeout = _first(timeout, section.get("timeout"), DEFAULT_TIMEOUT)
     agent_settings = AgentSettings(
         home=root, durability=durability, delegation_max_iterations=delegation_max_iterations,
-        timeout=_first(timeout, section.get("timeout"), DEFAULT_TIMEOUT),
-        deadline=_first(deadline, section.get("deadline"), DEFAULT_DEADLINE),
+        timeout=read_timeout,
+        deadline=_first(deadline, section.get("deadline"), _deadline_for(read_timeout)),
         session_id=session_id, parent_session_id=parent_session_id,
         max_tool_result_chars=max_tool_result_chars, cwd=cwd)
     given = {name: value for name, value in {

@@ -17,6 +17,7 @@ from stages.log.events import (
     ProviderEntry,
     SessionSettings,
     TurnStarted,
+    Usage,
 )
 from stages.log.messages import Message
 from stages.log.upcast import upcast
@@ -29,6 +30,7 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget"),
     ContextInherited: ("reasoning_replay_off",),
+    Usage: ("reasoning_in_output",),
 }
 
 

@@ -29,7 +29,7 @@ from effects.providers.reasoning_wire import ContentSplit
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError
 from stages.log.events import ModelReplied
-from stages.log.messages import canonical_json
+from stages.log.messages import Message, canonical_json
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET",
            "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",
@@ -168,7 +168,7 @@ class AnthropicMessagesClient:
         message = message_from(assembly.content(), request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
-                            usage=usage_from(assembly.usage),
+                            usage=usage_from(assembly.usage, thought=_thought(message)),
                             model=assembly.model or request.model, latency_ms=_ms(started),
                             streamed=True, rate_limits=exchange.rate_limits)
 
@@ -180,9 +180,14 @@ class AnthropicMessagesClient:
         message = message_from(raw["content"], request.provider)
         return ModelReplied(message=message,
                             finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
-                            usage=usage_from(raw.get("usage")),
+                            usage=usage_from(raw.get("usage"), thought=_thought(message)),
                             model=raw.get("model") or request.model,
                             latency_ms=_ms(started), rate_limits=exchange.rate_limits)
+
+
+def _thought(message: Message) -> bool:
+    """The reply reasoned (thinking text, or redacted thinking with none)."""
+    return bool(message.reasoning or message.reasoning_parts)
 
 
 def _ms(started: float) -> float:

@@ -14,14 +14,16 @@ STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "leng
                 "refusal": "content_filter", "pause_turn": "incomplete"}
 
 
-def usage_from(raw: Mapping | None) -> Usage:
+def usage_from(raw: Mapping | None, *, thought: bool = False) -> Usage:
     """Anthropic's ``input_tokens`` already exclude cache reads and writes. Thinking tokens
-    are counted inside ``output_tokens`` and not reported apart."""
+    are counted inside ``output_tokens`` and not reported apart: a reply that ``thought``
+    says so (``reasoning_in_output``) rather than claim 0 reasoning tokens."""
     raw = raw or {}
     return Usage(input_tokens=raw.get("input_tokens") or 0,
                  output_tokens=raw.get("output_tokens") or 0,
                  cache_read_tokens=raw.get("cache_read_input_tokens") or 0,
-                 cache_write_tokens=raw.get("cache_creation_input_tokens") or 0)
+                 cache_write_tokens=raw.get("cache_creation_input_tokens") or 0,
+                 reasoning_in_output=thought)
 
 
 def finish_reason(stop_reason: str | None) -> str:

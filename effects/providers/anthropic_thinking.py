@@ -11,6 +11,11 @@ assistant turn is the one sent, which may merge several assistant messages (see
 :func:`_final_turn`): its tool calls are all of theirs, and only the first one's thinking opens
 it. A forced tool choice never takes thinking.
 
+With a ``max_tokens`` of the request's own (the whole reply, thinking included), the budget
+takes at most three quarters of it, so at least a quarter is left for the answer
+(:data:`THINKING_SHARE`); below ``MIN_MAX_TOKENS`` (1,366) not even Anthropic's smallest budget
+fits, and thinking is not sent: a warning says so, once per model and limit.
+
 When thinking is on, every assistant message sends back the thinking and ``redacted_thinking``
 blocks this provider issued (exactly as received: text, signature, data), first in its content;
 unsigned thinking, and thinking from another provider or API (a fallback), is never sent (the
@@ -20,19 +25,26 @@ the API, so what a message becomes does not depend on its position: it is conver
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from itertools import groupby
 
+from effects.logs import get_logger
 from stages.decision import ModelRequest
 from stages.errors import UsageError
 from stages.log.messages import Message
 from stages.recovery.reasoning import EFFORT_BUDGETS
 
-__all__ = ["MIN_BUDGET", "THINKING_BUDGET", "THINKING_TYPES", "replay_provider",
-           "thinking_blocks", "thinking_config"]
+__all__ = ["MIN_BUDGET", "MIN_MAX_TOKENS", "THINKING_BUDGET", "THINKING_SHARE", "THINKING_TYPES",
+           "replay_provider", "thinking_blocks", "thinking_config"]
 
+log = get_logger(__name__)
 THINKING_BUDGET = EFFORT_BUDGETS
 MIN_BUDGET = 1024  # Anthropic's smallest budget_tokens
+# The most of a reply's max_tokens thinking may take: the rest is the answer's.
+THINKING_SHARE = 0.75
+MIN_MAX_TOKENS = math.ceil(MIN_BUDGET / THINKING_SHARE)  # 1,366: the smallest that can think
 THINKING_TYPES = ("thinking", "redacted_thinking")
 API_MODE = "anthropic_messages"
 
@@ -92,10 +104,20 @@ def thinking_config(request: ModelRequest, max_tokens: int,
         return None, max_tokens
     if request.max_tokens is None:
         return {"type": "enabled", "budget_tokens": budget}, budget + default_max_tokens
-    budget = min(budget, max_tokens - 1)
+    budget = min(budget, math.floor(max_tokens * THINKING_SHARE))
     if budget < MIN_BUDGET:
+        _no_room(request.model, max_tokens)
         return None, max_tokens
     return {"type": "enabled", "budget_tokens": budget}, max_tokens
+
+
+@functools.cache
+def _no_room(model: str, max_tokens: int) -> None:
+    """Say (once per model and limit) that reasoning was asked for and is not sent."""
+    log.warning("anthropic_thinking_not_sent", model=model, max_tokens=max_tokens,
+                reason=f"max_tokens {max_tokens} cannot hold Anthropic's smallest thinking "
+                       f"budget ({MIN_BUDGET}) and an answer; raise it to {MIN_MAX_TOKENS} or "
+                       "more to think")
 
 
 def replay_provider(request: ModelRequest, thinking: dict | None) -> str | None:

@@ -50,12 +50,11 @@ from stages.errors import (
     ProviderUnavailableError,
     UsageError,
 )
-from stages.log.setting_checks import positive_seconds
+from stages.log.setting_checks import default_deadline, positive_seconds
 
 __all__ = ["Exchange", "HttpShell", "check_timeouts", "preload"]
 
 T = TypeVar("T")
-DEADLINE_FACTOR = 3.0  # the total deadline when none is given, in read timeouts
 _SLACK = 0.005  # a read cut at the deadline may wake a hair early
 _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
     "mibyan_model_call", default=None)
@@ -66,7 +65,7 @@ def check_timeouts(timeout: float, deadline: float | None) -> tuple[float, float
     positive number of seconds."""
     timeout = positive_seconds("timeout", timeout)
     if deadline is None:
-        return timeout, timeout * DEADLINE_FACTOR
+        return timeout, default_deadline(timeout)
     return timeout, positive_seconds("deadline", deadline)
 
 

@@ -1,7 +1,9 @@
 """OpenAI chat-completions adapter: the codec only (request body, reply, stream chunks).
 
 The request body is a join of the messages' ready wire JSON (each assistant message with a tool
-call whose arguments are not a JSON object is sent once fixed, with ``{}``); posting, SSE or JSON
+call whose arguments are not a JSON object is sent once fixed, with ``{}``; to DeepSeek and
+Kimi, an assistant message carries its ``reasoning_content`` back, see
+:mod:`effects.providers.reasoning_wire`); posting, SSE or JSON
 reading, deadlines, aborts and error mapping are :mod:`effects.providers.http_shell`'s.
 """
 
@@ -17,7 +19,11 @@ import attrs
 from effects.protocols import CancelToken, DeltaSink
 from effects.providers.http_errors import error_detail
 from effects.providers.http_shell import Exchange, HttpShell
-from effects.providers.reasoning_wire import ContentSplit, chat_reasoning_fields
+from effects.providers.reasoning_wire import (
+    ContentSplit,
+    chat_reasoning_fields,
+    echoes_reasoning,
+)
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
@@ -36,6 +42,21 @@ _fixed_wire: WireCache[Message, str] = WireCache(_sent_wire)
 def message_wire(message: Message) -> str:
     """What the provider receives for ``message`` (only tool-calling ones need a look)."""
     return _fixed_wire(message) if message.tool_calls else message.wire
+
+
+def _with_reasoning(message: Message) -> str:
+    wire = message_wire(message)
+    return f'{wire[:-1]},"reasoning_content":{json.dumps(message.reasoning)}}}'
+
+
+_echoed_wire: WireCache[Message, str] = WireCache(_with_reasoning)
+
+
+def _sent(message: Message, echo: bool) -> str:
+    """``message`` as sent, with its reasoning back when the endpoint takes it (``echo``)."""
+    if echo and message.reasoning and message.role == "assistant":
+        return _echoed_wire(message)
+    return message_wire(message)
 
 
 def openai_headers(key: str) -> dict[str, str]:
@@ -60,7 +81,8 @@ def stream_error(shell: HttpShell, data: str, headers: object) -> ProviderHTTPEr
 
 
 def request_body(request: ModelRequest) -> bytes:
-    messages = [message_wire(m) for m in request.messages]
+    echo = echoes_reasoning(request)
+    messages = [_sent(m, echo) for m in request.messages]
     if request.system_prompt is not None:
         messages.insert(0, Message(role="system", content=request.system_prompt).wire)
     parts = ['{"model":', json.dumps(request.model), ',"messages":[', ",".join(messages), "]"]

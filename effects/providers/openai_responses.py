@@ -10,7 +10,8 @@ stateless (``store: false``). Each message's items are converted once and cached
 so a request body is a join of ready strings, as in :mod:`effects.providers.openai_chat`.
 
 Replies are mapped onto mibyan's closed finish-reason set: ``tool_calls``, ``length``
-(incomplete at ``max_output_tokens``), ``content_filter``, ``incomplete`` (queued, in progress,
+(incomplete at ``max_output_tokens``, or a text reply that used all of them, which llama.cpp's
+server reports ``completed``), ``content_filter``, ``incomplete`` (queued, in progress,
 incomplete for another reason, an incomplete item, commentary without a final answer, or
 reasoning with no visible text and no call: the loop continues it) and ``stop``. A ``failed`` or
 ``cancelled`` response raises :class:`ModelBehaviourError`.
@@ -199,9 +200,14 @@ class _Output:
                        reasoning_parts=tuple(self.parts))
 
 
-def finish_reason(status: str, reason: str | None, out: _Output) -> str:
-    """The reply's finish reason on mibyan's closed set."""
-    if status == "incomplete" and reason == "max_output_tokens":
+def finish_reason(status: str, reason: str | None, out: _Output, *,
+                  at_limit: bool = False) -> str:
+    """The reply's finish reason on mibyan's closed set. ``at_limit``: the reply used all of
+    ``max_output_tokens``; a server that calls such a reply ``completed`` (llama.cpp's does)
+    cut it there all the same."""
+    if status in ("incomplete", "completed") and reason == "max_output_tokens":
+        return "length"
+    if at_limit and status == "completed" and not out.calls:
         return "length"
     if (status == "incomplete" and reason == "content_filter") or (out.refusals
                                                                      and not out.texts):
@@ -391,9 +397,13 @@ class OpenAIResponsesClient:
             if not data["output"] and status == "completed":
                 raise ModelBehaviourError(f"{self.shell.who} returned a response with no output")
             reason = (data.get("incomplete_details") or {}).get("reason")
+            usage = responses_usage(data.get("usage"))
+            limit = request.max_tokens or data.get("max_output_tokens")
+            at_limit = isinstance(limit, int) and 0 < limit <= usage.output_tokens
             return ModelReplied(message=out.message(),
-                                finish_reason=finish_reason(status, reason, out),
-                                usage=responses_usage(data.get("usage")),
+                                finish_reason=finish_reason(status, reason, out,
+                                                            at_limit=at_limit),
+                                usage=usage,
                                 model=data.get("model") or request.model, latency_ms=_ms(started),
                                 streamed=streamed, rate_limits=limits)
         except (KeyError, TypeError, AttributeError) as exc:

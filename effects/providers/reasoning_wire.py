@@ -5,6 +5,11 @@ Chat completions take ``reasoning_effort`` (an effort; a budget is mapped to the
 OpenRouter takes its own ``reasoning`` object (``{"effort": ...}`` or ``{"max_tokens": ...}``).
 ``prompt_cache_key`` (the session id, so OpenAI's prompt cache hits across the calls of a
 session) goes only to OpenAI itself: other OpenAI-compatible servers may refuse unknown fields.
+
+DeepSeek's and Moonshot's (Kimi) thinking models document that the ``reasoning_content`` of an
+assistant message must come back with it on the next request (a tool loop fails without it):
+to those endpoints (:func:`echoes_reasoning`) assistant messages carry their reasoning back,
+unless the reasoning-replay switch is off. Other servers never get the field.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from stages.decision import ModelRequest
 from stages.recovery.reasoning import effort_of
 from stages.turn.think_tags import ThinkSplitter
 
-__all__ = ["ContentSplit", "chat_reasoning_fields", "is_openai", "is_openrouter"]
+__all__ = ["ContentSplit", "chat_reasoning_fields", "echoes_reasoning", "is_openai",
+           "is_openrouter"]
 
 OPENAI_PROVIDERS = ("openai", "openai-codex", "codex")
+# Chat-completions endpoints that take (and in a tool loop require) ``reasoning_content`` back.
+ECHO_PROVIDERS = ("deepseek", "moonshot", "kimi")
+ECHO_HOSTS = ("deepseek.com", "moonshot.ai", "moonshot.cn")
 
 
 def _host(request: ModelRequest) -> str:
@@ -36,6 +45,14 @@ def is_openai(request: ModelRequest) -> bool:
     if host:
         return host.endswith("openai.com") or host.endswith("chatgpt.com")
     return request.provider in OPENAI_PROVIDERS
+
+
+def echoes_reasoning(request: ModelRequest) -> bool:
+    """Whether assistant messages send their ``reasoning_content`` back to this endpoint."""
+    host = _host(request)
+    return request.replay_reasoning and (
+        request.provider in ECHO_PROVIDERS
+        or any(host == h or host.endswith("." + h) for h in ECHO_HOSTS))
 
 
 def chat_reasoning_fields(request: ModelRequest) -> dict[str, Any]:

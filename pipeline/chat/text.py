@@ -66,7 +66,10 @@ def usage_text(usage: Usage) -> str:
     if read or written:
         text += f" ({read:,} cached" + (f", {written:,} written" if written else "") + ")"
     text += f" · {usage.output_tokens:,} out"
-    if usage.reasoning_tokens:
+    if usage.reasoning_in_output:  # Anthropic: thinking counted in the output, not apart
+        text += (f" ({usage.reasoning_tokens:,}+ reasoning)" if usage.reasoning_tokens
+                 else " (reasoning included)")
+    elif usage.reasoning_tokens:
         text += f" ({usage.reasoning_tokens:,} reasoning)"
     return text
 

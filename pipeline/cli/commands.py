@@ -44,8 +44,15 @@ def _usage_line(result: dict) -> str:
     return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
             f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
             f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
-            f"{u['reasoning_tokens']} total {u['total_tokens']} | {result['turn_exit_reason']}"
+            f"{_reasoning(u)} total {u['total_tokens']} | {result['turn_exit_reason']}"
             + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
+
+
+def _reasoning(usage: dict) -> str:
+    """The reasoning count, or what the provider left unsaid (Anthropic counts thinking
+    inside the output tokens without a count of its own)."""
+    count = usage["reasoning_tokens"]
+    return "n/a (counted in out)" if count is None else str(count)
 
 
 def _ask_approval(request: Any) -> str:

@@ -215,7 +215,7 @@ def _model_call_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_seconds, help="seconds without a byte before a "
                         "model call fails (else [model] timeout, or 600)")
     parser.add_argument("--deadline", type=_seconds, help="seconds a whole model call may "
-                        "take (else [model] deadline, or 1800)")
+                        "take (else [model] deadline, or three read timeouts)")
     parser.add_argument("--no-stream", action="store_true", help="do not stream the answer")
     parser.add_argument("--durability", choices=("durable", "flush"), default="durable",
                         help="fsync the log at turn ends and before tools (durable) or only "

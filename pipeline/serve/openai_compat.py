@@ -245,10 +245,13 @@ def usage_body(usage: Any) -> dict[str, Any]:
     """A turn's ``Usage`` as OpenAI's usage object (every model call of the turn summed).
     OpenAI's prompt tokens include the cached ones, which mibyan's input tokens leave out."""
     prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens,
+    body = {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens,
             "total_tokens": prompt + usage.output_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
             "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens}}
+    if usage.reasoning_in_output:  # not reported apart (Anthropic): no count rather than 0
+        del body["completion_tokens_details"]
+    return body
 
 
 def completion_body(completion_id: str, created: int, model: str, result: Any

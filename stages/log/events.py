@@ -51,6 +51,9 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    # The reply reasoned, and the provider counted its reasoning inside ``output_tokens``
+    # without saying how many (Anthropic): ``reasoning_tokens`` is then not a count.
+    reasoning_in_output: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -65,10 +68,18 @@ class Usage:
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            reasoning_in_output=self.reasoning_in_output or other.reasoning_in_output,
         )
 
-    def as_dict(self) -> dict[str, int]:
-        return {**attrs.asdict(self), "total_tokens": self.total_tokens}
+    def as_dict(self) -> dict[str, int | None]:
+        """The counts and ``total_tokens``; ``reasoning_tokens`` is None when some reasoning
+        was counted inside ``output_tokens`` without a count of its own (not reported, not
+        0)."""
+        counts: dict[str, int | None] = {**attrs.asdict(self), "total_tokens": self.total_tokens}
+        del counts["reasoning_in_output"]
+        if self.reasoning_in_output:
+            counts["reasoning_tokens"] = None
+        return counts
 
 
 @attrs.frozen(kw_only=True)

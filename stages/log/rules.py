@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 5
+RULES = 6
 """The version of the decision rules a new session runs under."""
 
 
@@ -77,6 +77,14 @@ class RuleSet:
     # The embedded local model continues a cut reply from its own text (a prefilled
     # assistant message), not from a user message asking it to.
     local_prefill: bool = _since(5)
+    # --- 6 ---
+    # The parts of an answer cut at the output limit are joined with a space where the text
+    # shows a word boundary, and the model is asked to begin with one where it stopped
+    # between two words (``stages.turn.seams``).
+    spaced_continuations: bool = _since(6)
+    # An answer still cut at the output limit when the call budget ran out (on continuations)
+    # is partial: ``incomplete_response``, not completed.
+    cut_answer_partial: bool = _since(6)
 
 
 def _build(version: int) -> RuleSet:

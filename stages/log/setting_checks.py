@@ -50,6 +50,16 @@ def positive_seconds(name: str, value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
+# The total deadline of a model call when none is given, in read timeouts.
+DEADLINE_FACTOR = 3.0
+
+
+def default_deadline(timeout: float) -> float:
+    """The total deadline of a call whose read timeout is ``timeout`` and whose deadline was
+    not given: three read timeouts (the adapters, ``Agent``, config.toml and the CLI alike)."""
+    return positive_seconds("timeout", timeout) * DEADLINE_FACTOR
+
+
 def fraction(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """A share of the window: above 0, at most 1."""
     if not _number(value) or not 0 < value <= 1:  # type: ignore[operator]

@@ -17,7 +17,7 @@ from stages.log.messages import Message, canonical_json
 from stages.log.state import State
 from stages.prompt.memory import recall_block, with_recall
 from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
-from stages.turn.step import LENGTH_PROMPT, cut_parts
+from stages.turn.step import LENGTH_PROMPTS, cut_parts
 
 
 def request_digest(request: ModelRequest, history_digest: str) -> str:
@@ -70,7 +70,7 @@ def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
     asking it to, which a small model answers by starting over or by a new reply. The cut
     parts (none started over: that ends the continuations) become that one message."""
     if (len(messages) < 3 or messages[-1].role != "user"
-            or messages[-1].content != LENGTH_PROMPT or messages[-2].role != "assistant"):
+            or messages[-1].content not in LENGTH_PROMPTS or messages[-2].role != "assistant"):
         return messages
     parts = cut_parts(messages, len(messages) - 2)
     first = len(messages) - 2 * len(parts)

@@ -14,6 +14,7 @@ from typing import Any
 
 from stages.decision import Decision, Finish, PrepareCall
 from stages.log.events import (
+    LOCAL_PROVIDER,
     ContinuationRequested,
     Event,
     ModelReplied,
@@ -28,6 +29,7 @@ from stages.recovery.chain import decide_recovery, next_provider
 from stages.recovery.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
 from stages.tools.plan import decide_tool_plan
 from stages.turn.budget import NO_SUMMARY_TEXT
+from stages.turn.seams import join_parts
 
 MAX_CONTINUATIONS = 3
 CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
@@ -35,6 +37,12 @@ CONTINUE_PROMPT = "Continue, and give your answer or call a tool."
 # again once, then reported.
 LENGTH_PROMPT = ("Your reply was cut off at the output limit. Continue exactly where it "
                  "stopped, without repeating anything.")
+# Rules 6: the parts are joined with a space where the text shows a word boundary
+# (``stages.turn.seams``), and the model is told to give the one the text cannot show.
+SPACED_LENGTH_PROMPT = ("Your reply was cut off at the output limit. Continue exactly where it "
+                        "stopped, without repeating anything; if it stopped between two "
+                        "words, begin with a space.")
+LENGTH_PROMPTS = (LENGTH_PROMPT, SPACED_LENGTH_PROMPT)
 # Rules 5: a continuation that begins as the cut answer began is the model starting over (small
 # models do): it replaces the parts before it, and is not asked to go on again.
 RESTART_HEAD = 40  # characters of the answer's start compared
@@ -97,6 +105,10 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
     elif config.rule_set.content_filter_fails and reply.finish_reason == "content_filter":
         finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
                                 completed=False, failed=True, error=FILTERED_TEXT)
+    elif config.rule_set.cut_answer_partial and reply.finish_reason == "length":
+        # The call budget ran out while the answer was still cut at the output limit.
+        finished = TurnFinished(exit_reason="incomplete_response",
+                                final_response=_joined_answer(state), completed=False)
     else:
         text = (_joined_answer(state) if config.rule_set.early_end_retry
                 else reply.message.content or "")
@@ -109,10 +121,27 @@ def _joined_answer(state: State) -> str:
     """The answer, with the parts of it that were cut at the output limit before it (rules 5:
     from the last part that started the answer over)."""
     parts = _cut_parts(state)
-    if state.settings is not None and state.settings.rule_set.restart_replaces_answer:
+    rules = None if state.settings is None else state.settings.rule_set
+    if rules is not None and rules.restart_replaces_answer:
         parts = parts[max((i for i, part in enumerate(parts[1:], 1)
                            if _starts_over(parts[0], part)), default=0):]
+    if rules is not None and rules.spaced_continuations and not _prefilled(state):
+        return join_parts(parts)
     return "".join(parts)
+
+
+def _prefilled(state: State) -> bool:
+    """The parts went on from the cut text itself (rules 5, the embedded local model), so
+    they are exact continuations, spaces and all."""
+    assert state.turn is not None and state.settings is not None
+    entry = state.turn.route or state.settings.chain[state.turn.provider_index]
+    return (state.settings.rule_set.local_prefill and entry.provider == LOCAL_PROVIDER
+            and entry.api_mode == "chat_completions")
+
+
+def length_prompt(config: SessionSettings) -> str:
+    """The user message that asks for the rest of a reply cut at the output limit."""
+    return SPACED_LENGTH_PROMPT if config.rule_set.spaced_continuations else LENGTH_PROMPT
 
 
 def _cut_parts(state: State) -> list[str]:
@@ -126,7 +155,7 @@ def cut_parts(messages: Sequence[Message], last: int) -> list[str]:
     parts = [messages[last].content or ""]
     index = last - 1
     while (index >= 1 and messages[index].role == "user"
-           and messages[index].content == LENGTH_PROMPT
+           and messages[index].content in LENGTH_PROMPTS
            and messages[index - 1].role == "assistant"):
         parts.append(messages[index - 1].content or "")
         index -= 2
@@ -196,7 +225,7 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
         return Decision(events=(TurnFinished(
             exit_reason="thinking_budget_exhausted", final_response=None, completed=False,
             failed=True, error=THINKING_EXHAUSTED_TEXT),), next=Finish())
-    ask = (ContinuationRequested(prompt=LENGTH_PROMPT, why="length") if why == "length"
+    ask = (ContinuationRequested(prompt=length_prompt(config), why="length") if why == "length"
            else ContinuationRequested(prompt=CONTINUE_PROMPT))
     if turn.continuations < MAX_CONTINUATIONS and not _restarted(state, why):
         return Decision(events=(ask,), next=PrepareCall())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from hypothesis import given, settings
@@ -43,7 +44,8 @@ def result(call_id: str, text: str = "found") -> Message:
 
 def req(*messages: Message, stream: bool = False, **kw) -> ModelRequest:
     kw.setdefault("system_prompt", "be brief")
-    return ModelRequest(model="claude-x", provider="anthropic", api_mode="anthropic_messages",
+    kw.setdefault("model", "claude-x")
+    return ModelRequest(provider="anthropic", api_mode="anthropic_messages",
                         purpose="step", messages=messages, tools=(SPEC,), stream=stream, **kw)
 
 
@@ -158,10 +160,26 @@ def test_reasoning_effort_enables_thinking_only_at_the_start_of_a_turn():
                                               reasoning_effort="high"))
     assert "thinking" not in to_anthropic(req(user("q"), reasoning_effort="none"))
     capped = to_anthropic(req(user("q"), reasoning_effort="high", max_tokens=2000))
-    assert capped["thinking"]["budget_tokens"] == 1999 and capped["max_tokens"] == 2000
+    assert capped["thinking"]["budget_tokens"] == 1500 and capped["max_tokens"] == 2000
     assert "thinking" not in to_anthropic(req(user("q"), reasoning_effort="low", max_tokens=900))
     with pytest.raises(UsageError):
         to_anthropic(req(user("q"), reasoning_effort="extreme"))
+
+
+def test_a_capped_thinking_budget_leaves_a_quarter_of_max_tokens_to_the_answer(caplog):
+    # It used to be max_tokens - 1: one token left for the answer.
+    for limit, budget in ((2000, 1500), (1366, 1024), (40_000, 16_000)):
+        body = to_anthropic(req(user("q"), reasoning_effort="high", max_tokens=limit))
+        assert body["thinking"]["budget_tokens"] == budget and body["max_tokens"] == limit
+        assert limit - budget >= limit // 4
+    with caplog.at_level(logging.WARNING, logger="effects.providers.anthropic_thinking"):
+        for _ in range(2):
+            body = to_anthropic(req(user("q"), reasoning_effort="high", max_tokens=1365,
+                                    model="claude-no-room"))
+    assert "thinking" not in body and body["max_tokens"] == 1365
+    said = [r.getMessage() for r in caplog.records if "anthropic_thinking_not_sent" in
+            r.getMessage()]
+    assert len(said) == 1 and "1366" in said[0] and "claude-no-room" in said[0]
 
 
 def test_system_messages_in_the_history_join_the_system_blocks():
@@ -267,6 +285,19 @@ def test_text_reply_with_thinking_usage_and_rate_limits(server, stream):
     headers = server.request_headers[0]
     assert headers["x-api-key"] == "sk-main" and "authorization" not in headers
     assert headers["anthropic-version"] and server.last_request.get("stream", False) is stream
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_thinking_is_said_to_be_counted_in_the_output_not_claimed_as_zero(server, stream):
+    # Anthropic counts thinking inside output_tokens and reports no count of its own.
+    server.script(Reply.text("Yes.", thinking="consider", usage=Usage(input=5, output=30)),
+                  Reply.text("No.", usage=Usage(input=5, output=2)))
+    thought, plain = (client(server).complete(req(user("hi"), stream=stream)).usage
+                      for _ in range(2))
+    assert thought.reasoning_in_output and thought.output_tokens == 30
+    assert thought.as_dict()["reasoning_tokens"] is None
+    assert not plain.reasoning_in_output and plain.as_dict()["reasoning_tokens"] == 0
+    assert (thought + plain).reasoning_in_output
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -26,7 +26,8 @@ def request(stream: bool, **kw) -> ModelRequest:
                Message(role="assistant", content=None, reasoning="hidden thoughts",
                        tool_calls=(ToolCall(id="c1", name="lookup", arguments='{"q":"x"}'),)),
                Message(role="tool", content="found", tool_call_id="c1", name="lookup"))
-    return ModelRequest(model="m", provider="fake", api_mode="chat_completions", purpose="step",
+    kw.setdefault("provider", "fake")
+    return ModelRequest(model="m", api_mode="chat_completions", purpose="step",
                         system_prompt="be brief", messages=history, tools=(SPEC,),
                         stream=stream, **kw)
 
@@ -41,6 +42,25 @@ def server():
 def client(server, timeout=5.0) -> OpenAIChatClient:
     return OpenAIChatClient(base_url=server.base_url, api_key="k", provider="fake",
                             timeout=timeout)
+
+
+def test_deepseek_and_kimi_get_the_reasoning_content_back(server):
+    # Their thinking models refuse a tool loop whose assistant turn lost its reasoning_content.
+    for echoing in ({"provider": "deepseek"}, {"base_url": "https://api.moonshot.ai/v1"},
+                    {"provider": "kimi", "base_url": "http://127.0.0.1:9/v1"}):
+        body = json.loads(request_body(request(False, **echoing)))
+        assert body["messages"][2]["reasoning_content"] == "hidden thoughts", echoing
+        assert body["messages"][2]["tool_calls"][0]["id"] == "c1"
+        assert "reasoning_content" not in body["messages"][1]  # the user's
+    for plain in ({}, {"provider": "openai"}, {"provider": "deepseek", "replay_reasoning": False},
+                  {"base_url": "https://notdeepseek.com.example/v1"}):
+        body = json.loads(request_body(request(False, **plain)))
+        assert "reasoning_content" not in body["messages"][2], plain
+    server.script(Reply.text("Done."))
+    done = OpenAIChatClient(base_url=server.base_url, api_key="k", provider="deepseek",
+                            timeout=5.0).complete(request(False, provider="deepseek"))
+    assert done.message.content == "Done."
+    assert server.requests[0]["messages"][2]["reasoning_content"] == "hidden thoughts"
 
 
 def test_request_body_is_the_openai_shape_without_private_fields():

@@ -167,6 +167,19 @@ def test_incomplete_responses(server, stream):
 
 
 @pytest.mark.parametrize("stream", [True, False])
+def test_a_completed_reply_that_used_all_its_output_tokens_was_cut(server, stream):
+    # llama.cpp's server reports "completed" for a reply stopped at max_output_tokens; the
+    # count it reports against the limit asked for shows the cut, so continuations start.
+    server.script(ResponsesReply.text("Cut o", usage=Usage(prompt=9, completion=8)),
+                  ResponsesReply.text("Whole.", usage=Usage(prompt=9, completion=7)),
+                  ResponsesReply.text("No limit asked.", usage=Usage(prompt=9, completion=8)))
+    reasons = [client(server).complete(request(stream, max_tokens=limit)).finish_reason
+               for limit in (8, 8, None)]
+    assert reasons == ["length", "stop", "stop"]
+    assert server.requests[0]["max_output_tokens"] == 8
+
+
+@pytest.mark.parametrize("stream", [True, False])
 def test_failed_response_is_a_model_behaviour_error(server, stream):
     server.script(ResponsesReply.failed("server_error", "The model broke."))
     with pytest.raises(ModelBehaviourError, match="failed: server_error: The model broke"):

@@ -161,7 +161,7 @@ def test_anthropic_thinking_follows_the_merged_final_assistant_turn():
 
 def test_anthropic_budget_and_unsigned_thinking():
     body = to_anthropic(req("anthropic_messages", USER, reasoning_budget=3000, max_tokens=2000))
-    assert body["thinking"]["budget_tokens"] == 1999 and body["max_tokens"] == 2000
+    assert body["thinking"]["budget_tokens"] == 1500 and body["max_tokens"] == 2000  # 1/4 left
     unsigned = attrs.evolve(thinking("t"), signature=None)
     body = to_anthropic(req("anthropic_messages", USER, called(unsigned), RESULT,
                             reasoning_effort="high"))

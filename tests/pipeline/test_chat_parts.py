@@ -85,6 +85,11 @@ def test_usage_text_shows_cache_hits_and_reasoning() -> None:
                   reasoning_tokens=20)
     assert usage_text(usage) == "1,000 in (800 cached) · 50 out (20 reasoning)"
     assert usage_text(Usage(input_tokens=5, output_tokens=1)) == "5 in · 1 out"
+    # Anthropic's thinking is inside the output count: no "0 reasoning", no made-up number.
+    assert usage_text(Usage(input_tokens=5, output_tokens=30, reasoning_in_output=True)) == (
+        "5 in · 30 out (reasoning included)")
+    mixed = Usage(input_tokens=5, output_tokens=30, reasoning_tokens=4, reasoning_in_output=True)
+    assert usage_text(mixed) == "5 in · 30 out (4+ reasoning)"
 
 
 def test_every_command_has_a_one_line_help_and_exit_comes_last() -> None:

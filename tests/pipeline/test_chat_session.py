@@ -317,3 +317,16 @@ def test_the_chat_takes_run_s_model_call_options(server, tmp_path, monkeypatch):
         assert agent.durability == "flush"
         assert chat.lines("2+2?") == 0
     assert not server.requests[0].get("stream") and chat.out.getvalue() == "Four.\n"
+
+
+def test_a_timeout_flag_without_a_deadline_gives_three_read_timeouts(tmp_path, monkeypatch):
+    from pipeline.cli.cmd_chat import options_from
+    from pipeline.cli.main import _parser
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    args = _parser().parse_args([
+        "--home", str(tmp_path / "home"), "chat", "--model", "gpt-4o-mini", "--base-url",
+        "http://127.0.0.1:9/v1", "--workdir", str(tmp_path), "--timeout", "5"])
+    chat = Chat(options_from(args))
+    with chat.session:
+        agent = chat.session.agent
+        assert (agent.agent_settings.timeout, agent.agent_settings.deadline) == (5.0, 15.0)

@@ -252,3 +252,14 @@ def test_a_signal_interrupts_the_turn_cleanly_and_the_session_resumes(home, sign
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "resumed fine"
     assert mibyan(home, "replay", sid).stdout.startswith("identical (")
+
+
+def test_the_usage_line_says_reasoning_counted_in_the_output_not_zero():
+    from pipeline.cli.commands import _usage_line
+    from stages.log.events import Usage
+    result = {"session_id": "s", "model": "claude-x", "api_calls": 1, "rate_limits": None,
+              "turn_exit_reason": "text_response(finish_reason=stop)",
+              "usage": Usage(output_tokens=30, reasoning_in_output=True).as_dict()}
+    assert "reasoning n/a (counted in out) total 30" in _usage_line(result)
+    result["usage"] = Usage(output_tokens=30, reasoning_tokens=7).as_dict()
+    assert "reasoning 7 total 30" in _usage_line(result)

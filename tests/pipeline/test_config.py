@@ -10,6 +10,7 @@ from pipeline import settings as settings_module
 from pipeline.agent import Agent
 from pipeline.config import credential_labels, load_file, provider_entry, resolve_provider
 from pipeline.providers import split_userinfo
+from pipeline.settings import AgentSettings
 from pipeline.testing import FakeClock, ScriptedModel
 from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.log.events import SessionSettings
@@ -187,6 +188,23 @@ def test_timeout_and_deadline_come_from_arguments_then_config_toml(home):
         assert (from_file.model_client.timeout, from_file.model_client.deadline) == (30, 90.5)
     with agent(home, timeout=5, deadline=10) as from_args:
         assert (from_args.model_client.timeout, from_args.model_client.deadline) == (5, 10)
+
+
+def test_a_timeout_without_a_deadline_gives_three_read_timeouts(home):
+    """As the adapters do: ``Agent(timeout=3)`` must not keep the 1,800 s default deadline
+    (a keep-alive drip held such a call past 90 s)."""
+    with agent(home, timeout=3) as from_args:
+        assert from_args.agent_settings.deadline == 9
+        assert (from_args.model_client.timeout, from_args.model_client.deadline) == (3, 9)
+    write_config(home, "[model]\ntimeout = 30\n")
+    with agent(home) as from_file:
+        assert (from_file.model_client.timeout, from_file.model_client.deadline) == (30, 90)
+    with agent(home, timeout=4) as argument_over_file:
+        assert argument_over_file.model_client.deadline == 12
+    write_config(home, "[model]\ntimeout = 30\ndeadline = 50\n")
+    with agent(home, timeout=4) as given_deadline:
+        assert given_deadline.model_client.deadline == 50
+    assert AgentSettings(home=home, timeout=2).deadline == 6
 
 
 def test_an_unwritable_home_is_a_usage_error(tmp_path):

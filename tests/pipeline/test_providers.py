@@ -16,8 +16,9 @@ from stages.log.redact import redact_event
 
 def request(**kw) -> ModelRequest:
     kw.setdefault("base_url", "http://host.test/v1")
-    return ModelRequest(model="m", provider="acme", api_mode="chat_completions",
-                        purpose="turn", system_prompt=None, messages=(), **kw)
+    kw.setdefault("provider", "acme")
+    kw.setdefault("api_mode", "chat_completions")
+    return ModelRequest(model="m", purpose="turn", system_prompt=None, messages=(), **kw)
 
 
 class Recorded:
@@ -77,3 +78,18 @@ def test_a_refresh_adds_the_new_key_to_the_secrets():
     assert router.refresh("A") and router.keys == {"A": "new-key-1111111111"}
     assert list(router.secrets) == ["k", "old-key-000000000", "new-key-1111111111"]
     assert not ProviderRouter(default_key="k", keys={}).refresh("A")
+
+
+def test_an_error_in_anthropic_mode_never_says_from_openai():
+    """An endpoint no one named is provider ``openai``; spoken to in Anthropic's Messages
+    protocol (``api_mode="anthropic_messages"``), its errors name ``anthropic``."""
+    from tests.fake_anthropic import FakeAnthropicServer, Reply
+    with FakeAnthropicServer() as server:
+        server.script(Reply.error(400, "bad thing"))
+        router = ProviderRouter(default_key="sk-ant-test-key-000000", keys={})
+        with pytest.raises(ProviderHTTPError) as caught:
+            router.complete(request(provider="openai", api_mode="anthropic_messages",
+                                    base_url=server.base_url, max_tokens=64))
+    message = str(caught.value)
+    assert "from anthropic at" in message and message.endswith(f"[anthropic at {server.base_url}]")
+    assert "openai" not in message

@@ -14,6 +14,7 @@ from effects.eventlog.codec import from_payload, make_converter, to_payload
 from effects.eventlog.envelope import decode_line, encode_line
 from stages.errors import LogCorruptError
 from stages.log import events as ev
+from stages.log.messages import Message
 from tests.strategies.events import EVENT_STRATEGIES, any_event, uncovered_fields
 
 
@@ -167,3 +168,13 @@ def test_an_integer_error_code_is_kept_as_text_and_reads_back() -> None:
     failed = ev.ModelFailed(error_type="ProviderHTTPError", message="boom", status=500, code=500)
     assert failed.code == "500"
     assert from_payload(failed.kind, failed.schema_version, to_payload(failed)) == failed
+
+
+def test_usage_says_reasoning_in_output_only_when_it_was() -> None:
+    # An additive field: a reply without it is written exactly as before.
+    plain = ev.ModelReplied(message=Message(role="assistant", content="hi"), finish_reason="stop",
+                            usage=ev.Usage(output_tokens=3), model="m", latency_ms=1.0)
+    assert "reasoning_in_output" not in to_payload(plain)["usage"]
+    thought = attrs.evolve(plain, usage=ev.Usage(output_tokens=3, reasoning_in_output=True))
+    assert to_payload(thought)["usage"]["reasoning_in_output"] is True
+    assert from_payload(thought.kind, thought.schema_version, to_payload(thought)) == thought

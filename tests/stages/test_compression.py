@@ -17,7 +17,7 @@ from stages.log import events as ev
 from stages.log.context_window import DEFAULT_CONTEXT_WINDOW, resolve_window, table_window
 from stages.log.messages import Message
 from stages.recovery.chain import decide_recovery
-from stages.turn.step import EMPTY_PROMPT, LENGTH_PROMPT, decide_answer, decide_continuation
+from stages.turn.step import EMPTY_PROMPT, decide_answer, decide_continuation, length_prompt
 from tests.stages.helpers import SETTINGS, answered, call, ran, reply, session, spec, then, turn
 
 SMALL = attrs.evolve(SETTINGS, context_length=2048, max_turns=50)
@@ -234,7 +234,7 @@ def test_a_reply_cut_at_the_output_limit_is_continued_and_joined() -> None:
     state = turn(session(settings=SMALL), "write a poem")
     state = answered(state, reply("Roses are", finish_reason="length"))
     decision = decide_continuation(state, config=SMALL)
-    assert decision.events[0].why == "length" and decision.events[0].prompt == LENGTH_PROMPT
+    assert decision.events[0].why == "length" and decision.events[0].prompt == length_prompt(SMALL)
     state = answered(then(state, decision), reply(" red.", finish_reason="stop"))
     (finished,) = decide_answer(state, config=SMALL).events
     assert finished.completed and finished.final_response == "Roses are red."

@@ -13,7 +13,7 @@ from stages.log import events as ev
 from stages.log.alternation import violations
 from stages.turn.budget import NO_SUMMARY_TEXT, decide_budget
 from stages.turn.request import decide_request
-from stages.turn.step import LENGTH_PROMPT, decide_abandon
+from stages.turn.step import LENGTH_PROMPT, decide_abandon, length_prompt, next_stage
 from tests.stages.helpers import (
     SETTINGS,
     answered,
@@ -303,6 +303,36 @@ def test_a_short_cut_part_is_too_common_a_start_to_call_a_restart() -> None:
     assert _finished(decide_next(state, config=SETTINGS)).final_response == "TheThe end."
 
 
+def test_a_continuation_that_dropped_the_space_between_words_gets_it_back() -> None:
+    # Asked in a new message to go on, a model drops the space its next word would carry.
+    state = _cut_then("It is done.", "Then it ends.", second_finish="stop")
+    assert _finished(decide_next(state, config=SETTINGS)).final_response == (
+        "It is done. Then it ends.")
+    cut_in_a_word = _cut_then("The answer is 3.", "14 exactly.", second_finish="stop")
+    assert _finished(decide_next(cut_in_a_word, config=SETTINGS)).final_response == (
+        "The answer is 3.14 exactly.")
+    rules_5 = attrs.evolve(SETTINGS, rules=5)
+    old = _cut_then("It is done.", "Then it ends.", settings=rules_5, second_finish="stop")
+    assert _finished(decide_next(old, config=rules_5)).final_response == "It is done.Then it ends."
+    # The embedded model goes on from its own text (prefilled): its parts are exact.
+    local = attrs.evolve(SETTINGS, provider="local", max_turns=10)
+    exact = _cut_then("It is done.", "Then", settings=local, second_finish="stop")
+    assert _finished(decide_next(exact, config=local)).final_response == "It is done.Then"
+
+
+def test_a_call_budget_spent_on_continuations_leaves_a_partial_answer() -> None:
+    tight = attrs.evolve(SETTINGS, max_turns=2)
+    state = _cut_then("It is", " not over", settings=tight)  # both calls cut at the limit
+    assert next_stage(state) == "answer"
+    finished = _finished(decide_next(state, config=tight))
+    assert (finished.exit_reason, finished.completed) == ("incomplete_response", False)
+    assert finished.final_response == "It is not over"
+    rules_5 = attrs.evolve(tight, rules=5)
+    old = _finished(decide_next(_cut_then("It is", " not over", settings=rules_5),
+                                config=rules_5))
+    assert old.completed and old.exit_reason == "text_response(finish_reason=length)"
+
+
 LOCAL = attrs.evolve(SETTINGS, provider="local", max_turns=10)
 
 
@@ -325,4 +355,5 @@ def test_the_local_model_goes_on_from_its_cut_reply_not_from_a_prompt() -> None:
 def test_other_providers_and_rules_4_are_asked_in_a_user_message() -> None:
     for settings in (SETTINGS, attrs.evolve(LOCAL, rules=4)):
         sent = _sent(settings, "hey there,")
-        assert sent[1:] == [("assistant", "hey there,"), ("user", LENGTH_PROMPT)]
+        assert sent[1:] == [("assistant", "hey there,"), ("user", length_prompt(settings))]
+    assert length_prompt(attrs.evolve(SETTINGS, rules=5)) == LENGTH_PROMPT

@@ -154,7 +154,8 @@ tool_outcomes = _full(
 
 usages = _full(
     ev.Usage, input_tokens=small_ints, output_tokens=small_ints, cache_read_tokens=small_ints,
-    cache_write_tokens=small_ints, reasoning_tokens=small_ints)
+    cache_write_tokens=small_ints, reasoning_tokens=small_ints,
+    reasoning_in_output=st.booleans())
 
 provider_entries = _full(
     ev.ProviderEntry, provider=identifiers, model=identifiers, base_url=st.none() | texts,
