@@ -541,8 +541,10 @@ def test_anthropic_messages_tool_round_trip_with_cache_marks(anthropic, home, st
     assert result["usage"]["cache_read_tokens"] >= 100
     assert result["usage"]["cache_write_tokens"] >= 50
     last = payloads(home, sid, "model_replied")[-1]["usage"]
+    # The reply thought: its reasoning is inside output_tokens, which Anthropic does not split.
     assert last == {"input_tokens": 30, "output_tokens": 7, "cache_read_tokens": 100,
-                    "cache_write_tokens": 50, "reasoning_tokens": 0}
+                    "cache_write_tokens": 50, "reasoning_tokens": 0,
+                    "reasoning_in_output": True}
     # The tool round trip: tool_result sent back in a user turn.
     second = anthropic.requests[1]
     results = [b for m in second["messages"] if m["role"] == "user"
