@@ -1,9 +1,11 @@
 """The embedded local model: llama.cpp's own HTTP server, run by ``xllamacpp`` in a child process.
 
 ``LocalServer.get(home)`` runs the model chosen by ``[local]`` in ``home/config.toml`` (see
-``effects.local.model_file``) on a free loopback port, one per process, restarted when it died or
-its
-settings changed, logging to ``home/logs/llama-server.log``. It serves ``/v1/chat/completions``,
+``effects.local.model_file``) on a free loopback port, logging to ``home/logs/llama-server.log``.
+A process keeps one server per distinct ``[local]`` configuration: homes (and agents) that ask
+for the same one share it, whichever home started it and holds its log; a different one gets its
+own child, never the other's killed. One died is restarted by the next ``get``; one no home asks
+for any more (its home's settings changed) is stopped. It serves ``/v1/chat/completions``,
 ``/v1/responses`` and ``/v1/messages``. Needs the ``mibyan[local]`` extra.
 
 Why a child and not the server in this process: a crash inside llama.cpp (an abort, a CPU
@@ -27,7 +29,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx2
 
@@ -62,10 +64,15 @@ def _free_port() -> int:
 
 
 class LocalServer:
-    """The process's one llama.cpp server child. Use :meth:`get`, not the constructor."""
+    """A llama.cpp server child, one per distinct configuration in a process. Use :meth:`get`,
+    not the constructor."""
 
     _lock = threading.Lock()
-    _current: LocalServer | None = None
+    # Keyed by the settings a child is started with: every home (and agent) wanting the same
+    # configuration shares its child, and one wanting another does not stop it (issue 30: two
+    # homes in one process restarted a single shared child for each other at every call).
+    _servers: ClassVar[dict[LocalSettings, LocalServer]] = {}
+    _home_wants: ClassVar[dict[Path, LocalSettings]] = {}  # what each home asked for last
     _atexit_done = False
 
     def __init__(self, home: Path, settings: LocalSettings | None = None, *,
@@ -82,20 +89,31 @@ class LocalServer:
 
     @classmethod
     def get(cls, home: Path, settings: LocalSettings | None = None) -> LocalServer:
-        """The running server; (re)started if there is none, it died, or its settings differ.
-        ``settings`` default to the ``[local]`` table of ``home/config.toml``."""
-        settings = settings if settings is not None else local_settings(Path(home))
+        """The running server for these settings; started if there is none or it died.
+        ``settings`` default to the ``[local]`` table of ``home/config.toml``. A server that
+        ``home`` asked for before and that no home wants any more is stopped: a process keeps
+        a child per configuration in use only."""
+        home = Path(home)
+        settings = settings if settings is not None else local_settings(home)
         with cls._lock:
-            cur = cls._current
-            if cur and cur.alive() and (cur.home, cur.settings) == (Path(home), settings):
+            before = cls._home_wants.get(home)
+            cls._home_wants[home] = settings
+            if before is not None and before != settings \
+                    and before not in cls._home_wants.values():
+                old = cls._servers.pop(before, None)
+                if old is not None:
+                    _log.info("local_server.unused", pid=old.pid, model=old.model_name)
+                    old.stop()
+            cur = cls._servers.get(settings)
+            if cur is not None and cur.alive():
                 return cur
             if cur is not None:
-                _log.warning("local_server.restart", was_alive=cur.alive(), pid=cur.pid)
+                _log.warning("local_server.restart", was_alive=False, pid=cur.pid)
                 cur.stop()
-            cls._current = None
+                del cls._servers[settings]
             server = cls(home, settings)
             server._start()
-            cls._current = server
+            cls._servers[settings] = server
             if not cls._atexit_done:
                 atexit.register(cls.stop_all)
                 cls._atexit_done = True
@@ -104,9 +122,11 @@ class LocalServer:
     @classmethod
     def stop_all(cls) -> None:
         with cls._lock:
-            if cls._current is not None:
-                cls._current.stop()
-                cls._current = None
+            servers = list(cls._servers.values())
+            cls._servers.clear()
+            cls._home_wants.clear()
+            for server in servers:
+                server.stop()
 
     @property
     def base_url(self) -> str:
