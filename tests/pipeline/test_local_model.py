@@ -127,3 +127,37 @@ def test_a_server_that_dies_mid_session_is_restarted_and_the_session_goes_on(hom
     # before the next request: no call fails.
     assert not [e for e in kinds(home, second["session_id"]) if e.kind == "model_failed"]
     assert replay(home / "sessions", second["session_id"]).identical
+
+
+def test_agents_on_two_homes_in_one_process_do_not_restart_each_others_server(
+        home, tmp_path, monkeypatch):
+    # Issue 30: one server per process, keyed by home and settings, so each agent's call
+    # killed the other's child and started its own (19 restarts; both turns failed).
+    from effects.local.llama_server import LocalServer
+    starts: list[LocalServer] = []
+    start = LocalServer._start
+
+    def counted(self: LocalServer) -> None:
+        starts.append(self)
+        start(self)
+
+    monkeypatch.setattr(LocalServer, "_start", counted)
+    same = tmp_path / "same"  # no config.toml, like `home`: the same server
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.toml").write_text("[local]\nn_ctx = 2048\n", encoding="utf-8")
+    with Agent(home=home, max_tokens=8) as a, Agent(home=same, max_tokens=8) as b, \
+            Agent(home=other, max_tokens=8) as c:
+        pids = {name: LocalServer.get(h).pid for name, h in
+                (("home", home), ("same", same), ("other", other))}
+        results = [agent.run_conversation(prompt) for agent, prompt in
+                   ((a, "One word, please."), (c, "Say hi."), (b, "Another word."),
+                    (a, "A last word."))]
+        after = {name: LocalServer.get(h).pid for name, h in
+                 (("home", home), ("same", same), ("other", other))}
+    assert after == pids and pids["home"] == pids["same"] != pids["other"]
+    assert len(starts) <= 2  # `home`'s may run already, from an earlier test
+    for agent_home, result in zip((home, other, same, home), results, strict=True):
+        assert not result["failed"], result["error"]
+        assert not [e for e in kinds(agent_home, result["session_id"])
+                    if e.kind == "model_failed"]
