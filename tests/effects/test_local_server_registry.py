@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from effects.local.llama_server import LocalServer
-from effects.local.model_file import LocalSettings
 
 _pids = itertools.count(1000)
 
