@@ -166,26 +166,19 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 
 def fork(args: argparse.Namespace) -> int:
-    from effects.eventlog.store import read_envelopes, session_path
     from pipeline.agent import Agent, fork_session
-    from pipeline.shell.fork import check_changes
+    from pipeline.shell.fork import plan_fork
     from pipeline.toolsets import builtin_tools
-    from stages.errors import UsageError
     changes = parse_sets(args.set)
     for name in ("model", "provider", "api_mode"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    check_changes(changes)
-    root = _root(args)
-    path = session_path(root, args.session)
-    if not path.exists():
-        raise UsageError(f"no session {args.session!r} under {root}")
-    origin = next(read_envelopes(path)).payload["settings"]
+    # The fork's client speaks to the endpoint in force where the fork goes on: the fold of
+    # the records it keeps (a resume or an earlier fork may have changed the origin's first
+    # settings), with the changes given here.
+    settings = plan_fork(_root(args), args.session, args.at, changes).settings
     workdir = Path(args.workdir or Path.cwd())
-    # The fork's client speaks to the endpoint the session ends with (or the one it is given).
-    agent = Agent(model=changes.get("model", origin["model"]),
-                  provider=changes.get("provider", origin["provider"]),
-                  base_url=changes.get("base_url", origin["base_url"]),
+    agent = Agent(model=settings.model, provider=settings.provider, base_url=settings.base_url,
                   api_mode=changes.get("api_mode"), home=args.home, cwd=workdir,
                   tools=builtin_tools(workdir), durability="durable")
     with agent:

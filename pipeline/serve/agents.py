@@ -1,6 +1,7 @@
 """The agents a gateway (or a cron run) makes: one configuration read once, then one agent
 per session with its own toolset (a todo list, a terminal), its own memory manager, and the
-shared provider router (one connection pool for every session)."""
+shared provider router (one connection pool for every session). A session taken up again from
+its log goes on with its own model, endpoint and settings, as ``mibyan run --resume`` does."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from effects.eventlog.store import session_path
+from effects.protocols import ModelClient
 from pipeline.agent import Agent
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.memory_providers import BuiltinMemory, MemoryManager
@@ -58,9 +61,31 @@ class AgentMaker:
     def model(self) -> str:
         return self.parts.settings.model
 
+    def resumed(self, session_id: str) -> Configured:
+        """The parts a logged session goes on with: the settings it recorded last (the
+        gateway's are for new sessions), through the gateway's router when the session is on
+        the gateway's endpoint, else through a client of its own (its key from the
+        environment, as for ``mibyan run --resume``)."""
+        home = self.parts.agent_settings.home
+        if not session_path(home / "sessions", session_id).exists():
+            return self.parts  # refused as unknown when the agent opens it
+        ours = self.parts.agent_settings
+
+        def resume(client: ModelClient | None) -> Configured:
+            return configure(cwd=self.workdir, home=home, session_id=session_id,
+                             durability=ours.durability, timeout=ours.timeout,
+                             deadline=ours.deadline, client=client)
+
+        own = resume(self.parts.effects.model).settings
+        gateway = self.parts.settings
+        if (own.provider, own.base_url) == (gateway.provider, gateway.base_url):
+            return attrs.evolve(self.parts, settings=own)
+        return resume(None)
+
     def __call__(self, session_id: str | None, platform: str,
                  listener: Callable[[Event], None]) -> Agent:
-        return session_agent(self.parts, session_id=session_id, platform=platform,
+        parts = self.parts if session_id is None else self.resumed(session_id)
+        return session_agent(parts, session_id=session_id, platform=platform,
                              workdir=self.workdir, toolsets=self.toolsets, listener=listener,
                              shared=self.shared, hooks=self.hooks)
 

@@ -180,9 +180,9 @@ def replay(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> d
 
 def fork(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
     """A new session of the same owner: the session's current log up to record ``at`` (all of
-    it when absent), to go on from there with other messages. Its settings stay the
-    gateway's (a reopened session takes the gateway's settings), so a fork changes no model;
-    ``mibyan fork`` and ``Agent.fork`` do."""
+    it when absent), to go on from there with other messages. It keeps the settings in force
+    there (a reopened session goes on with its own), so a fork changes no model; ``mibyan
+    fork`` and ``Agent.fork`` do."""
     from pipeline.agent import fork_session
     unknown = sorted(set(body) - {"at"})
     if unknown:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from effects.eventlog.store import SessionLog, read_envelopes, session_path
-from tests.fake_openai import Reply
+from tests.fake_openai import FakeOpenAIServer, Reply
 from tests.pipeline.test_cli import mibyan
 
 
@@ -179,3 +179,45 @@ def test_sessions_shows_a_fork_under_its_own_model_and_a_broken_log_as_broken(se
     assert rows[sid][model] == "fake" and rows[fid][model] == "other"
     assert rows[broken][status] == "broken" and rows[sid][status] != "broken"
     assert f"{broken}: " in listed.stderr
+
+
+def test_a_fork_goes_on_with_the_settings_in_force_at_the_fork_point(server, home):
+    """The fork's client comes from the settings the prefix ends with, not from the origin's
+    first record: a session resumed on another provider, forked after that, calls that
+    provider with its key; so does a fork of a fork (whose first record is the origin's)."""
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-openai-0123456789",
+           "OPENROUTER_API_KEY": "sk-router-0123456789"}
+    sid = _run(home, server, "hello", "first answer")
+    with FakeOpenAIServer() as later:
+        later.script(Reply.text("second answer"))
+        resumed = mibyan(home, "run", "--no-tools", "--resume", sid, "--provider", "openrouter",
+                         "--model", "later-model", "--base-url", later.base_url, "and now?",
+                         env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        at = [e.seq for e in read_envelopes(session_path(home / "sessions", sid))
+              if e.kind == "model_requested"][-1]
+        later.script(Reply.text("forked answer"))
+        forked = mibyan(home, "fork", sid, "--at", str(at), env=env)
+        assert forked.returncode == 0, forked.stderr
+        assert forked.stdout.splitlines()[1] == "forked answer"
+        assert [r["model"] for r in later.requests] == ["later-model", "later-model"]
+        assert [h["authorization"] for h in later.request_headers] == \
+            ["Bearer sk-router-0123456789"] * 2
+        fid = forked.stdout.splitlines()[0].rsplit(" ", 1)[1]
+
+        end = sum(1 for _ in read_envelopes(session_path(home / "sessions", fid)))
+        refork = mibyan(home, "fork", fid, "--at", str(end), "--model", "fork-model", env=env)
+        assert refork.returncode == 0, refork.stderr
+        rid = refork.stdout.split(": ")[1].strip()
+        later.script(Reply.text("third answer"))
+        more = mibyan(home, "run", "--no-tools", "--resume", rid, "more?", env=env)
+        assert more.returncode == 0, more.stderr
+        at = [e.seq for e in read_envelopes(session_path(home / "sessions", rid))
+              if e.kind == "model_requested"][-1]
+        later.script(Reply.text("last answer"))
+        again = mibyan(home, "fork", rid, "--at", str(at), env=env)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines()[1] == "last answer"
+        assert [r["model"] for r in later.requests][-2:] == ["fork-model", "fork-model"]
+        assert later.request_headers[-1]["authorization"] == "Bearer sk-router-0123456789"
+    assert len(server.requests) == 1

@@ -63,8 +63,8 @@ class Gateway:
 
 
 def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, workers: int = 256,
-                  **config) -> Iterator:
-    maker = AgentMaker(workdir=workdir, toolsets=("files",), home=home, model="fake-model",
+                  model: str = "fake-model", **config) -> Iterator:
+    maker = AgentMaker(workdir=workdir, toolsets=("files",), home=home, model=model,
                        base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
                        durability="flush", **config)
     pool = SessionPool(maker, home=home, workers=workers)

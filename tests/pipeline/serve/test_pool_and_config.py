@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.serve.gateway_config import serve_config
 from stages.errors import UsageError
-from tests.fake_openai import Reply
+from tests.fake_openai import FakeOpenAIServer, Reply
 from tests.pipeline.serve.conftest import start_gateway
 
 
@@ -48,6 +48,66 @@ def test_a_restarted_gateway_gives_each_owner_back_its_sessions(upstream, tmp_pa
     second.close()
     upstream.assert_done()
 
+
+
+def test_a_session_reopened_by_a_gateway_on_another_model_goes_on_with_its_own(upstream,
+                                                                              tmp_path):
+    """As ``mibyan run --resume``: a session taken up again keeps the model it recorded (the
+    gateway's model is for new sessions), over the session API and chat completions alike."""
+    upstream.script(Reply.text("before"), Reply.text("after"), Reply.text("again"),
+                    Reply.text("new"))
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    first = start_gateway(upstream, home, work)
+    with next(first).client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "hello"})
+    first.close()
+    second = start_gateway(upstream, home, work, model="new-model")
+    gateway = next(second)
+    with gateway.client() as client:
+        assert client.get(f"/v1/sessions/{sid}").json()["model"] == "fake-model"
+        reply = client.post(f"/v1/sessions/{sid}/messages", json={"content": "back?"}).json()
+        assert reply["final_response"] == "after"
+        assert client.get(f"/v1/sessions/{sid}").json()["model"] == "fake-model"
+        chat = client.post("/v1/chat/completions", headers={"X-Mibyan-Session-Id": sid},
+                           json={"model": "mibyan",
+                                 "messages": [{"role": "user", "content": "still?"}]})
+        assert chat.status_code == 200, chat.text
+        new = client.post("/v1/sessions").json()["id"]
+        client.post(f"/v1/sessions/{new}/messages", json={"content": "hi"})
+        assert client.get(f"/v1/sessions/{new}").json()["model"] == "new-model"
+    assert gateway.assert_every_session_replays() == 2
+    second.close()
+    assert [r["model"] for r in upstream.requests] == \
+        ["fake-model", "fake-model", "fake-model", "new-model"]
+    upstream.assert_done()
+
+
+def test_a_session_reopened_by_a_gateway_on_another_endpoint_calls_its_own(upstream, tmp_path,
+                                                                          monkeypatch):
+    """A session recorded on another endpoint than the gateway's goes on there, with that
+    endpoint's key from the environment (as ``mibyan run --resume``), not the gateway's."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-0123456789")
+    upstream.script(Reply.text("before"), Reply.text("after"))
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    first = start_gateway(upstream, home, work)
+    with next(first).client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "hello"})
+    first.close()
+    with FakeOpenAIServer() as elsewhere:
+        second = start_gateway(elsewhere, home, work, model="new-model")
+        with next(second).client() as client:
+            reply = client.post(f"/v1/sessions/{sid}/messages", json={"content": "back?"})
+            assert reply.json()["final_response"] == "after"
+        second.close()
+        assert elsewhere.requests == []
+    assert [r["model"] for r in upstream.requests] == ["fake-model", "fake-model"]
+    assert [h["authorization"] for h in upstream.request_headers] == \
+        ["Bearer sk-upstream-key-0123456789", "Bearer sk-env-key-0123456789"]
+    upstream.assert_done()
 
 def test_after_a_restart_a_session_describes_itself_from_its_logs_as_before(upstream,
                                                                            tmp_path):
