@@ -78,7 +78,7 @@ class Effects:
     window_probe: WindowProbe | None = None
 
 
-Perform = Callable[[Any, State], Sequence[Event]]
+Performer = Callable[[Any, State], Sequence[Event]]
 
 
 class Performers:
@@ -102,7 +102,7 @@ class Performers:
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
         clock = effects.clock
-        self.table: dict[type, Perform] = {
+        self.table: dict[type, Performer] = {
             d.LoadHistory: lambda e, s: (HistoryLoaded(messages=e.messages),),
             d.BeginTurn: self._begin,
             d.PollInterrupt: self._poll,
