@@ -277,6 +277,33 @@ def test_tool_choice_required_forces_a_parseable_call(client: httpx2.Client, str
     assert isinstance(json.loads(args)["path"], str)
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+PARIS = [{"role": "user", "content": "What is the weather in Paris?"}]
+PROSE_BEFORE_THE_CALL = (
+    "tool_choice='required' let the model write prose before (instead of) the tool call. "
+    "llama.cpp's chat autoparser does that from build 9093 (xllamacpp 2026.5.9093): it makes "
+    "the content before a required call optional (common/chat-auto-parser-generator.cpp), and "
+    "SmolLM2 then writes prose to max_tokens. This is why pyproject.toml pins xllamacpp; see "
+    "tests/effects/test_xllamacpp_pin.py. The pin can move to a version that passes this test.")
+
+
+def test_tool_choice_required_allows_no_prose_before_the_call(client: httpx2.Client):
+    """The test that tells when the xllamacpp pin can move: unforced, SmolLM2 answers this in
+    prose; forced, the reply must be the call from its first token."""
+    unforced = chat(client, messages=PARIS, tools=[WEATHER], max_tokens=64).json()["choices"][0]
+    assert unforced["message"]["content"] and not unforced["message"].get("tool_calls")
+    choice = chat(client, messages=PARIS, tools=[WEATHER], tool_choice="required",
+                  max_tokens=64).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", f"{PROSE_BEFORE_THE_CALL}\n{choice}"
+    assert not choice["message"]["content"], PROSE_BEFORE_THE_CALL
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"])["city"]
+
+
 def test_a_prompt_over_the_context_window_is_a_400(client: httpx2.Client):
     huge = [{"role": "user", "content": "word " * (local_model.DEFAULT_N_CTX + 100)}]
     reply = chat(client, messages=huge, max_tokens=8)
