@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from stages.errors import UsageError
+from stages.log.events import SessionSettings
 
 _FRACTIONS = ("preflight_threshold", "between_turns_threshold")
+_FIELDS = attrs.fields_dict(SessionSettings)
 
 
 def context_values(section: Mapping[str, Any], **given: Any) -> dict[str, Any]:
@@ -24,9 +28,11 @@ def context_values(section: Mapping[str, Any], **given: Any) -> dict[str, Any]:
     for name in _FRACTIONS:
         value = values[name]
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 < value <= 1:
-                raise UsageError(f"{name} must be a fraction in (0, 1], got {value!r}")
+            # The field's own rule (``stages.log.setting_checks.fraction``); then a float, so
+            # that the log records ``1.0`` for ``1`` as it always has.
+            validator = _FIELDS[name].validator
+            assert validator is not None
+            validator(None, _FIELDS[name], value)
             out[name] = float(value)
     if values["compression"] is not None:
         if not isinstance(values["compression"], bool):
