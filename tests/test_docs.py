@@ -15,7 +15,6 @@ The site itself is built with ``mkdocs build --strict`` in .ci/run (links, ancho
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
