@@ -30,6 +30,12 @@ def _tool_line(event: object) -> None:
         print(printable(f"  [tool] {event.call.name} rejected: {event.reason}"), file=sys.stderr)
 
 
+def _with_progress(event: object) -> None:
+    from pipeline.cli.local_profile import show_progress
+    show_progress(event)
+    _tool_line(event)
+
+
 def _unshown(answer: str, streamed: str) -> str:
     """What of the answer the stream did not show: the rest of it (all of it without a
     stream; nothing when a cut reply's continuations were all streamed), or the whole answer
@@ -80,12 +86,17 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
     from pipeline.memory_tool import memory_tool
-    from pipeline.providers import LOCAL, LOCAL_NOTICE
+    from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+    from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
     from pipeline.toolsets import builtin_tools
     message = read_message(args.message)
     home, workdir = args.home or cfg.home(), Path(args.workdir or Path.cwd())
-    tools = None if args.no_tools else builtin_tools(workdir, toolsets=args.toolsets)
+    embedded = runs_embedded(args)
+    if embedded:  # before the agent opens: starting the model takes a while
+        print(LOCAL_NOTICE, file=sys.stderr)
+    toolsets = offered_toolsets(args, embedded)
+    tools = None if toolsets is None else builtin_tools(workdir, toolsets=toolsets)
     if tools is not None:  # still the toolset: the agent restores its todo list, closes it
         tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir)))
     # Without a terminal nobody can answer: dangerous commands are denied.
@@ -95,10 +106,9 @@ def run(args: argparse.Namespace) -> int:
                api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
-               durability=args.durability, event_listener=_tool_line,
+               durability=args.durability,
+               event_listener=_with_progress if embedded else _tool_line,
                approval_callback=approve) as agent:
-        if agent.settings.provider == LOCAL:
-            print(LOCAL_NOTICE, file=sys.stderr)
         shown: list[str] = []
 
         def show(delta: str) -> None:

@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                      help="output cap per model call")
     run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+    run.add_argument("--toolsets", type=_toolsets, default=None,
                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
                           f"default {','.join(DEFAULT_TOOLSETS)})")
     run.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                       help="output cap per model call")
     chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    chat.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+    chat.add_argument("--toolsets", type=_toolsets, default=None,
                       help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
     chat.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
                       "(the current directory); the file tools refuse paths outside it")
