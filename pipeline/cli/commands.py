@@ -84,9 +84,9 @@ def read_message(message: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
+    from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
     from pipeline.memory_tool import memory_tool
-    from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
     from pipeline.toolsets import builtin_tools

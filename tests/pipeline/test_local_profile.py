@@ -51,7 +51,7 @@ def test_local_tools_setting_overrides_the_default(tmp_path):
     (tmp_path / "config.toml").write_text("[local]\ntools = true\n")
     assert offered_toolsets(_args(tmp_path), True) == DEFAULT_TOOLSETS
     (tmp_path / "config.toml").write_text("[local]\ntools = 1\n")
-    with pytest.raises(UsageError, match="tools .* must be a bool"):
+    with pytest.raises(UsageError, match=r"tools .* must be a bool"):
         local_settings(tmp_path)
 
 
