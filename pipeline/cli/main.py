@@ -280,6 +280,8 @@ def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from pipeline.cli import commands
+    from pipeline.cli.dotenv_files import load_dotenv_files
+    load_dotenv_files(home=args.home)
     from stages.errors import MibyanError, UsageError
     try:
         return commands.dispatch(args)
