@@ -33,8 +33,8 @@ from stages.errors import ModelBehaviourError
 from stages.log.events import ModelReplied
 from stages.log.messages import Message, canonical_json
 
-__all__ = ["ANTHROPIC_VERSION", "AUTH_TOKEN_ENV", "DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET",
-           "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",
+__all__ = ["ANTHROPIC_VERSION", "AUTH_TOKEN_ENV", "DEFAULT_MAX_TOKENS", "STOP_REASONS",
+           "THINKING_BUDGET", "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",
            "request_body", "to_anthropic", "usage_from"]
 
 ANTHROPIC_VERSION = "2023-06-01"
