@@ -34,8 +34,8 @@ from stages.log.events import ModelReplied
 from stages.log.messages import Message, canonical_json
 
 __all__ = ["ANTHROPIC_VERSION", "AUTH_TOKEN_ENV", "DEFAULT_MAX_TOKENS", "STOP_REASONS",
-           "THINKING_BUDGET", "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",
-           "request_body", "to_anthropic", "usage_from"]
+           "THINKING_BUDGET", "AnthropicMessagesClient", "finish_reason", "message_from",
+           "messages_url", "request_body", "to_anthropic", "usage_from"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
