@@ -19,23 +19,6 @@ def _root(args: argparse.Namespace) -> Path:
     return (args.home or cfg.home()) / "sessions"
 
 
-def _tool_line(event: object) -> None:
-    from stages.log.events import ToolCallRejected, ToolRan
-    if isinstance(event, ToolRan):
-        o = event.outcome
-        status = "ok" if o.ok else f"error: {o.error}"
-        print(printable(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)"),
-              file=sys.stderr)
-    elif isinstance(event, ToolCallRejected):
-        print(printable(f"  [tool] {event.call.name} rejected: {event.reason}"), file=sys.stderr)
-
-
-def _with_progress(event: object) -> None:
-    from pipeline.cli.local_profile import show_progress
-    show_progress(event)
-    _tool_line(event)
-
-
 def _unshown(answer: str, streamed: str) -> str:
     """What of the answer the stream did not show: the rest of it (all of it without a
     stream; nothing when a cut reply's continuations were all streamed), or the whole answer
@@ -45,7 +28,7 @@ def _unshown(answer: str, streamed: str) -> str:
     return f"\n{answer}" if answer else ""
 
 
-def _usage_line(result: dict) -> str:
+def usage_line(result: dict) -> str:
     u = result["usage"]
     return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
             f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
@@ -86,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
     from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
+    from pipeline.cli.tool_lines import ToolLines
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
@@ -107,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
                durability=args.durability,
-               event_listener=_with_progress if embedded else _tool_line,
+               event_listener=ToolLines(progress=embedded),
                approval_callback=approve) as agent:
         shown: list[str] = []
 
@@ -127,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     elif not result["completed"] and not received:
         print(f"mibyan: the turn did not complete ({result['turn_exit_reason']}): the answer "
               "above is partial", file=sys.stderr)
-    print(_usage_line(result), file=sys.stderr)
+    print(usage_line(result), file=sys.stderr)
     if received:
         return EXIT_SIGNALLED + received[0]
     # A cut-off or budget-ended answer is not the answer asked for: scripts must see that.

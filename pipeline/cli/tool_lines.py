@@ -1,0 +1,46 @@
+"""The lines ``run`` and ``fork`` print on stderr while a turn works: each tool call with what
+it was asked (the command, the path, ...), how it went and how long it took; and, for the
+embedded model, how much it reads before it writes."""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline.chat.text import argument_summary
+from pipeline.printable import printable
+from stages.log.events import ModelReplied, ToolCallRejected, ToolRan
+from stages.log.redact import redact
+
+__all__ = ["ToolLines"]
+
+
+class ToolLines:
+    """An event listener; ``progress`` also names the prompt size before each local call."""
+
+    def __init__(self, *, progress: bool = False) -> None:
+        self.progress = progress
+        self._arguments: dict[str, str] = {}
+
+    def __call__(self, event: object) -> None:
+        if self.progress:
+            from pipeline.cli.local_profile import show_progress
+            show_progress(event)
+        if isinstance(event, ModelReplied):
+            for call in event.message.tool_calls:
+                self._arguments[call.id] = argument_summary(call.name, call.arguments)
+        elif isinstance(event, ToolRan):
+            o = event.outcome
+            status = "ok" if o.ok else f"error: {o.error}"
+            self._line(o.name, self._arguments.pop(o.call_id, ""),
+                       f"-> {status} ({o.duration_ms:.0f} ms)")
+        elif isinstance(event, ToolCallRejected):
+            self._arguments.pop(event.call.id, None)
+            self._line(event.call.name,
+                       argument_summary(event.call.name, event.call.arguments),
+                       f"rejected: {event.reason}")
+
+    @staticmethod
+    def _line(*parts: str) -> None:
+        # The listener sees events before the log's redaction: shown text is masked here.
+        text = " ".join(part for part in parts if part)
+        print(printable(redact(f"  [tool] {text}")), file=sys.stderr)
