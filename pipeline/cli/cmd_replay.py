@@ -167,8 +167,7 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def fork(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent, fork_session
-    from pipeline.cli.commands import usage_line
-    from pipeline.cli.tool_lines import ToolLines
+    from pipeline.cli.turn_lines import ToolLines, usage_line
     from pipeline.shell.fork import plan_fork
     from pipeline.toolsets import builtin_tools
     changes = parse_sets(args.set)

@@ -28,22 +28,6 @@ def _unshown(answer: str, streamed: str) -> str:
     return f"\n{answer}" if answer else ""
 
 
-def usage_line(result: dict) -> str:
-    u = result["usage"]
-    return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
-            f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
-            f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
-            f"{_reasoning(u)} total {u['total_tokens']} | {result['turn_exit_reason']}"
-            + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
-
-
-def _reasoning(usage: dict) -> str:
-    """The reasoning count, or what the provider left unsaid (Anthropic counts thinking
-    inside the output tokens without a count of its own)."""
-    count = usage["reasoning_tokens"]
-    return "n/a (counted in out)" if count is None else str(count)
-
-
 def _ask_approval(request: Any) -> str:
     """The approval prompt on the terminal (stdin is one): once / session / always / deny."""
     print(printable(f"mibyan: the model wants to run {request.command!r}: "
@@ -69,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
     from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
-    from pipeline.cli.tool_lines import ToolLines
+    from pipeline.cli.turn_lines import ToolLines, usage_line
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools

@@ -258,7 +258,7 @@ def test_a_signal_interrupts_the_turn_cleanly_and_the_session_resumes(home, sign
 
 
 def test_theusage_line_says_reasoning_counted_in_the_output_not_zero():
-    from pipeline.cli.commands import usage_line
+    from pipeline.cli.turn_lines import usage_line
     from stages.log.events import Usage
     result = {"session_id": "s", "model": "claude-x", "api_calls": 1, "rate_limits": None,
               "turn_exit_reason": "text_response(finish_reason=stop)",

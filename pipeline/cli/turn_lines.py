@@ -1,6 +1,6 @@
-"""The lines ``run`` and ``fork`` print on stderr while a turn works: each tool call with what
-it was asked (the command, the path, ...), how it went and how long it took; and, for the
-embedded model, how much it reads before it writes."""
+"""The lines ``run`` and ``fork`` print on stderr: while a turn works, each tool call with what
+it was asked (the command, the path, ...), how it went and how long it took, and for the
+embedded model how much it reads before it writes; after it, the usage line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pipeline.printable import printable
 from stages.log.events import ModelReplied, ToolCallRejected, ToolRan
 from stages.log.redact import redact
 
-__all__ = ["ToolLines"]
+__all__ = ["ToolLines", "usage_line"]
 
 
 class ToolLines:
@@ -44,3 +44,19 @@ class ToolLines:
         # The listener sees events before the log's redaction: shown text is masked here.
         text = " ".join(part for part in parts if part)
         print(printable(redact(f"  [tool] {text}")), file=sys.stderr)
+
+
+def usage_line(result: dict) -> str:
+    u = result["usage"]
+    return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
+            f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
+            f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
+            f"{_reasoning(u)} total {u['total_tokens']} | {result['turn_exit_reason']}"
+            + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
+
+
+def _reasoning(usage: dict) -> str:
+    """The reasoning count, or what the provider left unsaid (Anthropic counts thinking
+    inside the output tokens without a count of its own)."""
+    count = usage["reasoning_tokens"]
+    return "n/a (counted in out)" if count is None else str(count)
