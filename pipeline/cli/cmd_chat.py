@@ -13,6 +13,7 @@ from pathlib import Path
 from pipeline.chat.options import ChatOptions
 from pipeline.chat.session import ChatSession
 from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+from pipeline.cli.resume import check_resume
 from pipeline.cli.signals import EXIT_SIGNALLED
 
 __all__ = ["chat", "options_from"]
@@ -30,8 +31,8 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
 
 
 def chat(args: argparse.Namespace) -> int:
+    check_resume(args.home, args.resume)
     options = options_from(args)
-    _check_resume(options)
     plain = args.plain or not sys.stdin.isatty()
     session, loop = _plain(options) if plain else _terminal(options)
     try:
@@ -61,14 +62,6 @@ def _terminable(session: ChatSession) -> Iterator[list[int]]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _check_resume(options: ChatOptions) -> None:
-    from effects.eventlog.store import session_path
-    from stages.errors import UsageError
-    root = options.state_home / "sessions"
-    if options.session_id and not session_path(root, options.session_id).exists():
-        raise UsageError(f"no session {options.session_id!r} under {root}")
 
 
 def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:

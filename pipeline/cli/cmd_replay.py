@@ -167,7 +167,7 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def fork(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent, fork_session
-    from pipeline.cli.turn_lines import ToolLines, usage_line
+    from pipeline.cli.turn_lines import TurnLines, usage_line
     from pipeline.shell.fork import plan_fork
     from pipeline.toolsets import builtin_tools
     changes = parse_sets(args.set)
@@ -182,7 +182,7 @@ def fork(args: argparse.Namespace) -> int:
     agent = Agent(model=settings.model, provider=settings.provider, base_url=settings.base_url,
                   api_mode=changes.get("api_mode"), home=args.home, cwd=workdir,
                   tools=builtin_tools(workdir), durability="durable",
-                  event_listener=ToolLines())
+                  event_listener=TurnLines())
     with agent:
         made = fork_session(agent, args.session, at=args.at, **changes)
         with made.agent:

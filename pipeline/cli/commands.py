@@ -52,13 +52,15 @@ def read_message(message: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
     from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+    from pipeline.cli.resume import check_resume
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
-    from pipeline.cli.turn_lines import ToolLines, usage_line
+    from pipeline.cli.turn_lines import TurnLines, usage_line
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
     from pipeline.toolsets import builtin_tools
     message = read_message(args.message)
+    check_resume(args.home, args.resume)
     home, workdir = args.home or cfg.home(), Path(args.workdir or Path.cwd())
     embedded = runs_embedded(args)
     if embedded:  # before the agent opens: starting the model takes a while
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
                durability=args.durability,
-               event_listener=ToolLines(progress=embedded),
+               event_listener=TurnLines(progress=embedded),
                approval_callback=approve) as agent:
         shown: list[str] = []
 

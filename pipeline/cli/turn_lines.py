@@ -8,18 +8,30 @@ import sys
 
 from pipeline.chat.text import argument_summary
 from pipeline.printable import printable
-from stages.log.events import ModelReplied, ToolCallRejected, ToolRan
+from stages.log.events import (
+    ModelFailed,
+    ModelReplied,
+    RecoveryDecided,
+    ToolCallRejected,
+    ToolRan,
+)
 from stages.log.redact import redact
 
-__all__ = ["ToolLines", "usage_line"]
+__all__ = ["TurnLines", "usage_line"]
+
+_NEXT = {"retry": "retrying after a pause", "refresh": "refreshing the key",
+         "rotate": "trying another key", "fallback": "trying the next provider"}
 
 
-class ToolLines:
-    """An event listener; ``progress`` also names the prompt size before each local call."""
+class TurnLines:
+    """An event listener: tool lines, and a line for each failed model call and what follows
+    (a refused connection was retried for 35-45 s with nothing shown); ``progress`` also
+    names the prompt size before each call of the embedded model."""
 
     def __init__(self, *, progress: bool = False) -> None:
         self.progress = progress
         self._arguments: dict[str, str] = {}
+        self._failure = ""
 
     def __call__(self, event: object) -> None:
         if self.progress:
@@ -33,6 +45,12 @@ class ToolLines:
             status = "ok" if o.ok else f"error: {o.error}"
             self._line(o.name, self._arguments.pop(o.call_id, ""),
                        f"-> {status} ({o.duration_ms:.0f} ms)")
+        elif isinstance(event, ModelFailed):
+            self._failure = event.message.split("\n", 1)[0]
+        elif isinstance(event, RecoveryDecided) and event.action != "fail":
+            print(printable(redact(f"mibyan: {self._failure or event.reason}; "
+                                   f"{_NEXT.get(event.action, event.action)}")),
+                  file=sys.stderr)
         elif isinstance(event, ToolCallRejected):
             self._arguments.pop(event.call.id, None)
             self._line(event.call.name,
