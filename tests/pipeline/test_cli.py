@@ -58,7 +58,7 @@ def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
                    "what does notes.txt say?", env=env)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "It says 42."
-    assert "[tool] read_file -> ok" in first.stderr
+    assert "[tool] read_file /" in first.stderr and " -> ok (" in first.stderr
     assert "tokens in" in first.stderr and "total" in first.stderr
     assert "the answer is 42" in server.requests[1]["messages"][-1]["content"]
     sid = first.stderr.split("[session ")[1].split(" ")[0]
