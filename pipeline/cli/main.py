@@ -190,6 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     cron_add = actions.add_parser("add", help="schedule a prompt: add '0 9 * * *' 'prompt'")
     cron_add.add_argument("schedule", help="five cron fields, local time: m h dom mon dow")
     cron_add.add_argument("prompt", help="what the agent is asked at each run")
+    cron_add.add_argument("--model", help="the job's model (else cron run's, $MIBYAN_MODEL or "
+                          "config.toml's when it runs)")
+    cron_add.add_argument("--provider", help="the job's provider")
+    cron_add.add_argument("--base-url", help="the job's provider endpoint")
     actions.add_parser("list", help="the jobs, their next and last runs")
     cron_remove = actions.add_parser("remove", help="unschedule a job")
     cron_remove.add_argument("job", help="the job's id (see list)")
