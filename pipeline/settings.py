@@ -395,20 +395,41 @@ class _Asked:
     provider: str | None
 
 
-def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callable[[], str]],
-             recorded: SessionSettings | None, *, pooled: bool) -> cfg.ProviderConfig:
-    """The endpoint: a resumed session's own, else the configured one, else (nothing named
-    at all) the embedded local model, whose URL is a function in ``endpoints`` (the server
-    may be restarted)."""
+def _chosen(asked: _Asked, file: dict, recorded: SessionSettings | None, *, pooled: bool
+            ) -> cfg.ProviderConfig | ProviderNotConfiguredError | None:
+    """The endpoint a resumed session or the configuration names; else why nothing was
+    named (the embedded model stands in), or None when the embedded model was named."""
     named = attrs.asdict(asked)
     try:
         resolved = (cfg.resolve_provider(**named, file=file, pooled=pooled) if recorded is None
                     else cfg.resume_provider(recorded, **named, file=file, pooled=pooled))
     except ProviderNotConfiguredError as missing:
-        return _local(root, endpoints, missing, None)
-    if resolved.provider == LOCAL and not resolved.base_url:
-        return _local(root, endpoints, None, asked.model)
-    return resolved
+        return missing
+    return None if resolved.provider == LOCAL and not resolved.base_url else resolved
+
+
+def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callable[[], str]],
+             recorded: SessionSettings | None, *, pooled: bool) -> cfg.ProviderConfig:
+    """The endpoint: a resumed session's own, else the configured one, else (nothing named
+    at all) the embedded local model, whose URL is a function in ``endpoints`` (the server
+    may be restarted)."""
+    chosen = _chosen(asked, file, recorded, pooled=pooled)
+    if isinstance(chosen, cfg.ProviderConfig):
+        return chosen
+    return _local(root, endpoints, chosen, asked.model if chosen is None else None)
+
+
+def runs_embedded(model: str | None = None, *, base_url: str | None = None,
+                  provider: str | None = None, home: str | Path | None = None,
+                  session_id: str | None = None) -> bool:
+    """Whether ``configure`` with these arguments would choose the embedded local model; it
+    starts nothing (the CLI decides what to offer that model before the agent opens)."""
+    root = Path(home).expanduser() if home is not None else cfg.home()
+    file = cfg.load_file(root)
+    chosen = _chosen(_Asked(model, base_url, None, provider), file,
+                     _recorded(root, session_id),
+                     pooled=bool(_file_values(file).get("credentials")))
+    return not isinstance(chosen, cfg.ProviderConfig)
 
 
 def _local(root: Path, endpoints: dict[str, Callable[[], str]],

@@ -40,6 +40,7 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_cli_fork.py": "subprocess",
     "pipeline/test_cli_log.py": "subprocess",
     "pipeline/test_cli_output.py": "subprocess",
+    "pipeline/test_conventions.py": "subprocess",
     "pipeline/test_startup_imports.py": "subprocess",
 }
 

@@ -12,24 +12,27 @@ from pathlib import Path
 
 from pipeline.chat.options import ChatOptions
 from pipeline.chat.session import ChatSession
+from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+from pipeline.cli.resume import check_resume
 from pipeline.cli.signals import EXIT_SIGNALLED
 
 __all__ = ["chat", "options_from"]
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
+    toolsets = offered_toolsets(args, runs_embedded(args))
     return ChatOptions(
         home=args.home, workdir=Path(args.workdir or Path.cwd()), model=args.model,
         base_url=args.base_url, provider=args.provider, api_mode=args.api_mode,
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
         max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
-        stream=not args.no_stream, durability=args.durability, toolsets=args.toolsets,
-        no_tools=args.no_tools)
+        stream=not args.no_stream, durability=args.durability, toolsets=toolsets or (),
+        no_tools=toolsets is None)
 
 
 def chat(args: argparse.Namespace) -> int:
+    check_resume(args.home, args.resume)
     options = options_from(args)
-    _check_resume(options)
     plain = args.plain or not sys.stdin.isatty()
     session, loop = _plain(options) if plain else _terminal(options)
     try:
@@ -59,14 +62,6 @@ def _terminable(session: ChatSession) -> Iterator[list[int]]:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _check_resume(options: ChatOptions) -> None:
-    from effects.eventlog.store import session_path
-    from stages.errors import UsageError
-    root = options.state_home / "sessions"
-    if options.session_id and not session_path(root, options.session_id).exists():
-        raise UsageError(f"no session {options.session_id!r} under {root}")
 
 
 def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
