@@ -2,9 +2,9 @@
 rollback goes back to.
 
 A turn asks once, before the first tool batch holding a call that may change the tree. A call
-may change it unless its tool is declared ``read_only`` or is one of the built-in tools that only
-touch mibyan's own state (the todo list, questions to the user, memory): a tool mibyan does not
-know is taken to write, so a caller's own tools are covered too.
+may change it unless its tool is declared ``read_only``, waits for a person (``interactive``),
+or is one of the built-in tools that only touch mibyan's own state (the todo list, memory): a
+tool mibyan does not know is taken to write, so a caller's own tools are covered too.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
 
 # Built-in tools that are not read-only but never touch the working tree.
-TREE_NEUTRAL = frozenset({"todo", "clarify", "memory"})
+TREE_NEUTRAL = frozenset({"todo", "memory"})
 
 
 def writes_tree(spec: ToolSpec) -> bool:
     """Whether a call of ``spec`` may change the working tree."""
-    return not spec.read_only and spec.name not in TREE_NEUTRAL
+    return not (spec.read_only or spec.interactive or spec.name in TREE_NEUTRAL)
 
 
 def checkpoint_before(state: State, step: RunTools, *,
