@@ -26,6 +26,7 @@ from pathlib import Path
 import attrs
 
 from effects.logs import get_logger
+from stages.errors import EffectError
 
 __all__ = ["DEFAULT_EXCLUDES", "MAX_FILE_BYTES", "CheckpointError", "CheckpointStore",
            "Restored", "Snapshot", "TreeCheckpoints"]
@@ -47,7 +48,7 @@ _CONFIG = ("-c", "user.name=mibyan", "-c", "user.email=mibyan@localhost",
            "-c", "core.fsmonitor=false")
 
 
-class CheckpointError(Exception):
+class CheckpointError(EffectError):
     """A checkpoint or a rollback could not be made (no git, a tree that cannot be read)."""
 
 
