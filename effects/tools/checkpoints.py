@@ -90,12 +90,13 @@ class CheckpointStore:
         """Snapshot ``tree`` as a commit of its shadow repository."""
         git = _Git(self._ready(tree), tree)
         skipped = self._oversized(git, tree)
-        if skipped:
+        kept_out = (*skipped, *self._home_inside(tree))
+        if kept_out:
             # A file that grew past the cap leaves the snapshot rather than keep an old copy.
             git.run("rm", "--cached", "-q", "--ignore-unmatch", "--pathspec-from-file=-",
-                    "--pathspec-file-nul", stdin=_nul(f":(literal){p}" for p in skipped))
+                    "-r", "--pathspec-file-nul", stdin=_nul(f":(literal){p}" for p in kept_out))
         git.run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
-                stdin=_nul((".", *(f":(exclude,literal){p}" for p in skipped))))
+                stdin=_nul((".", *(f":(exclude,literal){p}" for p in kept_out))))
         git.run("commit", "-q", "--allow-empty", "--no-verify", "-m", message)
         commit = git.run("rev-parse", "HEAD").strip()
         files = git.run("ls-files", "-z").count("\0")
@@ -133,6 +134,16 @@ class CheckpointStore:
         # For a person looking at the home: which tree this repository snapshots.
         (shadow / "mibyan-tree").write_text(f"{tree.resolve()}\n")
         return shadow
+
+    def _home_inside(self, tree: Path) -> tuple[str, ...]:
+        """mibyan's home when it lies inside the tree: its logs (and the shadow repositories
+        themselves) are never snapshotted, so a rollback never rewinds a session's log."""
+        home = self.root.parent.resolve()
+        try:
+            inside = home.relative_to(tree.resolve())
+        except ValueError:
+            return ()
+        return (inside.as_posix(),) if inside.parts else ()
 
     def _oversized(self, git: _Git, tree: Path) -> tuple[str, ...]:
         """Files new or changed since the last checkpoint that are over the cap."""
