@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from effects.tools.checkpoints import CheckpointStore
@@ -56,18 +57,18 @@ def measure(files: int, rounds: int) -> dict[str, list[float]]:
         sources = _files(tree)
         for n in range(rounds):
             store = CheckpointStore(Path(scratch) / f"home{n}" / "checkpoints")
-            times["first"].append(_timed(lambda: store.take(tree, "first")))
-            times["unchanged"].append(_timed(lambda: store.take(tree, "again")))
+            times["first"].append(_timed(partial(store.take, tree, "first")))
+            times["unchanged"].append(_timed(partial(store.take, tree, "again")))
             for path in sources[n * 10:(n + 1) * 10]:
                 path.write_text(path.read_text() + f"y = {n}\n")
-            times["10 changed"].append(_timed(lambda: store.take(tree, "ten")))
+            times["10 changed"].append(_timed(partial(store.take, tree, "ten")))
             before = store.take(tree, "before the turn").commit
             for path in sources[:100]:
                 path.write_text("changed\n")
             for i in range(10):
                 (tree / "pkg000" / f"new{n}_{i}.py").write_text("new\n")
                 sources[200 + n * 10 + i].unlink()
-            times["rollback"].append(_timed(lambda: store.restore(tree, before)))
+            times["rollback"].append(_timed(partial(store.restore, tree, before)))
     return times
 
 

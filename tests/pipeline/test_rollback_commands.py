@@ -78,7 +78,8 @@ def test_slash_rollback_in_the_chat_records_it_in_the_session(server, tmp_path):
         sid = session.session_id
     assert not (tmp_path / "notes.md").exists()
     lines = err.getvalue().splitlines()
-    assert any(line.startswith("error: /rollback: usage: /rollback [TURN]") for line in lines), lines
+    usage = "error: /rollback: usage: /rollback [TURN]"
+    assert any(line.startswith(usage) for line in lines), lines
     assert "error: nothing rolled back: no checkpoint to go back to" in lines
     assert any(line.startswith("rolled back to before turn 1: 0 file(s) restored, 1 removed")
                for line in lines), lines
