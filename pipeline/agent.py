@@ -127,7 +127,8 @@ class Agent:
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
                 approval_callback, allowlist=AllowList(self.home / "approvals.json")))
-        tree = getattr(self._toolset, "root", None)
+        # The working tree: the built-in tools' root, else the directory the agent runs in.
+        tree = getattr(self._toolset, "root", None) or self.agent_settings.cwd
         if effects.checkpoints is None and self.agent_settings.checkpoints and tree is not None:
             effects = attrs.evolve(effects, checkpoints=TreeCheckpoints(
                 CheckpointStore(self.home / "checkpoints"), Path(tree)))
