@@ -138,6 +138,8 @@ class AgentSettings:
     cwd: Path | None = attrs.field(default=None, validator=_path,
                                    converter=attrs.converters.optional(
                                        lambda p: Path(p).expanduser()))
+    # Checkpoint the built-in tools' working tree before a turn first changes it (rules 7).
+    checkpoints: bool = True
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:
@@ -243,6 +245,7 @@ def configure(
     preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
     protect_last_n: int | None = None, summary_model: str | None = None,
     context_engine: str | None = None, reasoning: str | int | None = None,
+    checkpoints: bool = True,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
     environment, then ``<home>/config.toml``, then the defaults (``max_turns=500``,
@@ -259,7 +262,7 @@ def configure(
         timeout=read_timeout,
         deadline=_first(deadline, section.get("deadline"), _deadline_for(read_timeout)),
         session_id=session_id, parent_session_id=parent_session_id,
-        max_tool_result_chars=max_tool_result_chars, cwd=cwd)
+        max_tool_result_chars=max_tool_result_chars, cwd=cwd, checkpoints=checkpoints)
     given = {name: value for name, value in {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,

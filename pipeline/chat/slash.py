@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -200,6 +200,26 @@ def _compress(session: Chat, arg: str) -> None:
         session.display.notice("nothing to compress yet")
 
 
+ROLLBACK_USAGE = "usage: /rollback [TURN] (TURN: a turn's number; none: the latest checkpoint)"
+
+
+@command("rollback", "put the working tree back as it was before a turn changed it",
+         "[TURN]")
+def _rollback(session: Chat, arg: str) -> None:
+    from stages.errors import UsageError
+    if arg.strip() and not arg.strip().isdigit():
+        raise UsageError(ROLLBACK_USAGE)
+    turn = int(arg) if arg.strip() else None
+    done = session.in_worker(lambda agent: agent.rollback(turn))
+    if done is None:
+        return
+    if done.error is not None:
+        session.display.notice(f"nothing rolled back: {done.error}", "error")
+        return
+    session.display.notice(f"rolled back to before turn {done.turn}: {done.restored} file(s) "
+                           f"restored, {done.removed} removed (undo: checkpoint {done.saved})")
+
+
 @command("usage", "tokens, cache hits and estimated cost of this session")
 def _usage(session: Chat, arg: str) -> None:
     from pipeline.chat.text import cost_text, usage_text
@@ -246,7 +266,8 @@ def _fork(session: Chat, arg: str) -> None:
     if origin is None:
         raise UsageError("nothing to fork yet: this session has no turn")
     at, changes = _fork_arguments(arg)
-    fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **changes))
+    settings: dict[str, Any] = dict(changes)
+    fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **settings))
     if fork is None:
         return
     fork.agent.close()

@@ -184,6 +184,9 @@ def dispatch(args: argparse.Namespace) -> int:
         from pipeline.cli import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
                 "diff": cmd_replay.diff}[args.command](args)
+    if args.command == "rollback":
+        from pipeline.cli.cmd_rollback import rollback
+        return rollback(args)
     if args.command == "insights":
         from pipeline.cli.cmd_insights import insights
         return insights(args)

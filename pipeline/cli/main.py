@@ -139,8 +139,16 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"))
     fork.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="another session setting (max_tokens=512, base_url=URL, ...)")
+    fork.add_argument("--restore-tree", action="store_true",
+                      help="put the working tree back as it was at the fork point")
     fork.add_argument("--workdir", type=_directory,
                       help="the working tree the fork's tools work in")
+    rollback = commands.add_parser(
+        "rollback", help="put the working tree back as it was before a turn changed it")
+    rollback.add_argument("session")
+    rollback.add_argument("--turn", type=_at_most(10**9), default=None, metavar="N",
+                          help="the turn whose checkpoint to go back to (default: the latest "
+                          "turn that took one)")
     diff = commands.add_parser("diff", help="compare two sessions turn by turn")
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")

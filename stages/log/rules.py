@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 6
+RULES = 7
 """The version of the decision rules a new session runs under."""
 
 
@@ -85,6 +85,10 @@ class RuleSet:
     # An answer still cut at the output limit when the call budget ran out (on continuations)
     # is partial: ``incomplete_response``, not completed.
     cut_answer_partial: bool = _since(6)
+    # --- 7 ---
+    # Before the first tool batch of a turn that holds a call changing the working tree, the
+    # turn asks for a checkpoint of the tree (``TakeCheckpoint``, ``Checkpointed``).
+    checkpoints: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

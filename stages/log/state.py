@@ -7,6 +7,7 @@ import attrs
 from stages.log.context_state import ContextState
 from stages.log.credential_pool import PoolState
 from stages.log.events import (
+    Checkpointed,
     Interrupted,
     ModelFailed,
     ModelReplied,
@@ -70,6 +71,8 @@ class TurnState:
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
     reasoning_stripped: bool = False
+    # Rules 7: the turn asked for its checkpoint of the working tree (taken or failed).
+    checkpointed: bool = False
 
     @property
     def is_open(self) -> bool:
@@ -114,6 +117,8 @@ class State:
     context: ContextState = ContextState()
     # Rules 4: replayed encrypted reasoning was unreadable; none is replayed for the session.
     reasoning_replay_off: bool = False
+    # Rules 7: the checkpoints of the working tree taken in this session, oldest first.
+    checkpoints: tuple[Checkpointed, ...] = ()
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:
