@@ -119,11 +119,27 @@ def test_the_python_examples_of_the_page_run(page, providers):
 
 # ---- the command lines -----------------------------------------------------------------------
 
+def _joined(lines: list[str]) -> list[tuple[int, str]]:
+    """``(offset of its first line, text)`` of each command, continuation lines joined."""
+    joined: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for offset, line in enumerate(lines):
+        start, text = pending if pending is not None else (offset, "")
+        text += line
+        pending = (start, text[:-1] + " ") if line.endswith("\\") else None
+        if pending is None:
+            joined.append((start, text))
+    if pending is not None:
+        joined.append(pending)
+    return joined
+
+
 def command_lines() -> list[tuple[str, list[str]]]:
     """``(where, arguments after mibyan)`` of every ``mibyan`` command in a shell block."""
     found = []
     for block in blocks("console", "sh", "bash"):
-        for offset, raw in enumerate(block.body.splitlines()):
+        # A command continued with a backslash is one line to the shell.
+        for offset, raw in _joined(block.body.splitlines()):
             line = raw.removeprefix("$ ")
             for part in re.split(r"&&|\|", line):
                 words = shlex.split(part, comments=True)
