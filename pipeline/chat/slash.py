@@ -307,7 +307,10 @@ def _export(session: Chat, arg: str) -> None:
     first = oldest(root, session.session_id)
     fmt, _, path = arg.partition(" ")
     fmt = fmt or "sharegpt"
-    out = Path(path.strip()) if path.strip() else session.options.workdir / f"{first}.{fmt}.jsonl"
+    # By default into the home, beside the logs it comes from, not into the user's tree (a
+    # repository, where it would be committed by the next `git add -A`).
+    out = (Path(path.strip()).expanduser() if path.strip()
+           else session.home / "exports" / f"{first}.{fmt}.jsonl")
     report = export_sessions(root, out, fmt=fmt, filters=ExportFilters(session_ids=(first,)))
     session.display.notice(report.describe())
 

@@ -189,7 +189,10 @@ def test_fork_goes_on_in_a_fork_with_another_model_and_export_writes_the_traject
     assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
         "remember 4711", "what is 3+4?"]  # the fork kept the first turn only
     assert replay(root, fork).identical and replay(root, origin).identical
-    trl = [json.loads(line) for line in (tmp_path / f"{fork}.trl.jsonl").read_text().splitlines()]
+    # Issue 25: the default path was in the working tree (the user's repository).
+    assert not list(tmp_path.glob("*.trl.jsonl"))
+    exported = tmp_path / "home" / "exports" / f"{fork}.trl.jsonl"
+    trl = [json.loads(line) for line in exported.read_text().splitlines()]
     assert len(trl) == 1 and trl[0]["messages"][-1]["content"] == "Seven."
     shared = json.loads((tmp_path / "out.jsonl").read_text())
     assert shared["conversations"][-1]["value"].endswith("Seven.")
