@@ -36,14 +36,16 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--no-auth serves only on loopback, not on {config.host}")
     maker = AgentMaker(workdir=config.workdir, toolsets=config.toolsets, home=home,
                        model=args.model, base_url=args.base_url, provider=args.provider,
-                       durability=args.durability)
+                       durability=args.durability,
+                       trust_terminal_approvals=config.trust_terminal_approvals)
     pool = SessionPool(maker, home=home, max_open=config.max_open_sessions)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
     print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "
           f"{maker.model}; tokens of {owners})", file=sys.stderr)
     try:
-        run(app, host=config.host, port=config.port, secrets=tuple(config.tokens))
+        run(app, host=config.host, port=config.port, secrets=tuple(config.tokens),
+            head_timeout=config.header_timeout)
     finally:
         pool.shutdown()
     return EXIT_OK
