@@ -64,12 +64,13 @@ class Gateway:
 
 def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, workers: int = 256,
                   model: str = "fake-model", serve: dict | None = None,
-                  toolsets: tuple[str, ...] = ("files",), **config) -> Iterator:
+                  toolsets: tuple[str, ...] = ("files",), no_auth: bool = False,
+                  **config) -> Iterator:
     """A gateway over ``upstream``; ``serve`` adds keys to its ``[serve]`` table."""
     settings = serve_config({"serve": {"tokens": {"alice": "TOKEN_A", "bob": "TOKEN_B"},
                                        **(serve or {})}},
                             env={"TOKEN_A": TOKENS["alice"], "TOKEN_B": TOKENS["bob"]},
-                            workdir=workdir)
+                            workdir=workdir, no_auth=no_auth)
     maker = AgentMaker(workdir=workdir, toolsets=toolsets, home=home, model=model,
                        base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
                        durability="flush",
