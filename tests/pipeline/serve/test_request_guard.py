@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 from pipeline.serve.guard import host_name
-from pipeline.serve.json_limits import nesting
+from pipeline.serve.json_limits import deeper_than
 from tests.fake_openai import Reply
 from tests.pipeline.serve.conftest import Gateway, start_gateway
 
@@ -121,14 +121,15 @@ def test_json_nested_past_the_limit_is_a_400_naming_it(open_gateway, depth):
     response = _post(open_gateway, {"Content-Type": "application/json"}, body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert error["code"] == "invalid_json" and "more than the 64 allowed" in error["message"]
+    assert error["code"] == "invalid_json" and "more than the 64 levels allowed" in error["message"]
     _nothing_ran(open_gateway)
 
 
 def test_json_at_the_limit_is_parsed(open_gateway):
-    body = json.dumps({"model": "mibyan", "messages": [{"role": "user", "content": "hi"}],
-                       "metadata": {"x": json.loads("[" * 62 + "]" * 62)}}).encode()
-    assert nesting(body) == 64
+    value = {"model": "mibyan", "messages": [{"role": "user", "content": "hi"}],
+             "metadata": {"x": json.loads("[" * 62 + "]" * 62)}}
+    assert deeper_than(value, 63) and not deeper_than(value, 64)
+    body = json.dumps(value).encode()
     open_gateway.upstream.script(Reply.text("deep enough"))
     response = _post(open_gateway, {"Content-Type": "application/json"}, body)
     assert response.status_code == 200, response.text

@@ -42,6 +42,8 @@ def _trickle_until_cut(raw: socket.socket, data: bytes) -> tuple[float, bytes]:
     that took, and what it answered."""
     start, answer = time.monotonic(), b""
     for byte in data:
+        if time.monotonic() - start > CUT_WITHIN * 2:
+            break
         try:
             raw.sendall(bytes([byte]))
         except (BrokenPipeError, ConnectionResetError):
@@ -54,8 +56,6 @@ def _trickle_until_cut(raw: socket.socket, data: bytes) -> tuple[float, bytes]:
             break
         answer += received
         if not received:
-            break
-        if time.monotonic() - start > CUT_WITHIN * 2:
             break
     return time.monotonic() - start, answer
 
