@@ -364,7 +364,8 @@ def _sent_raw(gateway, path: str, payload: dict, headers: str = ""):
     body = json.dumps(payload).encode()
     raw = socket.create_connection((address.hostname, address.port))
     raw.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Authorization: Bearer {TOKENS['alice']}\r\n{headers}Content-Type: application/json\r\n"
+                f"Authorization: Bearer {TOKENS['alice']}\r\n{headers}"
+                "Content-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     return raw
 
