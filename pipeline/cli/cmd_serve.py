@@ -26,6 +26,7 @@ def serve(args: argparse.Namespace) -> int:
     from pipeline.serve.agents import AgentMaker
     from pipeline.serve.app import create_app
     from pipeline.serve.gateway_config import AGENT_MODEL, serve_config
+    from pipeline.serve.guard import allowed_hosts
     from pipeline.serve.pool import SessionPool
     from pipeline.serve.server import run
     home = args.home or cfg.home()
@@ -43,6 +44,10 @@ def serve(args: argparse.Namespace) -> int:
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
     print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "
           f"{maker.model}; tokens of {owners})", file=sys.stderr)
+    if not _loopback(config.host) and not config.allowed_hosts:
+        names = ", ".join(sorted(allowed_hosts(config)))
+        print(f"mibyan serve: only requests whose Host is {names} are answered; add the names "
+              "other hosts use to [serve] allowed_hosts", file=sys.stderr)
     try:
         run(app, host=config.host, port=config.port, secrets=tuple(config.tokens),
             head_timeout=config.header_timeout)
