@@ -103,8 +103,8 @@ class RequestGuard:
             await self.app(scope, receive, send)  # no body (RFC 9112 6.3)
             return
         try:
-            body = await asyncio.wait_for(self._read(headers, receive),
-                                          self.config.body_timeout)
+            async with asyncio.timeout(self.config.body_timeout):
+                body = await self._read(headers, receive)
         except TimeoutError:
             body = ApiError(408, f"The request body did not arrive within "
                             f"{self.config.body_timeout:g} seconds.", code="request_timeout")
