@@ -23,10 +23,13 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
-def _protocol(head_timeout: float) -> Any:
-    """uvicorn's HTTP/1.1 protocol cutting a client slow to send its request's head."""
+def _protocols(head_timeout: float) -> dict[str, Any]:
+    """uvicorn's protocols: HTTP/1.1 cutting a client slow to send its request's head, and
+    no WebSocket (the gateway has no such route, and a browser opens WebSockets across origins
+    without CORS: an upgrade stays a plain request, which the guard checks)."""
     from pipeline.serve.head_deadline import HeadDeadlineProtocol
-    return functools.partial(HeadDeadlineProtocol, head_timeout=head_timeout)
+    return {"http": functools.partial(HeadDeadlineProtocol, head_timeout=head_timeout),
+            "ws": "none"}
 
 
 class BackgroundServer:
@@ -38,7 +41,7 @@ class BackgroundServer:
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                                     log_level="warning", lifespan="on",
                                                     timeout_graceful_shutdown=5,
-                                                    http=_protocol(head_timeout)))
+                                                    **_protocols(head_timeout)))
         redact_loggers(UVICORN_LOGGERS)
         self.host = host
         self.startup_timeout = startup_timeout
@@ -83,6 +86,6 @@ def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
     # The config sets uvicorn's logging up: the filters go on after it.
     config = uvicorn.Config(app, host=host, port=port, log_level="info",
                             timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                            backlog=4096, http=_protocol(head_timeout))
+                            backlog=4096, **_protocols(head_timeout))
     redact_loggers(UVICORN_LOGGERS, secrets)
     uvicorn.Server(config).run()  # a port already taken: uvicorn says so and exits with 3

@@ -159,3 +159,15 @@ def small_bodies(upstream, tmp_path):
     workdir.mkdir()
     yield from start_gateway(upstream, tmp_path / "home", workdir,
                              serve={"max_body_bytes": 1000})
+
+
+def test_a_websocket_upgrade_from_a_web_page_is_refused_as_any_request(open_gateway):
+    """Browsers open WebSockets across origins without CORS; the gateway has no WebSocket
+    route and serves upgrades as plain requests, which the guard checks (uvicorn would hand
+    them to a WebSocket library, when one is installed, past the guard)."""
+    with httpx2.Client(base_url=open_gateway.url, timeout=30) as client:
+        response = client.get("/v1/sessions", headers={
+            "Origin": PAGE, "Connection": "Upgrade", "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "origin_not_allowed"
