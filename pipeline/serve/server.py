@@ -3,12 +3,14 @@ ephemeral loopback port (tests, benchmarks, an application embedding the gateway
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from types import TracebackType
 from typing import Any, Self
 
 from effects.logs import redact_loggers
+from pipeline.serve.gateway_config import HEADER_TIMEOUT
 from stages.errors import UsageError
 
 
@@ -21,15 +23,25 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
+def _protocols(head_timeout: float) -> dict[str, Any]:
+    """uvicorn's protocols: HTTP/1.1 cutting a client slow to send its request's head, and
+    no WebSocket (the gateway has no such route, and a browser opens WebSockets across origins
+    without CORS: an upgrade stays a plain request, which the guard checks)."""
+    from pipeline.serve.head_deadline import HeadDeadlineProtocol
+    return {"http": functools.partial(HeadDeadlineProtocol, head_timeout=head_timeout),
+            "ws": "none"}
+
+
 class BackgroundServer:
     """``with BackgroundServer(app) as server: server.url`` -> ``http://127.0.0.1:<port>``."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0,
-                 startup_timeout: float = 10.0) -> None:
+                 startup_timeout: float = 10.0, head_timeout: float = HEADER_TIMEOUT) -> None:
         uvicorn = _uvicorn()
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                                     log_level="warning", lifespan="on",
-                                                    timeout_graceful_shutdown=5))
+                                                    timeout_graceful_shutdown=5,
+                                                    **_protocols(head_timeout)))
         redact_loggers(UVICORN_LOGGERS)
         self.host = host
         self.startup_timeout = startup_timeout
@@ -66,12 +78,14 @@ KEEP_ALIVE_SECONDS = 75
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
-def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = ()) -> None:
-    """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too)."""
+def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
+        head_timeout: float = HEADER_TIMEOUT) -> None:
+    """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too). A
+    client has ``head_timeout`` seconds to send a request's head."""
     uvicorn = _uvicorn()
     # The config sets uvicorn's logging up: the filters go on after it.
     config = uvicorn.Config(app, host=host, port=port, log_level="info",
                             timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                            backlog=4096)
+                            backlog=4096, **_protocols(head_timeout))
     redact_loggers(UVICORN_LOGGERS, secrets)
     uvicorn.Server(config).run()  # a port already taken: uvicorn says so and exits with 3

@@ -63,6 +63,46 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
     assert KEY_IN_PATH not in rest
 
 
+def _port_of(proc: subprocess.Popen) -> int:
+    """The port uvicorn says it listens on (its first lines on stderr)."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if found := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+            return int(found.group(1))
+    raise AssertionError("the server never said where it listens")
+
+
+def test_serve_no_auth_refuses_what_a_web_page_sends_and_cuts_silent_clients(server, home,
+                                                                            tmp_path):
+    import socket
+    import time
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text("[serve]\nheader_timeout = 1\n")
+    env = clean_env(home, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x-0123456"})
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli.main", "serve", "--no-auth",
+                             "--port", "0", "--model", "fake", "--workdir", str(tmp_path)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        url = f"http://127.0.0.1:{_port_of(proc)}/v1/chat/completions"
+        chat = b'{"model": "mibyan", "messages": [{"role": "user", "content": "rm -rf ~"}]}'
+        page = httpx2.post(url, content=chat, headers={"Origin": "https://evil.example",
+                                                       "Content-Type": "text/plain"})
+        rebound = httpx2.post(url, content=chat, headers={"Host": "evil.example",
+                                                          "Content-Type": "text/plain"})
+        plain = httpx2.post(url, content=chat, headers={"Content-Type": "text/plain"})
+        assert [page.status_code, rebound.status_code, plain.status_code] == [403, 421, 415]
+        with socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0])),
+                                      timeout=10) as raw:
+            start = time.monotonic()
+            assert raw.recv(100) == b""
+            assert time.monotonic() - start < 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert server.requests == []
+
+
 def test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth(home):
     missing = mibyan(home, "serve", "--port", "0")
     assert missing.returncode == 2 and "no bearer tokens" in missing.stderr
