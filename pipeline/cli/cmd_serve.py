@@ -42,15 +42,17 @@ def serve(args: argparse.Namespace) -> int:
     pool = SessionPool(maker, home=home, max_open=config.max_open_sessions)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
-    print(f"mibyan serve: http://{config.host}:{config.port}/v1 (models {AGENT_MODEL}, "
-          f"{maker.model}; tokens of {owners})", file=sys.stderr)
-    if not _loopback(config.host) and not config.allowed_hosts:
-        names = ", ".join(sorted(allowed_hosts(config)))
-        print(f"mibyan serve: only requests whose Host is {names} are answered; add the names "
-              "other hosts use to [serve] allowed_hosts", file=sys.stderr)
+
+    def announce(port: int) -> None:  # the bound port: --port 0 announced port 0
+        print(f"mibyan serve: http://{config.host}:{port}/v1 (models {AGENT_MODEL}, "
+              f"{maker.model}; tokens of {owners})", file=sys.stderr, flush=True)
+        if not _loopback(config.host) and not config.allowed_hosts:
+            names = ", ".join(sorted(allowed_hosts(config)))
+            print(f"mibyan serve: only requests whose Host is {names} are answered; add the "
+                  "names other hosts use to [serve] allowed_hosts", file=sys.stderr)
     try:
         run(app, host=config.host, port=config.port, secrets=tuple(config.tokens),
-            head_timeout=config.header_timeout)
+            head_timeout=config.header_timeout, bound=announce)
     finally:
         pool.shutdown()
     return EXIT_OK

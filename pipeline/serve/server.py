@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -79,13 +80,18 @@ UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
-        head_timeout: float = HEADER_TIMEOUT) -> None:
+        head_timeout: float = HEADER_TIMEOUT,
+        bound: Callable[[int], None] | None = None) -> None:
     """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too). A
-    client has ``head_timeout`` seconds to send a request's head."""
+    client has ``head_timeout`` seconds to send a request's head. ``bound`` is told the port
+    once the socket is bound (``port=0`` asks the system for a free one)."""
     uvicorn = _uvicorn()
     # The config sets uvicorn's logging up: the filters go on after it.
     config = uvicorn.Config(app, host=host, port=port, log_level="info",
                             timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                             backlog=4096, **_protocols(head_timeout))
     redact_loggers(UVICORN_LOGGERS, secrets)
-    uvicorn.Server(config).run()  # a port already taken: uvicorn says so and exits with 3
+    sock = config.bind_socket()  # a port already taken: uvicorn says so and exits with 1
+    if bound is not None:
+        bound(sock.getsockname()[1])
+    uvicorn.Server(config).run(sockets=[sock])

@@ -32,10 +32,11 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
         assert proc.stderr is not None
         port = None
         for line in proc.stderr:
-            if found := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+            # Issue 25: `--port 0` was announced as port 0; the line names the bound port.
+            if found := re.search(r"mibyan serve: http://127\.0\.0\.1:(\d+)/v1", line):
                 port = int(found.group(1))
                 break
-        assert port, "the server never said where it listens"
+        assert port, "the server never said where it listens (or said port 0)"
         url = f"http://127.0.0.1:{port}"
         assert httpx2.get(f"{url}/v1/models").status_code == 401
         answer = httpx2.post(f"{url}/v1/chat/completions", timeout=30,
