@@ -1,30 +1,21 @@
-"""Dangerous shell commands: a pure detector the tool plan asks before a command runs.
+"""The dangerous-command detector of rules 3 to 6: a table of regular expressions.
 
-``detect(command)`` returns the first matching :class:`Danger` or None. A ``hard`` danger (rm
-of ``/`` or of a system directory, mkfs, raw disk writes, fork bombs, killing every process,
-shutdown) is blocked whatever the settings or approvals; the others need an approval. ``key``
-names the pattern, so that an approval "for the session" or "always" covers every command of
-that kind.
+Sessions recorded under those rules replay with it (``stages.tools.dangerous`` picks the
+detector by the session's rules); newer sessions read commands with a shell parser
+(``stages.tools.shell``). ``detect(command)`` returns the first matching :class:`Danger` or
+None. A ``hard`` danger (rm of ``/`` or of a system directory, mkfs, raw disk writes, fork
+bombs, killing every process, shutdown) is blocked whatever the settings or approvals; the
+others need an approval. ``key`` names the pattern, so that an approval "for the session" or
+"always" covers every command of that kind.
 """
 
 from __future__ import annotations
 
 import re
 
-import attrs
+from stages.tools.danger import Danger
 
-__all__ = ["COMMAND_ARGUMENTS", "Danger", "detect"]
-
-COMMAND_ARGUMENTS = {"terminal": "command"}
-"""The tools whose argument holds a shell command, and which argument it is."""
-
-
-@attrs.frozen(kw_only=True)
-class Danger:
-    key: str
-    description: str
-    hard: bool = False
-
+__all__ = ["detect"]
 
 _SYSTEM = (r"(?:/|/\*|~/?|\$HOME/?|/(?:bin|boot|dev|etc|home|lib|lib64|opt|proc|root|sbin|srv|"
            r"sys|usr|var)(?:/\*?)?)")
