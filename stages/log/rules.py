@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 6
+RULES = 7
 """The version of the decision rules a new session runs under."""
 
 
@@ -85,6 +85,11 @@ class RuleSet:
     # An answer still cut at the output limit when the call budget ran out (on continuations)
     # is partial: ``incomplete_response``, not completed.
     cut_answer_partial: bool = _since(6)
+    # --- 7 ---
+    # Dangerous commands are read with a shell parser (``stages.tools.shell``): quotes,
+    # backslashes, variables, substitutions, ``sh -c``, ``eval``, pipes into a shell and
+    # interpreter code are seen; under 3 to 6, a table of regular expressions.
+    shell_parser_check: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

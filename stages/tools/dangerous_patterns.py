@@ -15,7 +15,7 @@ import re
 
 from stages.tools.danger import Danger
 
-__all__ = ["detect"]
+__all__ = ["DANGERS", "detect"]
 
 _SYSTEM = (r"(?:/|/\*|~/?|\$HOME/?|/(?:bin|boot|dev|etc|home|lib|lib64|opt|proc|root|sbin|srv|"
            r"sys|usr|var)(?:/\*?)?)")
@@ -76,6 +76,8 @@ def _compiled(table: tuple[tuple[str, str, str], ...], hard: bool) -> tuple[
 
 
 _PATTERNS = _compiled(_HARD, True) + _compiled(_DANGEROUS, False)
+DANGERS = {danger.key: danger for _, danger in _PATTERNS}
+"""Every kind this table finds, by key (the parser-based detector keeps them)."""
 _QUOTES = re.compile(r"""(?<!\\)['"]""")
 
 
