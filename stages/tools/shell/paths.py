@@ -56,7 +56,7 @@ def _glob(segment: str) -> bool:
 def is_protected(path: str) -> bool:
     """The root, a system directory, a home (``~``, ``~user``, ``/home/x``) or a glob over one
     of them: what no command should delete or move."""
-    if DYN in path:
+    if DYN in path or not path.startswith(("/", "~")):  # relative: inside the working tree
         return False
     if path == "/":
         return True
@@ -68,8 +68,9 @@ def is_protected(path: str) -> bool:
     if parent == "":
         return name in SYSTEM or (_glob(name) and any(
             fnmatch.fnmatchcase(entry, name) for entry in SYSTEM))
-    return parent in _PARENTS and not name.startswith(".") or (
-        parent in _PARENTS and _glob(name))
+    if _glob(name) and parent[1:] in SYSTEM:  # /boot/*, /etc/*
+        return True
+    return parent in _PARENTS and (not name.startswith(".") or _glob(name))
 
 
 def is_disk(path: str) -> bool:

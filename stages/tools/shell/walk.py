@@ -143,7 +143,7 @@ class Walker:
             argv = tuple(f for part in (stage.child_by_field_name("name"),
                                         *stage.children_by_field_name("argument"))
                          if part is not None for f in self.fields(part))
-            text = static.output(unwrap(argv), text)
+            text = static.output(unwrap(argv) or argv, text)  # `command -v rm` is a look-up
             if text is None:
                 return None
         return None if text is None else text.rstrip("\n")

@@ -162,7 +162,7 @@ def ansi_c(body: str) -> str:
     """The text of ``$'...'`` (or of ``echo -e``/``printf``) with its escapes decoded."""
     def one(match: re.Match[str]) -> str:
         code = match.group(1)
-        if code[0] in "xuU":
+        if code[0] in "xuU" and len(code) > 1:
             return chr(min(int(code[1:], 16), 0x10FFFF))
         if code[0].isdigit():
             return chr(int(code, 8) & 0xFF)
