@@ -12,8 +12,14 @@ import attrs
 from stages.tools.danger import Danger
 from stages.tools.shell import kinds
 from stages.tools.shell.code import code_argument, interpreter, scan_code, scan_sql
-from stages.tools.shell.paths import KERNEL, is_disk, is_protected, outside_tree, resolve, \
-    system_file
+from stages.tools.shell.paths import (
+    KERNEL,
+    is_disk,
+    is_protected,
+    outside_tree,
+    resolve,
+    system_file,
+)
 from stages.tools.shell.words import DYN
 from stages.tools.shell.wrappers import name_of, unwrap
 

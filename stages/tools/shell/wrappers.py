@@ -11,8 +11,9 @@ __all__ = ["unwrap"]
 # wrapper: (options taking a value, whether the first operand is the wrapper's own, e.g.
 # timeout's DURATION or chroot's NEWROOT)
 _PREFIXES: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset("-u -g -h -p -C -D -r -t -U -T -R --user --group --host --prompt "
-                       "--chdir --role --type --other-user".split()), 0),
+    "sudo": (frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R",
+                        "--user", "--group", "--host", "--prompt", "--chdir", "--role", "--type",
+                        "--other-user"}), 0),
     "doas": (frozenset({"-u", "-C"}), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "ionice": (frozenset({"-c", "-n", "-p", "--class", "--classdata"}), 0),
