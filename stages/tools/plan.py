@@ -99,8 +99,8 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
-    return _plan(state, [_check_rules3(state, call, cut_off, config.rule_set) for call in calls], repairs,
-                 same_path_in_order=True)
+    checked = [_check_rules3(state, call, cut_off, config.rule_set) for call in calls]
+    return _plan(state, checked, repairs, same_path_in_order=True)
 
 
 def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
