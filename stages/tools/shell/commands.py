@@ -175,12 +175,11 @@ def _dd(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
 
 
 def _copy(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
-    """``cp``/``install``/``ln``: only a device or a kernel file as the destination counts."""
+    """``cp``/``install``/``ln`` write their destination as ``>`` would."""
     _, operands = _split(args)
     if len(operands) < 2:
         return ()
-    target = resolve(operands[-1], call.cwd)
-    return tuple(d for d in written(target, truncate=False) if d.hard)
+    return written(resolve(operands[-1], call.cwd), truncate=True)
 
 
 def _tee(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:

@@ -58,7 +58,7 @@ def is_protected(path: str) -> bool:
     of them: what no command should delete or move."""
     if DYN in path or not path.startswith(("/", "~")):  # relative: inside the working tree
         return False
-    if path == "/":
+    if path in ("/", "/var/lib"):
         return True
     parent, _, name = path.rpartition("/")
     if path.startswith("~") and "/" not in path:

@@ -145,9 +145,9 @@ def _expansion(node: Node, env: Env, substitute: Substitute) -> str | None:
     value = env.get(name) if name in env else _KNOWN.get(name)
     operators = [c.type for c in node.children if not c.is_named and c.type not in ("$", "${",
                                                                                      "}")]
-    if operators and operators[0] not in (":-", "-", ":=", "="):
+    if operators and operators[0] not in (":-", "-", ":=", "=", ":?", "?"):
         return None  # ${#x}, ${x/a/b}, ${x%y}, ${!x}: computed, not worth evaluating here
-    if value is None and operators and len(named) > 1:
+    if value is None and operators and operators[0] in (":-", "-", ":=", "=") and len(named) > 1:
         return _raw(named[1], env, substitute)  # the default when the command did not set it
     return None if value is None else " ".join(value)
 
