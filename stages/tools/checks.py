@@ -76,7 +76,8 @@ def check_danger(state: State, call: ToolCall, invocation: ToolInvocation, *, ru
     already given, or a request for one."""
     argument = COMMAND_ARGUMENTS.get(call.name)
     command = json.loads(invocation.arguments).get(argument) if argument else None
-    danger = detector(rules)(command) if isinstance(command, str) else None
+    danger = (detector(rules)(command, state.approved_patterns) if isinstance(command, str)
+              else None)
     if danger is None or not isinstance(command, str):
         return invocation
     if danger.hard:

@@ -10,20 +10,27 @@ ones keep the regular expressions they ran with (``stages.tools.dangerous_patter
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from stages.log.rules import RuleSet
 from stages.tools import dangerous_patterns, shell
 from stages.tools.danger import Danger
 
-__all__ = ["COMMAND_ARGUMENTS", "Danger", "detect", "detector"]
+__all__ = ["COMMAND_ARGUMENTS", "Danger", "Detect", "detect", "detector"]
 
 COMMAND_ARGUMENTS = {"terminal": "command"}
 """The tools whose argument holds a shell command, and which argument it is."""
 
 detect = shell.detect
 
+Detect = Callable[[str, Collection[str]], "Danger | None"]
+"""A detector: the command, the keys the session approved already; the danger to act on."""
 
-def detector(rules: RuleSet) -> Callable[[str], Danger | None]:
+
+def _table(command: str, approved: Collection[str] = ()) -> Danger | None:
+    return dangerous_patterns.detect(command)  # the first match, approved or not (rules 3-6)
+
+
+def detector(rules: RuleSet) -> Detect:
     """The detector a session of ``rules`` decides with."""
-    return shell.detect if rules.shell_parser_check else dangerous_patterns.detect
+    return shell.detect if rules.shell_parser_check else _table

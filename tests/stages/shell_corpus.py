@@ -82,6 +82,9 @@ CATASTROPHIC: list[tuple[str, str]] = [
     ("kill -- -1", "kill_all"), ("shutdown -h now", "shutdown"), ("sudo reboot", "shutdown"),
     ("init 0", "shutdown"), ("systemctl poweroff", "shutdown"), ("/sbin/halt", "shutdown"),
     ("sh -c poweroff", "shutdown"),
+    ("sh -c 'rm -rf \"$1\"' sh /", "rm_root"),
+    ("echo / | xargs sh -c 'rm -rf \"$@\"' _", "rm_root"),
+    ("alias x='rm -rf /'", "rm_root"), ("bash -c 'rm -rf $0' /", "rm_root"),
     # held out: written after the reader was built, before any change for them; the first run
     # found 26 of 30, 24 of 25 and 25 of 25 (docs/dangerous-commands.md)
     ('rm -rf "${HOME:?}"', 'rm_root'),

@@ -95,9 +95,10 @@ def test_the_catastrophes_that_were_missed_or_only_asked_are_blocked(command: st
 
 
 def test_rules_7_reads_with_the_parser_and_older_rules_keep_the_table() -> None:
-    assert detector(rule_set(7))(r"r\m -rf ./src") is not None
-    assert detector(rule_set(6))(r"r\m -rf ./src") is None
-    assert detector(rule_set(6)) is dangerous_patterns.detect
+    assert detector(rule_set(7))(r"r\m -rf ./src", ()) is not None
+    assert detector(rule_set(6))(r"r\m -rf ./src", ()) is None
+    assert detector(rule_set(6))("bash -c 'echo hi'", ()) == dangerous_patterns.detect(
+        "bash -c 'echo hi'")
 
 
 @pytest.mark.parametrize("command", ['echo "unterminated', "ls |", "if then fi", "ls (",

@@ -162,7 +162,8 @@ class Play:
             return ev.CredentialRefreshed(credential_id=effect.credential_id,
                                           refreshed=refreshed)
         if isinstance(effect, d.AskApproval):
-            danger = detector(driver.settings.rule_set)(effect.command)
+            danger = detector(driver.settings.rule_set)(effect.command,
+                                                        driver.state.approved_patterns)
             assert danger is not None and not danger.hard and danger.key == effect.pattern
             assert effect.call_id in {c.id for c in driver.state.turn.pending}
             choice = _cycled(self.script.approvals, self.approvals)

@@ -12,7 +12,7 @@ from stages.tools.shell import kinds
 
 __all__ = ["INTERPRETERS", "code_argument", "interpreter", "scan_code", "scan_sql"]
 
-Script = Callable[[str], "tuple[Danger, ...]"]
+Script = Callable[[str, tuple[str, ...]], "tuple[Danger, ...]"]
 
 INTERPRETERS = re.compile(
     r"(?:python|pypy)(?:\d+(?:\.\d+)?)?|perl\d*|ruby|node|nodejs|bun|deno|php\d*|lua\d*(?:\.\d)?"
@@ -91,7 +91,7 @@ def scan_code(code: str, script: Script) -> tuple[Danger, ...]:
         commands = [*literals, " ".join(literals)]  # subprocess.run(["rm", "-rf", "/"])
         # A string that is no command (a message, "$x") reads as a dynamic or unparsed one:
         # only what a real command in it does counts.
-        found.extend(d for text in commands for d in script(text) if d not in _NOT_A_COMMAND)
+        found.extend(d for text in commands for d in script(text, ()) if d not in _NOT_A_COMMAND)
         found.append(kinds.INTERPRETER_COMMAND)
     if _DELETE.search(code):
         protected = _HOME.search(code) or any(_PROTECTED.fullmatch(t) for t in literals)

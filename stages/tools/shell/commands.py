@@ -23,15 +23,17 @@ from stages.tools.shell.paths import (
 from stages.tools.shell.words import DYN
 from stages.tools.shell.wrappers import name_of, unwrap
 
-__all__ = ["Call", "Script", "Stdin", "classify", "written"]
+__all__ = ["Call", "Script", "Stream", "classify", "written"]
 
-Script = Callable[[str], "tuple[Danger, ...]"]
-"""Reads a string as a shell script (``sh -c``, ``eval``) and returns its dangers."""
+Script = Callable[[str, tuple[str, ...]], "tuple[Danger, ...]"]
+"""Reads a string as a shell script (``sh -c``, ``eval``), with its positional parameters
+(``$0``, ``$1``...), and returns its dangers."""
 
 
 @attrs.frozen(kw_only=True)
-class Stdin:
-    """What a command reads: the text when it is static, and whether it came off the network."""
+class Stream:
+    """What flows into a command (or out of one, into the next stage of a pipeline): its text
+    when that is static, and whether it came off the network."""
 
     text: str | None
     network: bool = False
@@ -40,7 +42,7 @@ class Stdin:
 @attrs.frozen(kw_only=True)
 class Call:
     argv: tuple[str, ...]
-    stdin: Stdin | None
+    stdin: Stream | None
     cwd: str | None
     script: Script
 
@@ -314,7 +316,8 @@ def _shell(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
             continue
         if not arg.startswith("--") and "c" in arg[1:]:
             string = args[i + 1] if i + 1 < len(args) else ""
-            return (kinds.SHELL_STRING,) if DYN in string else call.script(string)
+            # sh -c 'rm -rf "$1"' sh /: the words after the string are $0, $1...
+            return (kinds.SHELL_STRING,) if DYN in string else call.script(string, args[i + 2:])
         reads_input = reads_input or (not arg.startswith("--") and "s" in arg[1:])
         i += 1
     operands = args[i + (1 if args[i:i + 1] == ("--",) else 0):]
@@ -339,12 +342,17 @@ def _input_code(call: Call, *, shell: bool) -> tuple[Danger, ...]:
         return (kinds.PIPE_TO_SHELL,)
     if stdin.text is None or DYN in stdin.text:
         return (kinds.CODE_FROM_DATA,)
-    return call.script(stdin.text) if shell else scan_code(stdin.text, call.script)
+    return call.script(stdin.text, ()) if shell else scan_code(stdin.text, call.script)
 
 
 def _eval(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
     text = " ".join(args)
-    return (kinds.SHELL_STRING,) if DYN in text else call.script(text)
+    return (kinds.SHELL_STRING,) if DYN in text else call.script(text, ())
+
+
+def _alias(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
+    """``alias x='rm -rf /'``: what the alias would run is read as a command."""
+    return tuple(d for a in args if "=" in a for d in _eval((a.partition("=")[2],), call))
 
 
 def _source(args: tuple[str, ...], call: Call) -> tuple[Danger, ...]:
@@ -376,5 +384,5 @@ _RULES: dict[str, Rule] = {
     "shutdown": _shutdown, "reboot": _shutdown, "halt": _shutdown, "poweroff": _shutdown,
     "init": _init, "telinit": _init, "systemctl": _systemctl, "service": _service,
     "docker": _docker, "podman": _docker, "git": _git,
-    "eval": _eval, "source": _source, ".": _source, "trap": _trap,
+    "eval": _eval, "source": _source, ".": _source, "trap": _trap, "alias": _alias,
 }

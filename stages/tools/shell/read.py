@@ -22,12 +22,15 @@ MAX_DEPTH = 8
 deeper is not read, and asked about."""
 
 
-def dangers(command: str, *, cwd: str | None = None, depth: int = 0) -> tuple[Danger, ...]:
+def dangers(command: str, *, cwd: str | None = None, depth: int = 0,
+            positional: tuple[str, ...] = ()) -> tuple[Danger, ...]:
     """Every danger of ``command`` in source order; a command the grammar cannot read whole
-    adds :data:`kinds.UNPARSED` (what it could read still counts)."""
+    adds :data:`kinds.UNPARSED` (what it could read still counts). ``positional`` are ``$0``,
+    ``$1``... of a script given to ``sh -c``."""
     if depth > MAX_DEPTH:
         return (kinds.UNPARSED,)
     tree = tree_sitter.Parser(_BASH).parse(command.encode("utf-8", "surrogatepass"))
-    walker = Walker(lambda text: dangers(text, cwd=walker.cwd, depth=depth + 1), cwd)
+    walker = Walker(lambda text, args: dangers(text, cwd=walker.cwd, depth=depth + 1,
+                                               positional=args), cwd, positional)
     walker.statements(tree.root_node)
     return (*walker.found, kinds.UNPARSED) if tree.root_node.has_error else tuple(walker.found)

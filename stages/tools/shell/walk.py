@@ -8,7 +8,7 @@ from tree_sitter import Node
 
 from stages.tools.danger import Danger
 from stages.tools.shell import kinds, static
-from stages.tools.shell.commands import Call, Script, Stdin, classify, written
+from stages.tools.shell.commands import Call, Script, Stream, classify, written
 from stages.tools.shell.paths import resolve
 from stages.tools.shell.words import DYN, fields, word
 from stages.tools.shell.wrappers import name_of, unwrap
@@ -33,10 +33,14 @@ def _text(node: Node | None) -> str:
 class Walker:
     """Walks one parsed script; ``found`` collects the dangers in source order."""
 
-    def __init__(self, script: Script, cwd: str | None) -> None:
+    def __init__(self, script: Script, cwd: str | None, positional: tuple[str, ...] = ()
+                 ) -> None:
         self.script = script
         self.cwd = cwd
-        self.env: dict[str, tuple[str, ...] | None] = {}
+        self.env: dict[str, tuple[str, ...] | None] = {
+            str(i): (arg,) for i, arg in enumerate(positional)}
+        if positional:
+            self.env["@"] = self.env["*"] = positional[1:]
         self.functions: set[str] = set()
         self.found: list[Danger] = []
         self._branching = 0
@@ -46,7 +50,7 @@ class Walker:
         for child in node.named_children:
             self.statement(child, None)
 
-    def statement(self, node: Node, stdin: Stdin | None) -> Stdin:
+    def statement(self, node: Node, stdin: Stream | None) -> Stream:
         """Walk one statement; what it writes to its standard output, as far as known."""
         kind = node.type
         if kind == "command":
@@ -67,18 +71,18 @@ class Walker:
             self._branching -= 1
         elif kind != "comment":
             self.statements(node)
-        return Stdin(text=None)
+        return Stream(text=None)
 
-    def pipeline(self, stages: list[Node], stdin: Stdin | None) -> Stdin:
+    def pipeline(self, stages: list[Node], stdin: Stream | None) -> Stream:
         out = stdin
         for stage in stages:
             out = self.statement(stage, out)
-        return out or Stdin(text=None)
+        return out or Stream(text=None)
 
-    def redirected(self, node: Node, stdin: Stdin | None) -> Stdin:
+    def redirected(self, node: Node, stdin: Stream | None) -> Stream:
         body = node.child_by_field_name("body")
         redirects = [c for c in node.named_children if c is not body]
-        out = Stdin(text=None)
+        out = Stream(text=None)
         if body is not None and body.type == "command":
             out = self.command(body, stdin, tuple(redirects))
         else:
@@ -96,13 +100,13 @@ class Walker:
         return out
 
     # --- simple commands ----------------------------------------------------------------
-    def command(self, node: Node, stdin: Stdin | None, outer: tuple[Node, ...]) -> Stdin:
+    def command(self, node: Node, stdin: Stream | None, outer: tuple[Node, ...]) -> Stream:
         name = node.child_by_field_name("name")
         redirects = outer + tuple(c for c in node.named_children if c.type.endswith("redirect"))
         self.substitutions(node)
         self.redirects(redirects)
         if name is None:
-            return Stdin(text=None)
+            return Stream(text=None)
         argv = tuple(f for part in (name, *node.children_by_field_name("argument"))
                      for f in self.fields(part))
         stdin = self.input(redirects) or stdin
@@ -113,10 +117,10 @@ class Walker:
                                             script=self.script)))
         return self.output(argv, stdin)
 
-    def output(self, argv: tuple[str, ...], stdin: Stdin | None) -> Stdin:
+    def output(self, argv: tuple[str, ...], stdin: Stream | None) -> Stream:
         inner = unwrap(argv)
         network = bool(inner) and name_of(inner[0]) in _NETWORK
-        return Stdin(text=static.output(inner, stdin.text if stdin else None),
+        return Stream(text=static.output(inner, stdin.text if stdin else None),
                      network=network or (stdin is not None and stdin.network))
 
     def change_directory(self, args: tuple[str, ...]) -> None:
@@ -169,16 +173,16 @@ class Walker:
             path = resolve(word(target, self.env, self.substitute), self.cwd)
             self.found.extend(written(path, truncate=operator in _TRUNCATING))
 
-    def input(self, redirects: tuple[Node, ...]) -> Stdin | None:
+    def input(self, redirects: tuple[Node, ...]) -> Stream | None:
         """What a heredoc or a here-string feeds the command, or None."""
         for redirect in redirects:
             if redirect.type == "herestring_redirect" and redirect.named_children:
-                return Stdin(text=word(redirect.named_children[-1], self.env,
+                return Stream(text=word(redirect.named_children[-1], self.env,
                                        self.substitute) + "\n")
             if redirect.type == "heredoc_redirect":
                 body = next((c for c in redirect.named_children if c.type == "heredoc_body"),
                             None)
-                return Stdin(text=_text(body))
+                return Stream(text=_text(body))
         return None
 
     # --- variables, functions, loops ------------------------------------------------------

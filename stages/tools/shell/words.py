@@ -139,7 +139,7 @@ def _expansion(node: Node, env: Env, substitute: Substitute) -> str | None:
     head = named[0]
     if head.type == "subscript":
         head = head.child_by_field_name("name") or head
-    if head.type != "variable_name":
+    if head.type not in ("variable_name", "special_variable_name"):
         return None
     name = _text(head)
     value = env.get(name) if name in env else _KNOWN.get(name)
