@@ -241,23 +241,12 @@ def _forks_itself(body: Node, name: str) -> bool:
     starts two more, whatever the function is called (``:(){ :|:& };:``, ``f(){ f|f& }``)."""
     def calls(node: Node) -> bool:
         return node.type == "command" and _text(node.child_by_field_name("name")) == name
-    stack, forks = [body], False
+    stack, recursive, forks = [body], False, False
     while stack:
         node = stack.pop()
         if node.type == "pipeline" and any(calls(c) for c in node.named_children):
             return True
-        if node.type == "&" or (node.type == "subshell" and node is not body):
-            forks = True
+        recursive = recursive or calls(node)
+        forks = forks or node.type == "&" or (node.type == "subshell" and node is not body)
         stack.extend(node.children)
-    return forks and _calls_anywhere(body, name)
-
-
-def _calls_anywhere(body: Node, name: str) -> bool:
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if node.type == "command" and _text(node.child_by_field_name("name")) == name:
-            return True
-        stack.extend(node.named_children)
-    return False
-
+    return forks and recursive
