@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from hypothesis import event, example, given, settings
 
 from stages.fold import fold
