@@ -89,6 +89,10 @@ class RuleSet:
     # Before the first tool batch of a turn that holds a call changing the working tree, the
     # turn asks for a checkpoint of the tree (``TakeCheckpoint``, ``Checkpointed``).
     checkpoints: bool = _since(7)
+    # Dangerous commands are read with a shell parser (``stages.tools.shell``): quotes,
+    # backslashes, variables, substitutions, ``sh -c``, ``eval``, pipes into a shell and
+    # interpreter code are seen; under 3 to 6, a table of regular expressions.
+    shell_parser_check: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

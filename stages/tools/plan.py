@@ -18,6 +18,7 @@ import json
 from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.log.messages import ToolCall, canonical_json
+from stages.log.rules import RuleSet
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
 from stages.tools.checks import (
@@ -72,7 +73,7 @@ def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | Tool
     return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
 
 
-def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
+def _check_rules3(state: State, call: ToolCall, cut_off: bool, rules: RuleSet) -> Checked:
     checked = _check(state, call, cut_off)
     if not isinstance(checked, ToolInvocation):
         return checked
@@ -81,7 +82,7 @@ def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
         return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
             "duplicate_of": original, "note": f"identical to call {original} of this reply, "
             "which ran once; its result is the result of this call too"}))
-    return check_danger(state, call, checked)
+    return check_danger(state, call, checked, rules=rules)
 
 
 def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
@@ -98,8 +99,8 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
-    return _plan(state, [_check_rules3(state, call, cut_off) for call in calls], repairs,
-                 same_path_in_order=True)
+    checked = [_check_rules3(state, call, cut_off, config.rule_set) for call in calls]
+    return _plan(state, checked, repairs, same_path_in_order=True)
 
 
 def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,

@@ -23,6 +23,7 @@ SINCE = {
     "restart_replaces_answer": 5, "local_prefill": 5,
     "spaced_continuations": 6, "cut_answer_partial": 6,
     "checkpoints": 7,
+    "shell_parser_check": 7,
 }
 
 
