@@ -52,7 +52,7 @@ def serve(args: argparse.Namespace) -> int:
                   "names other hosts use to [serve] allowed_hosts", file=sys.stderr)
     try:
         run(app, host=config.host, port=config.port, secrets=tuple(config.tokens),
-            head_timeout=config.header_timeout, bound=announce)
+            head_timeout=config.header_timeout, bound=announce, stopping=pool.stopping)
     finally:
         pool.shutdown()
     return EXIT_OK

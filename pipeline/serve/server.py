@@ -81,10 +81,13 @@ UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
         head_timeout: float = HEADER_TIMEOUT,
-        bound: Callable[[int], None] | None = None) -> None:
+        bound: Callable[[int], None] | None = None,
+        stopping: Callable[[], None] | None = None) -> None:
     """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too). A
     client has ``head_timeout`` seconds to send a request's head. ``bound`` is told the port
-    once the socket is bound (``port=0`` asks the system for a free one)."""
+    once the socket is bound (``port=0`` asks the system for a free one); ``stopping`` is
+    called on the first signal, before uvicorn waits for open connections: streams that would
+    otherwise be cut after the graceful timeout (with a traceback) can end themselves."""
     uvicorn = _uvicorn()
     # The config sets uvicorn's logging up: the filters go on after it.
     config = uvicorn.Config(app, host=host, port=port, log_level="info",
@@ -94,4 +97,16 @@ def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
     sock = config.bind_socket()  # a port already taken: uvicorn says so and exits with 1
     if bound is not None:
         bound(sock.getsockname()[1])
-    uvicorn.Server(config).run(sockets=[sock])
+    _server(config, stopping).run(sockets=[sock])
+
+
+def _server(config: Any, stopping: Callable[[], None] | None) -> Any:
+    """A uvicorn server that calls ``stopping`` once, when a signal first asks it to exit."""
+    uvicorn = _uvicorn()
+
+    class Server(uvicorn.Server):  # type: ignore[name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if stopping is not None and not self.should_exit:
+                stopping()
+            super().handle_exit(sig, frame)
+    return Server(config)
