@@ -138,12 +138,12 @@ def _resume(session: Chat, arg: str) -> None:
         raise UsageError(f"no session {arg!r} under {root}")
     target = newest(root, arg)
     session.switch(target)
-    recap = _recap(root, target)
+    recap = session_recap(root, target)
     note = f" (continued from {arg})" if target != arg else ""
     session.display.notice(f"resumed session {target}{note}: {recap}")
 
 
-def _recap(root: Path, session_id: str) -> str:
+def session_recap(root: Path, session_id: str) -> str:
     """How many messages the session holds, and the last answer's first words."""
     from pipeline.chat.text import shorten
     state = _folded(root, session_id)

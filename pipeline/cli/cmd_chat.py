@@ -64,6 +64,15 @@ def _terminable(session: ChatSession) -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _recap(options: ChatOptions) -> str:
+    """Where a resumed session stands (issue 25: the chat showed none on resume)."""
+    from effects.eventlog.lineage import newest
+    from pipeline.chat.slash import session_recap
+    root = options.state_home / "sessions"
+    assert options.session_id is not None
+    return session_recap(root, newest(root, options.session_id))
+
+
 def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     from pipeline.chat.display import PlainDisplay
     from pipeline.chat.piped import piped
@@ -71,6 +80,8 @@ def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     session = ChatSession(options, PlainDisplay())
     if session.agent.settings.provider == LOCAL:
         print(LOCAL_NOTICE, file=sys.stderr)
+    if options.session_id:
+        session.display.notice(f"resuming {options.session_id}: {_recap(options)}")
     return session, lambda: piped(session, sys.stdin)
 
 
@@ -86,7 +97,8 @@ def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     settings = session.agent.settings
     if settings.provider == LOCAL:
         session.display.notice(LOCAL_NOTICE.removeprefix("mibyan: "), "dim")
-    where = f"resuming {options.session_id}" if options.session_id else "new session"
+    where = (f"resuming {options.session_id}: {_recap(options)}" if options.session_id
+             else "new session")
     session.display.notice(f"mibyan chat · {settings.model} ({settings.provider}) · "
                            f"{where} · /help lists the commands", "dim")
     return session, lambda: interactive(session, terminal)

@@ -279,6 +279,12 @@ def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
     assert done.stderr.count(" in · ") == 2 and "Traceback" not in done.stderr
     missing = mibyan(home, "chat", "--resume", "no_such_session", stdin="hi\n", env=env)
     assert missing.returncode == 2 and "no session 'no_such_session'" in missing.stderr
+    # Issue 25: a chat resumed from the command line said nothing of where it stood.
+    sid = usage.split()[1].rstrip(":")
+    server.script(Reply.text("Eight."))
+    again = mibyan(home, "chat", "--resume", sid, stdin="4+4?\n", env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"resuming {sid}: 4 messages; last answer: Six." in again.stderr
 
 
 def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server, tmp_path,
