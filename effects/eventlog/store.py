@@ -91,7 +91,6 @@ class SessionLog:
         if durability not in ("durable", "flush"):
             raise UsageError(f"durability must be 'durable' or 'flush', got {durability!r}")
         path = session_path(root, session_id)
-        keyring = keyring_of(root, create=True) if keyring is None else keyring
         existed = path.exists()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +104,8 @@ class SessionLog:
                 raise LogConflictError(
                     f"session {session_id!r} is already open for writing ({path})"
                 ) from exc
+            if keyring is None:
+                keyring = keyring_of(root, create=True)
             next_seq, last_hash, size = _recover(file, path, session_id, durability, keyring)
         except BaseException:
             file.close()
