@@ -42,16 +42,23 @@ __all__ = [
     "FIRST_KIND",
     "GENESIS_HASH",
     "HASH_KEY",
+    "MAX_LINE",
+    "SIG_KEY",
     "SUFFIX",
     "CheckedLine",
+    "Decoded",
     "Envelope",
+    "SealBroken",
     "check_lines",
     "decode_line",
     "empty_log",
     "encode_line",
     "line_hash",
     "list_session_ids",
+    "read_line",
     "session_path",
+    "signature_problem",
+    "split_seal",
     "strict_lines",
     "validate_session_id",
 ]
@@ -169,7 +176,7 @@ def encode_line(
     return line
 
 
-class _SealBroken(ValueError):
+class SealBroken(ValueError):
     """The line parses but is not the line its own hash was taken of."""
 
 
@@ -188,6 +195,11 @@ def decode_line(line: bytes) -> Envelope:
     Raises :class:`ValueError` describing what is wrong; chaining is not checked here.
     """
     return _decode(line).envelope
+
+
+def read_line(line: bytes) -> Decoded:
+    """:func:`decode_line`, with what the line says of its seal and signature."""
+    return _decode(line)
 
 
 class Decoded(msgspec.Struct, frozen=True):
@@ -246,7 +258,7 @@ def _decode_any(line: bytes) -> Decoded:
     tail = _tail(line)
     holds, digest, own = _seal_holds(line, tail)
     if not holds or signed != (tail != 1):
-        raise _SealBroken("fails its own hash (the line was changed after it was written)")
+        raise SealBroken("fails its own hash (the line was changed after it was written)")
     return Decoded(Envelope(**obj), True, digest, _signature(line, tail, own))
 
 
@@ -275,6 +287,31 @@ def _tail(line: bytes) -> int:
             and line[-MAC_LEN - 3:-MAC_LEN - 2] == b":" and line.endswith(b'"}'):
         return _SIG_TAIL
     return 1
+
+
+def split_seal(line: bytes) -> tuple[bool, str, tuple[bytes, bytes, bytes] | None]:
+    """For a line in the writer's layout: whether its seal holds, the line's digest, and its
+    signature (key id, mac, the seal it signs) if it has one; a reader that checked the rest
+    of the line its own way (the insights index) checks these so."""
+    tail = _tail(line)
+    holds, digest, own = _seal_holds(line, tail)
+    return holds, digest, _signature(line, tail, own) if holds else None
+
+
+def signature_problem(signature: tuple[bytes, bytes, bytes] | None,
+                      keyring: Keyring) -> str | None:
+    """What is wrong with a line's signature under ``keyring`` (None: it holds, or there is
+    none)."""
+    if signature is None:
+        return None
+    key_id, mac, seal = signature
+    holds = keyring.holds(key_id, seal, mac)
+    if holds is None:
+        return (f"is signed with key {key_id.decode('ascii')}, which this home does not hold "
+                "(import it with `mibyan log import-key FILE`)")
+    if not holds:
+        return "fails its signature (forged, or changed after it was signed)"
+    return None
 
 
 def _signature(line: bytes, tail: int, own: bytes) -> tuple[bytes, bytes, bytes] | None:
@@ -387,14 +424,14 @@ def check_lines(fh: IO[bytes], session_id: str,
         if not torn:
             try:
                 decoded = _decode(raw)
-            except _SealBroken as exc:
+            except SealBroken as exc:
                 problem = str(exc)
             except ValueError as exc:
                 problem = f"does not parse ({exc})"
             else:
                 problem = (_link_problem(decoded.envelope, session_id, expected, prev_hash)
                            or _order_problem(decoded, number, before)
-                           or _signature_problem(decoded, keyring))
+                           or signature_problem(decoded.signature, keyring))
         digest = decoded.digest if decoded is not None and decoded.digest else line_hash(raw)
         envelope = decoded.envelope if decoded is not None else None
         key_id = (decoded.signature[0].decode("ascii")
@@ -426,19 +463,6 @@ def _order_problem(decoded: Decoded, number: int, before: tuple[bool, bool]) -> 
     if before[1] and decoded.signature is None:
         return (f"has no {SIG_KEY!r} although the records before it are signed "
                 "(its signature was stripped)")
-    return None
-
-
-def _signature_problem(decoded: Decoded, keyring: Keyring) -> str | None:
-    if decoded.signature is None:
-        return None
-    key_id, mac, seal = decoded.signature
-    holds = keyring.holds(key_id, seal, mac)
-    if holds is None:
-        return (f"is signed with key {key_id.decode('ascii')}, which this home does not hold "
-                "(import it with `mibyan log import-key FILE`)")
-    if not holds:
-        return "fails its signature (forged, or changed after it was signed)"
     return None
 
 

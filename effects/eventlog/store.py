@@ -297,10 +297,10 @@ def read_envelopes(path: Path, *, tolerate_torn_tail: bool = True,
     """Yield the envelopes of the log at ``path`` in order.
 
     The session id is taken from the file name unless given; signatures are checked against
-    the keys of the home the log is in, unless a ``keyring`` is given. A final line without its newline
-    (a crash, or a writer in the middle of an append) is skipped when tolerated, else it raises
-    :class:`LogCorruptError`, as does any other bad line (raised when reached) and a log with no
-    complete record (a session log begins with its session start).
+    the keys of the home the log is in, unless a ``keyring`` is given. A final line without its
+    newline (a crash, or a writer in the middle of an append) is skipped when tolerated, else
+    it raises :class:`LogCorruptError`, as does any other bad line (raised when reached) and a
+    log with no complete record (a session log begins with its session start).
     """
     path = Path(path)
     sid = _reader_session_id(path, session_id)
