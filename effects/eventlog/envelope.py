@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import msgspec
 
-from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, NO_KEYS, Keyring, SigningKey
+from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, Keyring, SigningKey
 from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
@@ -402,8 +402,7 @@ def _bounded(fh: IO[bytes]) -> Iterator[bytes | _Oversized]:
         yield _Oversized(length, running.hexdigest())
 
 
-def check_lines(fh: IO[bytes], session_id: str,
-                keyring: Keyring = NO_KEYS) -> Iterator[CheckedLine]:
+def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[CheckedLine]:
     """Check every line, signatures against ``keyring``; after a bad line, continue relative
     to it (so problems stay local).
 
@@ -485,7 +484,7 @@ def empty_log(path: Path, session_id: str) -> LogCorruptError:
 
 
 def strict_lines(fh: IO[bytes], session_id: str, path: Path,
-                 keyring: Keyring = NO_KEYS) -> Iterator[CheckedLine]:
+                 keyring: Keyring) -> Iterator[CheckedLine]:
     """Yield good lines and, last, a torn tail; raise for any other bad line."""
     for line in check_lines(fh, session_id, keyring):
         if line.problem is not None and not line.torn:
