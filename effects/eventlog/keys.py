@@ -20,6 +20,7 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -36,17 +37,33 @@ _SUFFIX = ".key"
 _SECRET_BYTES = 32
 
 
+_BLOCK = 64  # SHA-256's block size, which HMAC pads the key to
+
+
 @attrs.frozen(repr=False)
 class SigningKey:
     """One key: its id and its secret (never shown: ``repr`` names the id only)."""
 
     key_id: bytes  # KEY_ID_LEN ASCII hex digits
     secret: bytes
+    # HMAC's two keyed SHA-256 states (RFC 2104), taken once: each record's signature then
+    # costs two hash copies, half of what ``hmac.digest`` pays to key itself every call.
+    _inner: Any = attrs.field(init=False, eq=False)
+    _outer: Any = attrs.field(init=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        padded = self.secret.ljust(_BLOCK, b"\0")
+        object.__setattr__(self, "_inner", hashlib.sha256(bytes(b ^ 0x36 for b in padded)))
+        object.__setattr__(self, "_outer", hashlib.sha256(bytes(b ^ 0x5C for b in padded)))
 
     def mac(self, seal: bytes) -> bytes:
         """The signature of a record: HMAC-SHA256 of its seal (the SHA-256 hex digest of the
         record without its seal, which binds every byte of it), as hex."""
-        return hmac.new(self.secret, seal, hashlib.sha256).hexdigest().encode("ascii")
+        inner = self._inner.copy()
+        inner.update(seal)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest().encode("ascii")
 
     def __repr__(self) -> str:
         return f"<SigningKey {self.key_id.decode()}>"
