@@ -389,58 +389,56 @@ class _Oversized(msgspec.Struct, frozen=True):
     digest: str
 
 
-def _bounded(fh: IO[bytes]) -> Iterator[bytes | _Oversized]:
-    """The lines of ``fh``, each read with a bound: a longer one is skipped to its end."""
-    while chunk := fh.readline(MAX_LINE + 1):
-        if len(chunk) <= MAX_LINE or chunk.endswith(b"\n"):
-            yield chunk
-            continue
-        running, length = hashlib.sha256(chunk), len(chunk)
-        while not chunk.endswith(b"\n") and (chunk := fh.readline(1 << 20)):
-            running.update(chunk.removesuffix(b"\n"))
-            length += len(chunk)
-        yield _Oversized(length, running.hexdigest())
+def _skip_oversized(fh: IO[bytes], chunk: bytes) -> _Oversized:
+    """The rest of a line longer than :data:`MAX_LINE`, skipped (hashed on the way)."""
+    running, length = hashlib.sha256(chunk), len(chunk)
+    while not chunk.endswith(b"\n") and (chunk := fh.readline(1 << 20)):
+        running.update(chunk.removesuffix(b"\n"))
+        length += len(chunk)
+    return _Oversized(length, running.hexdigest())
 
 
 def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[CheckedLine]:
     """Check every line, signatures against ``keyring``; after a bad line, continue relative
-    to it (so problems stay local).
+    to it (so problems stay local). Each line is read with a bound (:data:`MAX_LINE`).
 
     Only a final line without its newline is torn; every other problem is corruption, a line
     longer than :data:`MAX_LINE` too (no writer makes one, so it is not a write cut short).
     """
-    prev_hash, expected, start, before = GENESIS_HASH, 0, 0, (False, False)
-    for number, chunk in enumerate(_bounded(fh), 1):
-        if isinstance(chunk, _Oversized):
-            yield CheckedLine(number, start, expected, chunk.digest, None,
-                              f"is {chunk.length:,} bytes long, more than a record may be "
+    prev_hash, expected, start, number = GENESIS_HASH, 0, 0, 0
+    sealed_before = signed_before = False
+    while chunk := fh.readline(MAX_LINE + 1):
+        number += 1
+        if len(chunk) > MAX_LINE and not chunk.endswith(b"\n"):
+            skipped = _skip_oversized(fh, chunk)
+            yield CheckedLine(number, start, expected, skipped.digest, None,
+                              f"is {skipped.length:,} bytes long, more than a record may be "
                               f"({MAX_LINE:,} bytes)")
-            prev_hash, expected, start = chunk.digest, expected + 1, start + chunk.length
+            prev_hash, expected, start = skipped.digest, expected + 1, start + skipped.length
             continue
-        torn = not chunk.endswith(b"\n")
-        raw = chunk if torn else chunk[:-1]
-        decoded, problem = None, _TORN if torn else None
-        if not torn:
-            try:
-                decoded = _decode(raw)
-            except SealBroken as exc:
-                problem = str(exc)
-            except ValueError as exc:
-                problem = f"does not parse ({exc})"
-            else:
-                problem = (_link_problem(decoded.envelope, session_id, expected, prev_hash)
-                           or _order_problem(decoded, number, before)
-                           or signature_problem(decoded.signature, keyring))
-        digest = decoded.digest if decoded is not None and decoded.digest else line_hash(raw)
-        envelope = decoded.envelope if decoded is not None else None
-        key_id = (decoded.signature[0].decode("ascii")
-                  if decoded is not None and decoded.signature is not None else None)
-        yield CheckedLine(number, start, expected, digest, None if problem else envelope,
-                          problem, torn, key_id)
-        expected = envelope.seq + 1 if envelope is not None else expected + 1
-        prev_hash, start = digest, start + len(chunk)
-        if decoded is not None:
-            before = (before[0] or decoded.sealed, before[1] or decoded.signature is not None)
+        if not chunk.endswith(b"\n"):  # only ever the last line
+            yield CheckedLine(number, start, expected, line_hash(chunk), None, _TORN, True)
+            return
+        raw = chunk[:-1]
+        try:
+            decoded = _decode(raw)
+        except ValueError as exc:
+            problem = str(exc) if isinstance(exc, SealBroken) else f"does not parse ({exc})"
+            prev_hash = line_hash(raw)
+            yield CheckedLine(number, start, expected, prev_hash, None, problem)
+            expected, start = expected + 1, start + len(chunk)
+            continue
+        envelope, signature = decoded.envelope, decoded.signature
+        problem = (_link_problem(envelope, session_id, expected, prev_hash)
+                   or _order_problem(decoded, number, sealed_before, signed_before)
+                   or signature_problem(signature, keyring))
+        prev_hash = decoded.digest or line_hash(raw)
+        yield CheckedLine(number, start, expected, prev_hash, None if problem else envelope,
+                          problem, False,
+                          None if signature is None else signature[0].decode("ascii"))
+        expected, start = envelope.seq + 1, start + len(chunk)
+        sealed_before = sealed_before or decoded.sealed
+        signed_before = signed_before or signature is not None
 
 
 def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str) -> str | None:
@@ -453,13 +451,14 @@ def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str)
     return None
 
 
-def _order_problem(decoded: Decoded, number: int, before: tuple[bool, bool]) -> str | None:
+def _order_problem(decoded: Decoded, number: int, sealed_before: bool,
+                   signed_before: bool) -> str | None:
     if number == 1 and decoded.envelope.kind != FIRST_KIND:
         return f"is {decoded.envelope.kind!r}, but a session log begins with {FIRST_KIND!r}"
     # A writer never goes back to an older format: the seal or signature was stripped.
-    if before[0] and not decoded.sealed:
+    if sealed_before and not decoded.sealed:
         return f"has no {HASH_KEY!r} although the records before it have one"
-    if before[1] and decoded.signature is None:
+    if signed_before and decoded.signature is None:
         return (f"has no {SIG_KEY!r} although the records before it are signed "
                 "(its signature was stripped)")
     return None

@@ -167,3 +167,21 @@ def test_a_writer_refuses_a_record_no_reader_would_take(tmp_path: Path) -> None:
         with pytest.raises(UsageError, match="longer than a log line may be"):
             log.append("tool_ran", 1, {"output": "x" * MAX_LINE}, T0)
         assert log.next_seq == 1
+
+
+def test_the_signature_is_hmac_sha256_of_the_seal(tmp_path: Path) -> None:
+    """The keyed states taken once give what the standard library's HMAC gives."""
+    import hashlib
+    import hmac
+
+    root = tmp_path / "home" / "sessions"
+    path = write_log(root, records=2)
+    key = keyring_of(root, create=True).signing
+    assert key is not None
+    for line in path.read_bytes().splitlines():
+        obj = json.loads(line)
+        key_id, mac = obj["sig"].split(":")
+        assert key_id == key.key_id.decode()
+        expected = hmac.new(key.secret, obj["hash"].encode(), hashlib.sha256).hexdigest()
+        assert mac == expected
+    assert "secret" not in repr(key) and key.secret.hex() not in repr(key)
