@@ -1,8 +1,8 @@
 """Signed logs and one bad log in a home, as a user meets them (issue 24): a record forged
 with its hash chain recomputed is refused, by its seq, by ``log verify``, ``replay``,
 ``run --resume`` and ``export`` (the gateway: ``serve/test_signed_sessions.py``); a log
-moved to another home verifies once its key is imported; a 60 MB line in one log of a home leaves ``sessions`` and ``export`` of
-the others whole, and names the bad log."""
+moved to another home verifies once its key is imported; a 60 MB line in one log of a home
+leaves ``sessions`` and ``export`` of the others whole, and names the bad log."""
 
 from __future__ import annotations
 
