@@ -423,9 +423,10 @@ def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[Ch
         try:
             decoded = _decode(raw)
         except ValueError as exc:
-            problem = str(exc) if isinstance(exc, SealBroken) else f"does not parse ({exc})"
             prev_hash = line_hash(raw)
-            yield CheckedLine(number, start, expected, prev_hash, None, problem)
+            yield CheckedLine(number, start, expected, prev_hash, None,
+                              str(exc) if isinstance(exc, SealBroken)
+                              else f"does not parse ({exc})")
             expected, start = expected + 1, start + len(chunk)
             continue
         envelope, signature = decoded.envelope, decoded.signature
