@@ -33,6 +33,7 @@ from typing import IO, Any
 
 import msgspec
 
+from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, Keyring, SigningKey
 from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
@@ -41,16 +42,23 @@ __all__ = [
     "FIRST_KIND",
     "GENESIS_HASH",
     "HASH_KEY",
+    "MAX_LINE",
+    "SIG_KEY",
     "SUFFIX",
     "CheckedLine",
+    "Decoded",
     "Envelope",
+    "SealBroken",
     "check_lines",
     "decode_line",
     "empty_log",
     "encode_line",
     "line_hash",
     "list_session_ids",
+    "read_line",
     "session_path",
+    "signature_problem",
+    "split_seal",
     "strict_lines",
     "validate_session_id",
 ]
@@ -61,12 +69,21 @@ ENVELOPE_KEYS = (
     "session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload"
 )
 HASH_KEY = "hash"
+SIG_KEY = "sig"
 FIRST_KIND = "session_started"
+# The longest line a reader takes in (a writer refuses to write a longer one): a line is read
+# with this bound, so a huge or runaway line is a named problem of its log, never 60 MB in
+# memory. DuckDB's default limit for one JSON object, so every line the logs hold it reads too.
+MAX_LINE = 16 * 1024 * 1024
 
 _HASH_OPEN = b',"hash":"'
-_HASH_SUFFIX_LEN = len(_HASH_OPEN) + 64 + len(b'"}')
+_SEAL_HEAD = len(_HASH_OPEN) + 64 + 1  # ,"hash":"<64 hex>"
+_SIG_OPEN = b',"sig":"'
+# A signed line ends ,"sig":"<key id>:<mac>"} where a sealed one ends }.
+_SIG_TAIL = len(_SIG_OPEN) + KEY_ID_LEN + 1 + MAC_LEN + 2
 _KEYS = frozenset(ENVELOPE_KEYS)
 _HASHED_KEYS = _KEYS | {HASH_KEY}
+_SIGNED_KEYS = _HASHED_KEYS | {SIG_KEY}
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 _PAYLOAD_ENCODER = json.JSONEncoder(
@@ -119,12 +136,14 @@ def encode_line(
     recorded_at: str,
     prev_hash: str,
     payload: dict[str, Any],
+    signer: SigningKey | None = None,
 ) -> bytes:
-    """Encode one envelope as its canonical line (no trailing newline), sealed by its ``hash``.
+    """Encode one envelope as its canonical line (no trailing newline), sealed by its ``hash``
+    and, with a ``signer``, signed (``sig``: the key's id and the HMAC of the seal).
 
-    Raises :class:`UsageError` for arguments of the wrong type or a payload that is not JSON
+    Raises :class:`UsageError` for arguments of the wrong type, a payload that is not JSON
     (NaN, infinities, unserialisable objects, lone surrogates, non-string keys mixed with
-    string keys).
+    string keys) and a line longer than :data:`MAX_LINE` (no reader would take it in).
     """
     if not isinstance(kind, str) or not kind:
         raise UsageError(f"event kind must be a non-empty str, got {kind!r}")
@@ -146,10 +165,18 @@ def encode_line(
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise UsageError(f"payload of {kind!r} is not JSON-serialisable: {exc}") from exc
     own = hashlib.sha256(unsealed + b"}").hexdigest().encode("ascii")
-    return b"".join((unsealed, _HASH_OPEN, own, b'"}'))
+    if signer is None:
+        line = b"".join((unsealed, _HASH_OPEN, own, b'"}'))
+    else:
+        line = b"".join((unsealed, _HASH_OPEN, own, b'"', _SIG_OPEN, signer.key_id, b":",
+                         signer.mac(own), b'"}'))
+    if len(line) > MAX_LINE:
+        raise UsageError(f"a {kind!r} record of {len(line):,} bytes is longer than a log line "
+                         f"may be ({MAX_LINE:,} bytes)")
+    return line
 
 
-class _SealBroken(ValueError):
+class SealBroken(ValueError):
     """The line parses but is not the line its own hash was taken of."""
 
 
@@ -162,11 +189,27 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 def decode_line(line: bytes) -> Envelope:
     """Parse one line (without newline) into an :class:`Envelope`, checking its own ``hash``
-    if it has one.
+    if it has one (its signature, if any, is checked against a keyring by
+    :func:`check_lines`).
 
     Raises :class:`ValueError` describing what is wrong; chaining is not checked here.
     """
-    return _decode(line)[0]
+    return _decode(line).envelope
+
+
+def read_line(line: bytes) -> Decoded:
+    """:func:`decode_line`, with what the line says of its seal and signature."""
+    return _decode(line)
+
+
+class Decoded(msgspec.Struct, frozen=True):
+    """A line read: its envelope, whether it is sealed, the digest of the line (taken on the
+    way when sealed), and its signature: the key id, the mac and the seal it signs."""
+
+    envelope: Envelope
+    sealed: bool
+    digest: str | None
+    signature: tuple[bytes, bytes, bytes] | None = None
 
 
 _STRICT = msgspec.json.Decoder()
@@ -186,22 +229,18 @@ def _parse(line: bytes) -> Any:
     return json.loads(line, parse_constant=_reject_constant)
 
 
-def _decode(line: bytes) -> tuple[Envelope, bool, str | None]:
-    """The envelope, whether the line is sealed by its own hash, and (when sealed) the
-    line's digest, taken on the way (one pass over its bytes for both hashes)."""
-    sealed_line = _decode_sealed(line)
-    if sealed_line is not None:
-        return sealed_line[0], True, sealed_line[1]
-    return _decode_any(line)
+def _decode(line: bytes) -> Decoded:
+    """The line read (one pass over its bytes for both hashes when it is canonical)."""
+    return _decode_sealed(line) or _decode_any(line)
 
 
-def _decode_any(line: bytes) -> tuple[Envelope, bool, str | None]:
+def _decode_any(line: bytes) -> Decoded:
     """:func:`_decode` for any line: what it accepts, the reasons it refuses."""
     obj = _parse(line)
     if type(obj) is not dict:
         raise ValueError("not a JSON object")
     keys = set(obj)
-    if keys != _KEYS and keys != _HASHED_KEYS:
+    if keys != _KEYS and keys != _HASHED_KEYS and keys != _SIGNED_KEYS:
         raise ValueError(f"keys {list(obj)} are not the envelope keys")
     for key in ("session_id", "kind", "recorded_at", "prev_hash"):
         if type(obj[key]) is not str:
@@ -211,45 +250,90 @@ def _decode_any(line: bytes) -> tuple[Envelope, bool, str | None]:
             raise ValueError(f"{key} is not an integer")
     if type(obj["payload"]) is not dict:
         raise ValueError("payload is not an object")
-    sealed = HASH_KEY in obj
+    sealed, signed = HASH_KEY in obj, SIG_KEY in obj
     obj.pop(HASH_KEY, None)
-    digest = None
-    if sealed:
-        holds, digest = _seal_holds(line)
-        if not holds:
-            raise _SealBroken("fails its own hash (the line was changed after it was written)")
-    return Envelope(**obj), sealed, digest
+    obj.pop(SIG_KEY, None)
+    if not sealed:
+        return Decoded(Envelope(**obj), False, None)
+    tail = _tail(line)
+    holds, digest, own = _seal_holds(line, tail)
+    if not holds or signed != (tail != 1):
+        raise SealBroken("fails its own hash (the line was changed after it was written)")
+    return Decoded(Envelope(**obj), True, digest, _signature(line, tail, own))
 
 
 _ENVELOPE = msgspec.json.Decoder(Envelope)
 
 
-def _decode_sealed(line: bytes) -> tuple[Envelope, str] | None:
-    """The common line in one pass: sealed, its seal holding, the rest of it an envelope with
-    the right types (checked by msgspec in C). The envelope and the line's digest, or None
-    for any other line: :func:`_decode_any` decides that one, and words its error."""
-    holds, digest = _seal_holds(line)
+def _decode_sealed(line: bytes) -> Decoded | None:
+    """The common line in one pass: sealed (and maybe signed), its seal holding, the rest of
+    it an envelope with the right types (checked by msgspec in C); None for any other line:
+    :func:`_decode_any` decides that one, and words its error."""
+    tail = _tail(line)
+    holds, digest, own = _seal_holds(line, tail)
     if not holds:
         return None
     try:
-        # The line as the seal hashed it: the object without its last key, the hash.
-        envelope = _ENVELOPE.decode(line[:-_HASH_SUFFIX_LEN] + b"}")
+        # The line as the seal hashed it: the object without its seal (and signature).
+        envelope = _ENVELOPE.decode(line[:len(line) - tail - _SEAL_HEAD] + b"}")
     except msgspec.DecodeError:  # a ValidationError (a missing key, a wrong type) too
         return None
-    return envelope, digest
+    return Decoded(envelope, True, digest, _signature(line, tail, own))
 
 
-def _seal_holds(line: bytes) -> tuple[bool, str]:
-    """Whether the seal holds, and the line's digest. The seal is the canonical suffix
-    written by encode_line, hashing everything before it (plus ``}``): both hashes share
-    the pass over that part, the line's own goes on over the seal."""
+def _tail(line: bytes) -> int:
+    """The bytes after the seal's closing quote: ``}``, or a signature and ``}``."""
+    if line[-_SIG_TAIL:-_SIG_TAIL + len(_SIG_OPEN)] == _SIG_OPEN \
+            and line[-MAC_LEN - 3:-MAC_LEN - 2] == b":" and line.endswith(b'"}'):
+        return _SIG_TAIL
+    return 1
+
+
+def split_seal(line: bytes) -> tuple[bool, str, tuple[bytes, bytes, bytes] | None]:
+    """For a line in the writer's layout: whether its seal holds, the line's digest, and its
+    signature (key id, mac, the seal it signs) if it has one; a reader that checked the rest
+    of the line its own way (the insights index) checks these so."""
+    tail = _tail(line)
+    holds, digest, own = _seal_holds(line, tail)
+    return holds, digest, _signature(line, tail, own) if holds else None
+
+
+def signature_problem(signature: tuple[bytes, bytes, bytes] | None,
+                      keyring: Keyring) -> str | None:
+    """What is wrong with a line's signature under ``keyring`` (None: it holds, or there is
+    none)."""
+    if signature is None:
+        return None
+    key_id, mac, seal = signature
+    holds = keyring.holds(key_id, seal, mac)
+    if holds is None:
+        return (f"is signed with key {key_id.decode('ascii')}, which this home does not hold "
+                "(import it with `mibyan log import-key FILE`)")
+    if not holds:
+        return "fails its signature (forged, or changed after it was signed)"
+    return None
+
+
+def _signature(line: bytes, tail: int, own: bytes) -> tuple[bytes, bytes, bytes] | None:
+    if tail == 1:
+        return None
+    return line[-_SIG_TAIL + len(_SIG_OPEN):-MAC_LEN - 3], line[-MAC_LEN - 2:-2], own
+
+
+def _seal_holds(line: bytes, tail: int) -> tuple[bool, str, bytes]:
+    """Whether the seal holds, the line's digest and the seal. The seal hashes everything
+    before it (plus ``}``): both hashes share the pass over that part, the line's own goes
+    on over the seal and what follows it."""
     view = memoryview(line)
-    running = hashlib.sha256(view[:-_HASH_SUFFIX_LEN])
+    end = len(line) - tail - _SEAL_HEAD
+    running = hashlib.sha256(view[:max(end, 0)])
     seal = running.copy()
     seal.update(b"}")
-    running.update(view[-_HASH_SUFFIX_LEN:])
+    running.update(view[max(end, 0):])
     own = seal.hexdigest().encode("ascii")
-    return line[-_HASH_SUFFIX_LEN:] == b"".join((_HASH_OPEN, own, b'"}')), running.hexdigest()
+    holds = (end > 0 and line[end:end + _SEAL_HEAD] == b"".join((_HASH_OPEN, own, b'"'))
+             and (tail != 1 or line.endswith(b"}")))
+    return holds, running.hexdigest(), own
 
 
 # --- files and lines ----------------------------------------------------------------------------
@@ -292,36 +376,70 @@ class CheckedLine(msgspec.Struct, frozen=True):
     envelope: Envelope | None  # None when the line has a problem
     problem: str | None
     torn: bool = False  # the final line has no newline: a write cut short by a crash
+    key_id: str | None = None  # the key that signed the line (None: unsigned)
 
 
 _TORN = "has no trailing newline (torn write)"
 
 
-def check_lines(fh: IO[bytes], session_id: str) -> Iterator[CheckedLine]:
-    """Check every line; after a bad line, continue relative to it (so problems stay local).
+class _Oversized(msgspec.Struct, frozen=True):
+    """A line longer than :data:`MAX_LINE`, skipped (hashed on the way, never held)."""
 
-    Only a final line without its newline is torn; every other problem is corruption.
+    length: int
+    digest: str
+
+
+def _skip_oversized(fh: IO[bytes], chunk: bytes) -> _Oversized:
+    """The rest of a line longer than :data:`MAX_LINE`, skipped (hashed on the way)."""
+    running, length = hashlib.sha256(chunk), len(chunk)
+    while not chunk.endswith(b"\n") and (chunk := fh.readline(1 << 20)):
+        running.update(chunk.removesuffix(b"\n"))
+        length += len(chunk)
+    return _Oversized(length, running.hexdigest())
+
+
+def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[CheckedLine]:
+    """Check every line, signatures against ``keyring``; after a bad line, continue relative
+    to it (so problems stay local). Each line is read with a bound (:data:`MAX_LINE`).
+
+    Only a final line without its newline is torn; every other problem is corruption, a line
+    longer than :data:`MAX_LINE` too (no writer makes one, so it is not a write cut short).
     """
-    prev_hash, expected, start, sealed_before = GENESIS_HASH, 0, 0, False
-    for number, chunk in enumerate(fh, 1):
-        torn = not chunk.endswith(b"\n")
-        raw = chunk if torn else chunk[:-1]
-        envelope, problem, sealed, digest = None, _TORN if torn else None, False, None
-        if not torn:
-            try:
-                envelope, sealed, digest = _decode(raw)
-            except _SealBroken as exc:
-                problem = str(exc)
-            except ValueError as exc:
-                problem = f"does not parse ({exc})"
-            else:
-                problem = _link_problem(envelope, session_id, expected, prev_hash) or (
-                    _order_problem(envelope, number, sealed, sealed_before))
-        digest = digest or line_hash(raw)
-        yield CheckedLine(number, start, expected, digest, None if problem else envelope, problem,
-                          torn)
-        expected = envelope.seq + 1 if envelope is not None else expected + 1
-        prev_hash, start, sealed_before = digest, start + len(chunk), sealed_before or sealed
+    prev_hash, expected, start, number = GENESIS_HASH, 0, 0, 0
+    sealed_before = signed_before = False
+    while chunk := fh.readline(MAX_LINE + 1):
+        number += 1
+        if len(chunk) > MAX_LINE and not chunk.endswith(b"\n"):
+            skipped = _skip_oversized(fh, chunk)
+            yield CheckedLine(number, start, expected, skipped.digest, None,
+                              f"is {skipped.length:,} bytes long, more than a record may be "
+                              f"({MAX_LINE:,} bytes)")
+            prev_hash, expected, start = skipped.digest, expected + 1, start + skipped.length
+            continue
+        if not chunk.endswith(b"\n"):  # only ever the last line
+            yield CheckedLine(number, start, expected, line_hash(chunk), None, _TORN, True)
+            return
+        raw = chunk[:-1]
+        try:
+            decoded = _decode(raw)
+        except ValueError as exc:
+            prev_hash = line_hash(raw)
+            yield CheckedLine(number, start, expected, prev_hash, None,
+                              str(exc) if isinstance(exc, SealBroken)
+                              else f"does not parse ({exc})")
+            expected, start = expected + 1, start + len(chunk)
+            continue
+        envelope, signature = decoded.envelope, decoded.signature
+        problem = (_link_problem(envelope, session_id, expected, prev_hash)
+                   or _order_problem(decoded, number, sealed_before, signed_before)
+                   or signature_problem(signature, keyring))
+        prev_hash = decoded.digest or line_hash(raw)
+        yield CheckedLine(number, start, expected, prev_hash, None if problem else envelope,
+                          problem, False,
+                          None if signature is None else signature[0].decode("ascii"))
+        expected, start = envelope.seq + 1, start + len(chunk)
+        sealed_before = sealed_before or decoded.sealed
+        signed_before = signed_before or signature is not None
 
 
 def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str) -> str | None:
@@ -334,13 +452,16 @@ def _link_problem(envelope: Envelope, session_id: str, seq: int, prev_hash: str)
     return None
 
 
-def _order_problem(envelope: Envelope, number: int, sealed: bool,
-                   sealed_before: bool) -> str | None:
-    if number == 1 and envelope.kind != FIRST_KIND:
-        return f"is {envelope.kind!r}, but a session log begins with {FIRST_KIND!r}"
-    if sealed_before and not sealed:
-        # A writer never goes back to the unsealed format: the seal was stripped.
+def _order_problem(decoded: Decoded, number: int, sealed_before: bool,
+                   signed_before: bool) -> str | None:
+    if number == 1 and decoded.envelope.kind != FIRST_KIND:
+        return f"is {decoded.envelope.kind!r}, but a session log begins with {FIRST_KIND!r}"
+    # A writer never goes back to an older format: the seal or signature was stripped.
+    if sealed_before and not decoded.sealed:
         return f"has no {HASH_KEY!r} although the records before it have one"
+    if signed_before and decoded.signature is None:
+        return (f"has no {SIG_KEY!r} although the records before it are signed "
+                "(its signature was stripped)")
     return None
 
 
@@ -362,9 +483,10 @@ def empty_log(path: Path, session_id: str) -> LogCorruptError:
     )
 
 
-def strict_lines(fh: IO[bytes], session_id: str, path: Path) -> Iterator[CheckedLine]:
+def strict_lines(fh: IO[bytes], session_id: str, path: Path,
+                 keyring: Keyring) -> Iterator[CheckedLine]:
     """Yield good lines and, last, a torn tail; raise for any other bad line."""
-    for line in check_lines(fh, session_id):
+    for line in check_lines(fh, session_id, keyring):
         if line.problem is not None and not line.torn:
             raise _corruption(path, session_id, line)
         yield line

@@ -38,6 +38,7 @@ from effects.eventlog.envelope import (
     strict_lines,
     validate_session_id,
 )
+from effects.eventlog.keys import Keyring, keyring_of
 from effects.logs import get_logger
 from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
 
@@ -65,8 +66,10 @@ class SessionLog:
     """The single writer of one session's log. Create it with :meth:`SessionLog.open`."""
 
     def __init__(self, *, path: Path, session_id: str, durability: Durability, file: IO[bytes],
-                 next_seq: int, last_hash: str, size: int, dir_dirty: bool) -> None:
+                 next_seq: int, last_hash: str, size: int, dir_dirty: bool,
+                 keyring: Keyring) -> None:
         self.path = path
+        self._signer = keyring.signing
         self.session_id = session_id
         self.durability: Durability = durability
         self._file = file
@@ -81,8 +84,10 @@ class SessionLog:
         self._broken: str | None = None
 
     @classmethod
-    def open(cls, root: Path, session_id: str, *, durability: Durability = "durable") -> SessionLog:
-        """Open (creating if needed) and lock the log of ``session_id`` under ``root``."""
+    def open(cls, root: Path, session_id: str, *, durability: Durability = "durable",
+             keyring: Keyring | None = None) -> SessionLog:
+        """Open (creating if needed) and lock the log of ``session_id`` under ``root``; its
+        records are signed with the home's key (made on first use), or ``keyring``'s."""
         if durability not in ("durable", "flush"):
             raise UsageError(f"durability must be 'durable' or 'flush', got {durability!r}")
         path = session_path(root, session_id)
@@ -99,12 +104,15 @@ class SessionLog:
                 raise LogConflictError(
                     f"session {session_id!r} is already open for writing ({path})"
                 ) from exc
-            next_seq, last_hash, size = _recover(file, path, session_id, durability)
+            if keyring is None:
+                keyring = keyring_of(root, create=True)
+            next_seq, last_hash, size = _recover(file, path, session_id, durability, keyring)
         except BaseException:
             file.close()
             raise
         return cls(path=path, session_id=session_id, durability=durability, file=file,
-                   next_seq=next_seq, last_hash=last_hash, size=size, dir_dirty=not existed)
+                   next_seq=next_seq, last_hash=last_hash, size=size, dir_dirty=not existed,
+                   keyring=keyring)
 
     @property
     def next_seq(self) -> int:
@@ -128,7 +136,7 @@ class SessionLog:
             seq, prev = self._next_seq, self._last_hash
             _check_first(seq, kind)
             line = encode_line(self.session_id, seq, kind, schema_version, recorded_at, prev,
-                               payload)
+                               payload, self._signer)
             self._write(line + b"\n")
             self._next_seq, self._last_hash = seq + 1, line_hash(line)
         return Envelope(session_id=self.session_id, seq=seq, kind=kind,
@@ -146,7 +154,8 @@ class SessionLog:
             seq, prev = self._next_seq, self._last_hash
             for kind, version, payload, recorded_at in items:
                 _check_first(seq, kind)
-                line = encode_line(self.session_id, seq, kind, version, recorded_at, prev, payload)
+                line = encode_line(self.session_id, seq, kind, version, recorded_at, prev, payload,
+                                   self._signer)
                 lines.append(line)
                 envelopes.append(Envelope(session_id=self.session_id, seq=seq, kind=kind,
                                           schema_version=version, recorded_at=recorded_at,
@@ -239,8 +248,8 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _recover(file: IO[bytes], path: Path, session_id: str,
-             durability: Durability) -> tuple[int, str, int]:
+def _recover(file: IO[bytes], path: Path, session_id: str, durability: Durability,
+             keyring: Keyring) -> tuple[int, str, int]:
     """Scan the locked file; cut a torn tail, raise for corruption.
 
     Return ``(next_seq, last_hash, size)``.
@@ -248,7 +257,7 @@ def _recover(file: IO[bytes], path: Path, session_id: str,
     next_seq, last_hash, fd = 0, GENESIS_HASH, file.fileno()
     with open(fd, "rb", buffering=1 << 16, closefd=False) as fh:
         fh.seek(0)
-        for line in strict_lines(fh, session_id, path):
+        for line in strict_lines(fh, session_id, path, keyring):
             if line.problem is None:
                 next_seq, last_hash = line.seq + 1, line.digest
                 continue
@@ -283,23 +292,27 @@ def _open_for_reading(path: Path) -> IO[bytes]:
 
 
 def read_envelopes(path: Path, *, tolerate_torn_tail: bool = True,
-                   session_id: str | None = None) -> Iterator[Envelope]:
+                   session_id: str | None = None,
+                   keyring: Keyring | None = None) -> Iterator[Envelope]:
     """Yield the envelopes of the log at ``path`` in order.
 
-    The session id is taken from the file name unless given. A final line without its newline
-    (a crash, or a writer in the middle of an append) is skipped when tolerated, else it raises
-    :class:`LogCorruptError`, as does any other bad line (raised when reached) and a log with no
-    complete record (a session log begins with its session start).
+    The session id is taken from the file name unless given; signatures are checked against
+    the keys of the home the log is in, unless a ``keyring`` is given. A final line without its
+    newline (a crash, or a writer in the middle of an append) is skipped when tolerated, else
+    it raises :class:`LogCorruptError`, as does any other bad line (raised when reached) and a
+    log with no complete record (a session log begins with its session start).
     """
     path = Path(path)
     sid = _reader_session_id(path, session_id)
-    return _read(_open_for_reading(path), path, sid, tolerate_torn_tail)
+    keyring = keyring_of(path.parent) if keyring is None else keyring
+    return _read(_open_for_reading(path), path, sid, tolerate_torn_tail, keyring)
 
 
-def _read(fh: IO[bytes], path: Path, session_id: str, tolerate: bool) -> Iterator[Envelope]:
+def _read(fh: IO[bytes], path: Path, session_id: str, tolerate: bool,
+          keyring: Keyring) -> Iterator[Envelope]:
     with fh:
         empty = True
-        for line in strict_lines(fh, session_id, path):
+        for line in strict_lines(fh, session_id, path, keyring):
             if line.envelope is not None:
                 empty = False
                 yield line.envelope
@@ -319,7 +332,9 @@ class VerifyReport:
     ``count`` is the number of valid records; ``ok`` is false when a complete record is bad, or
     none is good (``problems`` says which and why, by line and seq). A final line without its
     newline is a crash remnant, reported through ``torn_tail`` (``SessionLog.open`` cuts it); it
-    does not make the log not ``ok``.
+    does not make the log not ``ok``. ``signed`` counts the valid records that carry a signature
+    that holds, ``key_ids`` names the keys that made them: a log written before logs were
+    signed has none (it is ``unsigned``, which is no error).
     """
 
     session_id: str
@@ -327,19 +342,34 @@ class VerifyReport:
     ok: bool
     problems: tuple[str, ...]
     torn_tail: bool
+    signed: int = 0
+    key_ids: tuple[str, ...] = ()
+
+    @property
+    def signature(self) -> str:
+        """``signed``, ``unsigned``, or ``partly signed`` (an old log resumed since)."""
+        if self.signed == 0:
+            return "unsigned"
+        return "signed" if self.signed == self.count else "partly signed"
 
 
-def verify(path: Path, *, session_id: str | None = None) -> VerifyReport:
-    """Check parse, own hash, gap-free seq, hash chain, session ids and the session start of
-    every record; never raises for corruption (a missing file or an unusable name is a
-    :class:`UsageError`)."""
+def verify(path: Path, *, session_id: str | None = None,
+           keyring: Keyring | None = None) -> VerifyReport:
+    """Check parse, own hash, signature, gap-free seq, hash chain, session ids and the session
+    start of every record; never raises for corruption (a missing file or an unusable name is
+    a :class:`UsageError`). Signatures are checked against the keys of the log's home unless
+    a ``keyring`` is given."""
     path = Path(path)
     sid = _reader_session_id(path, session_id)
-    count, problems, torn = 0, [], False
+    keyring = keyring_of(path.parent) if keyring is None else keyring
+    count, signed, keys, problems, torn = 0, 0, set(), [], False
     with _open_for_reading(path) as fh:
-        for line in check_lines(fh, sid):
+        for line in check_lines(fh, sid, keyring):
             if line.problem is None:
                 count += 1
+                if line.key_id is not None:
+                    signed += 1
+                    keys.add(line.key_id)
             elif line.torn:
                 torn = True
             else:
@@ -347,4 +377,4 @@ def verify(path: Path, *, session_id: str | None = None) -> VerifyReport:
     if count == 0 and not problems:
         problems.append(f"line 1 (seq 0): {EMPTY}")
     return VerifyReport(session_id=sid, count=count, ok=not problems, problems=tuple(problems),
-                        torn_tail=torn)
+                        torn_tail=torn, signed=signed, key_ids=tuple(sorted(keys)))

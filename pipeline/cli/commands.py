@@ -110,11 +110,19 @@ def sessions(args: argparse.Namespace) -> int:
     from pipeline.insights.views import SESSIONS_WITH_LINEAGE
     # Through the index, which checks each log's chain as `log verify` does: a log it found a
     # problem in is listed as broken (with what it holds up to the problem), not as a good one.
+    # The last column says whether the log is signed, unsigned (older than signed logs), or
+    # broken (a forged record too: its signature fails).
     columns, rows, report = query_index(_root(args), SESSIONS_WITH_LINEAGE)
     broken = {sid for sid, _ in report.problems}
+    unsigned = set(report.unsigned)
     at = columns.index("status")
-    _table(columns, [(*row[:at], "broken", *row[at + 1:]) if row[0] in broken else row
-                     for row in rows])
+
+    def log_state(sid: str) -> str:
+        return "broken" if sid in broken else "unsigned" if sid in unsigned else "signed"
+
+    _table([*columns, "log"],
+           [(*((*row[:at], "broken", *row[at + 1:]) if row[0] in broken else row),
+             log_state(row[0])) for row in rows])
     warn_problems(f"{sid}: {problem}" for sid, problem in report.problems)
     return EXIT_OK
 
@@ -130,12 +138,36 @@ def verify(args: argparse.Namespace) -> int:
     tail = " (torn last record; it will be cut on the next open)" if report.torn_tail else ""
     problems = report.problems or _unreadable_events(path)
     if not problems:
-        print(f"ok: {report.count} records{tail}")
+        print(f"ok: {report.count} records, {_signature(report)}{tail}")
         return EXIT_OK
     print(f"BROKEN: {path}: {report.count} good records{tail}")
     for problem in problems:
         print(f"  {problem}")
     return EXIT_FAILED
+
+
+def _signature(report: Any) -> str:
+    keys = ", ".join(report.key_ids)
+    if report.signature == "unsigned":
+        return "unsigned (written before logs were signed)"
+    if report.signature == "partly signed":
+        return f"{report.signed} of them signed (key {keys}; the first ones are older)"
+    return f"signed (key {keys})"
+
+
+def log_command(args: argparse.Namespace) -> int:
+    """``mibyan log verify | export-key | import-key``."""
+    from effects.eventlog.keys import export_key, import_key
+    if args.log_command == "verify":
+        return verify(args)
+    if args.log_command == "export-key":
+        key_id = export_key(_root(args), args.file)
+        print(f"wrote the signing key {key_id} of {_root(args).parent} to {args.file}; "
+              "keep it secret: whoever holds it can sign logs this home accepts")
+        return EXIT_OK
+    key_id = import_key(_root(args), args.file)
+    print(f"imported key {key_id}: the logs it signed verify in {_root(args).parent}")
+    return EXIT_OK
 
 
 def _unreadable_events(path: Path) -> tuple[str, ...]:
@@ -179,7 +211,7 @@ def chat(args: argparse.Namespace) -> int:
 
 def dispatch(args: argparse.Namespace) -> int:
     if args.command == "log":
-        return verify(args)
+        return log_command(args)
     if args.command in ("replay", "fork", "diff"):
         from pipeline.cli import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,

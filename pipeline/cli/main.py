@@ -116,8 +116,15 @@ def _parser() -> argparse.ArgumentParser:
                         "large home, else one)")
     log = commands.add_parser("log", help="event-log maintenance")
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
-    verify = log_commands.add_parser("verify", help="check a session's sequence and hash chain")
+    verify = log_commands.add_parser(
+        "verify", help="check a session's sequence, hash chain and signatures")
     verify.add_argument("session")
+    export_key = log_commands.add_parser(
+        "export-key", help="write this home's log signing key to a new file (mode 0600)")
+    export_key.add_argument("file", type=Path)
+    import_key = log_commands.add_parser(
+        "import-key", help="accept the logs another home's key signed (from its export-key)")
+    import_key.add_argument("file", type=Path)
     sql = commands.add_parser("sql", help="query all event logs with DuckDB through the "
                               "insights index (events and its views: sessions, turns, "
                               "model_calls, ...)")

@@ -120,17 +120,18 @@ _STARTED = "SELECT DISTINCT session_id FROM events WHERE kind = 'session_started
 
 
 def select_lineages(root: Path, filters: ExportFilters) -> Selection:
-    """The lineages under ``root`` that pass ``filters``."""
+    """The lineages under ``root`` that pass ``filters``. Chosen over the insights index,
+    which holds only the records that check (chain, seal, signature, a line of bounded size),
+    so that one broken or forged log never keeps the others back (the reader of each lineage
+    refuses a log with any bad record)."""
     import duckdb
 
-    from pipeline.insights.query import connect
+    from pipeline.insights.index import open_index
     where, params = _where(filters)
-    con = connect(root)
-    try:
-        rows = con.execute(_LINEAGES.format(where=where), params).fetchall()
-        readable = frozenset(row[0] for row in con.execute(_STARTED).fetchall())
-    except duckdb.Error as exc:
-        raise UsageError(f"cannot select sessions to export: {exc}") from exc
-    finally:
-        con.close()
+    with open_index(root) as (con, _):
+        try:
+            rows = con.execute(_LINEAGES.format(where=where), params).fetchall()
+            readable = frozenset(row[0] for row in con.execute(_STARTED).fetchall())
+        except duckdb.Error as exc:
+            raise UsageError(f"cannot select sessions to export: {exc}") from exc
     return Selection(tuple(row[0] for row in rows), readable)

@@ -19,6 +19,7 @@ import attrs
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.envelope import session_path, strict_lines
+from effects.eventlog.keys import keyring_of
 from stages.errors import UsageError
 from stages.fold import apply_event
 from stages.log import events as ev
@@ -260,7 +261,7 @@ def _events(root: Path, session_id: str) -> Iterator[tuple[int, str, ev.Event]]:
     if not path.exists():
         raise UsageError(f"no session {session_id!r} under {root}")
     with open(path, "rb") as fh:
-        for line in strict_lines(fh, session_id, path):
+        for line in strict_lines(fh, session_id, path, keyring_of(root)):
             envelope = line.envelope
             if envelope is None:  # a torn tail: the writer's next open cuts it
                 return

@@ -30,11 +30,13 @@ import attrs
 
 from effects.eventlog.envelope import (
     FIRST_KIND,
+    MAX_LINE,
     SUFFIX,
     line_hash,
     session_path,
     validate_session_id,
 )
+from effects.eventlog.keys import Keyring, keyring_of
 from pipeline.insights.log_scan import Position, scan
 from pipeline.insights.views import (
     EVENT_COLUMNS,
@@ -48,7 +50,7 @@ __all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_pat
 
 INDEX_NAME = "insights.duckdb"
 NO_RECORD = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
-_VERSION = 5  # of the index's own tables (and what they hold): another version is rebuilt
+_VERSION = 6  # of the index's own tables (and what they hold): another version is rebuilt
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
@@ -56,7 +58,7 @@ _TABLES = (
     "schema_version INTEGER, recorded_at VARCHAR, prev_hash VARCHAR, payload JSON)",
     "CREATE TABLE IF NOT EXISTS logs (session_id VARCHAR PRIMARY KEY, size BIGINT, "
     "mtime_ns BIGINT, records BIGINT, last_hash VARCHAR, last_start BIGINT, sealed BOOLEAN, "
-    "problem VARCHAR, indexed_to BIGINT)",
+    "problem VARCHAR, indexed_to BIGINT, signed BOOLEAN)",
 )
 
 
@@ -64,7 +66,8 @@ _TABLES = (
 class IndexReport:
     """What an update did: logs seen, read from the start (``reindexed``: they were indexed
     before), continued (``appended``), left as they were, dropped; records added; problems by
-    session; seconds taken."""
+    session; the logs whose records are not signed (written before logs were signed); seconds
+    taken."""
 
     logs: int = 0
     indexed: tuple[str, ...] = ()
@@ -74,6 +77,7 @@ class IndexReport:
     dropped: tuple[str, ...] = ()
     records_added: int = 0
     problems: tuple[tuple[str, str], ...] = ()
+    unsigned: tuple[str, ...] = ()
     seconds: float = 0.0
 
 
@@ -145,6 +149,7 @@ class _Work:
     kinds: dict[str, list[str]] = attrs.Factory(
         lambda: {"indexed": [], "reindexed": [], "appended": []})
     problems: list[tuple[str, str]] = attrs.Factory(list)
+    unsigned: list[str] = attrs.Factory(list)
     added: int = 0
     unchanged: int = 0
 
@@ -154,7 +159,8 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
     began = time.perf_counter()
     known = {row[0]: row[1:] for row in con.execute(
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
-        "indexed_to FROM logs").fetchall()}
+        "indexed_to, signed FROM logs").fetchall()}
+    keyring = keyring_of(root)
     stats = _stats(root)
     ids = sorted(stats)
     fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
@@ -168,8 +174,10 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
                     work.unchanged += 1  # the common case: a stat and one line read
                     if was[6] is not None:
                         work.problems.append((session_id, was[6]))
+                    if was[2] and not was[8]:
+                        work.unsigned.append(session_id)
                     continue
-                _plan(work, root, session_id, was)
+                _plan(work, root, session_id, was, keyring)
         dropped = sorted(set(known) - set(ids))
         con.execute("BEGIN TRANSACTION")
         try:
@@ -184,7 +192,8 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
                        reindexed=tuple(work.kinds["reindexed"]),
                        appended=tuple(work.kinds["appended"]), unchanged=work.unchanged,
                        dropped=tuple(dropped), records_added=work.added,
-                       problems=tuple(work.problems), seconds=time.perf_counter() - began)
+                       problems=tuple(work.problems), unsigned=tuple(work.unsigned),
+                       seconds=time.perf_counter() - began)
 
 
 def _stats(root: Path) -> dict[str, tuple[int, int]]:
@@ -215,7 +224,8 @@ def _valid(session_id: str) -> bool:
     return True
 
 
-def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None:
+def _plan(work: _Work, root: Path, session_id: str, known: tuple | None,
+          keyring: Keyring) -> None:
     path = session_path(root, session_id)
     mark = work.out.tell()
     try:
@@ -223,7 +233,7 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
             stat = os.fstat(fh.fileno())
             start = _continues(fh, known, stat.st_size)
             fh.seek(start.offset)
-            found = scan(fh, session_id, start)
+            found = scan(fh, session_id, start, keyring)
             _copy(fh, start.offset, found.position.offset, work.out)
     except OSError:
         # Removed or cut while we looked: what was copied of it goes, the next update sees it.
@@ -243,8 +253,10 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None) -> None
     problem = found.problem if pos.records else found.problem or NO_RECORD
     if problem is not None:
         work.problems.append((session_id, problem))
+    if pos.records and not pos.signed:
+        work.unsigned.append(session_id)
     work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
-                      pos.last_start, pos.sealed, problem, pos.offset))
+                      pos.last_start, pos.sealed, problem, pos.offset, pos.signed))
 
 
 def _copy(fh: Any, start: int, end: int, out: Any) -> None:
@@ -264,8 +276,8 @@ def _continues(fh: Any, known: tuple | None, size: int) -> Position:
     if known is None or known[6] is not None or known[2] == 0 or size <= known[7] \
             or not _last_holds(fh, known):
         return Position()
-    _, _, records, last_hash, last_start, sealed, _, end = known
-    return Position(records, end, last_hash, last_start, sealed)
+    _, _, records, last_hash, last_start, sealed, _, end, signed = known
+    return Position(records, end, last_hash, last_start, sealed, signed)
 
 
 def _still_holds(root: Path, session_id: str, known: tuple) -> bool:
@@ -283,7 +295,7 @@ def _last_holds(fh: Any, known: tuple) -> bool:
     line holds the hash of the one before, so a log rewritten consistently (chained anew) fails
     this; only a change that breaks the chain below the last line passes it, and only a full
     read sees that (``rebuild``, ``mibyan log verify``)."""
-    _, _, records, last_hash, last_start, _, _, end = known
+    _, _, records, last_hash, last_start, _, _, end, _ = known
     if records == 0:
         return True  # nothing indexed that could have gone stale
     fh.seek(last_start)
@@ -292,7 +304,7 @@ def _last_holds(fh: Any, known: tuple) -> bool:
 
 
 _LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_start",
-                "sealed", "problem", "indexed_to")
+                "sealed", "problem", "indexed_to", "signed")
 
 
 def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
@@ -315,4 +327,5 @@ def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
 
 def _read_json(path: str) -> str:
     quoted = "'" + path.replace("'", "''") + "'"
-    return f"read_json({quoted}, format='newline_delimited', columns={EVENT_COLUMNS})"
+    return (f"read_json({quoted}, format='newline_delimited', columns={EVENT_COLUMNS}, "
+            f"maximum_object_size={MAX_LINE + 1})")

@@ -7,25 +7,37 @@ writes it) is checked without parsing its payload: the envelope's head by patter
 its seq and its link to the line before. Any other line (the first, unsealed format; anything
 odd) goes through :func:`effects.eventlog.envelope.decode_line`, the log's own reader. The first bad
 line ends the scan; a final line without its newline is a write in progress, not a problem.
+Each line is read with the log's bound (:data:`effects.eventlog.envelope.MAX_LINE`): a longer
+one is a problem of its log, never held in memory; a signed line's signature is checked
+against the home's keys, as every reader of the log does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import IO
 
 import attrs
 
-from effects.eventlog.envelope import FIRST_KIND, GENESIS_HASH, HASH_KEY, decode_line
+from effects.eventlog.envelope import (
+    FIRST_KIND,
+    GENESIS_HASH,
+    HASH_KEY,
+    MAX_LINE,
+    SIG_KEY,
+    SealBroken,
+    line_hash,
+    read_line,
+    signature_problem,
+    split_seal,
+)
+from effects.eventlog.keys import Keyring
 
 __all__ = ["Position", "Scan", "scan"]
 
 _HEAD = re.compile(rb'\{"session_id":"([A-Za-z0-9_.\-]+)","seq":(0|[1-9][0-9]*),'
                    rb'"kind":"([A-Za-z0-9_]+)","schema_version":(?:0|[1-9][0-9]*),'
                    rb'"recorded_at":"[^"\\]*","prev_hash":"([0-9a-f]{64})","payload":\{')
-_SEAL_OPEN = b',"hash":"'
-_SEAL_LEN = len(_SEAL_OPEN) + 64 + len(b'"}')
 
 
 @attrs.frozen
@@ -38,6 +50,7 @@ class Position:
     last_hash: str = GENESIS_HASH
     last_start: int = 0
     sealed: bool = False
+    signed: bool = False
 
 
 @attrs.frozen
@@ -49,51 +62,68 @@ class Scan:
     problem: str | None
 
 
-def scan(fh: IO[bytes], session_id: str, start: Position) -> Scan:
+def scan(fh: IO[bytes], session_id: str, start: Position, keyring: Keyring) -> Scan:
     """Check the records of ``fh`` (positioned at ``start.offset``) that continue ``start``."""
     pos = start
-    for line in fh:
+    while line := fh.readline(MAX_LINE + 1):
         if not line.endswith(b"\n"):
+            if len(line) > MAX_LINE:
+                return Scan(pos, f"seq {pos.records}: the record is longer than a record may "
+                                 f"be ({MAX_LINE:,} bytes)")
             break  # torn: a writer is in the middle of it, or crashed there
         raw = line[:-1]
-        checked = _canonical(raw, session_id, pos) or _decoded(raw, session_id, pos)
+        checked = _canonical(raw, session_id, pos, keyring) or _decoded(raw, session_id, pos,
+                                                                       keyring)
         if isinstance(checked, str):
             return Scan(pos, f"seq {pos.records}: {checked}")
-        digest, sealed = checked
-        pos = Position(pos.records + 1, pos.offset + len(line), digest, pos.offset, sealed)
+        digest, sealed, signed = checked
+        pos = Position(pos.records + 1, pos.offset + len(line), digest, pos.offset, sealed,
+                       signed)
     return Scan(pos, None)
 
 
-def _canonical(raw: bytes, session_id: str, pos: Position) -> tuple[str, bool] | str | None:
-    """(digest, sealed) or a problem for a canonical line; None when it is not one."""
+Checked = tuple[str, bool, bool] | str  # (digest, sealed, signed), or the problem
+
+
+def _canonical(raw: bytes, session_id: str, pos: Position, keyring: Keyring) -> Checked | None:
+    """What a line in the writer's layout is, checked without parsing its payload; None when
+    it is not in that layout (or its seal does not hold: the general path words that)."""
     head = _HEAD.match(raw)
-    # The closing bytes are outside the seal's hash: a line must end in them to be canonical.
-    if head is None or raw[-_SEAL_LEN:-_SEAL_LEN + len(_SEAL_OPEN)] != _SEAL_OPEN \
-            or not raw.endswith(b'"}'):
+    if head is None:
         return None
-    body = memoryview(raw)[:-_SEAL_LEN]
-    running = hashlib.sha256(body)
-    seal = running.copy()
-    seal.update(b"}")
-    if raw[-_SEAL_LEN + len(_SEAL_OPEN):-2] != seal.hexdigest().encode("ascii"):
-        return "fails its own hash (the line was changed after it was written)"
-    running.update(memoryview(raw)[-_SEAL_LEN:])
-    problem = _link(head[1].decode(), int(head[2]), head[3].decode(), head[4].decode(),
-                    session_id, pos)
-    return problem or (running.hexdigest(), True)
+    holds, digest, signature = split_seal(raw)
+    if not holds:
+        return None
+    problem = (_link(head[1].decode(), int(head[2]), head[3].decode(), head[4].decode(),
+                     session_id, pos)
+               or _stripped(pos, signature is not None)
+               or signature_problem(signature, keyring))
+    return problem or (digest, True, signature is not None)
 
 
-def _decoded(raw: bytes, session_id: str, pos: Position) -> tuple[str, bool] | str:
+def _decoded(raw: bytes, session_id: str, pos: Position, keyring: Keyring) -> Checked:
+    """The log's own reader decides any other line: the first format, anything odd."""
     try:
-        envelope = decode_line(raw)
+        decoded = read_line(raw)
+    except SealBroken as exc:
+        return str(exc)
     except ValueError as exc:
         return f"does not parse ({exc})"
-    sealed = f',"{HASH_KEY}":"'.encode() in raw[-_SEAL_LEN:]
-    if pos.sealed and not sealed:
+    envelope, signed = decoded.envelope, decoded.signature is not None
+    if pos.sealed and not decoded.sealed:
         return f"has no {HASH_KEY!r} although the records before it have one"
-    problem = _link(envelope.session_id, envelope.seq, envelope.kind, envelope.prev_hash,
-                    session_id, pos)
-    return problem or (hashlib.sha256(raw).hexdigest(), sealed)
+    problem = (_link(envelope.session_id, envelope.seq, envelope.kind, envelope.prev_hash,
+                     session_id, pos)
+               or _stripped(pos, signed)
+               or signature_problem(decoded.signature, keyring))
+    return problem or (decoded.digest or line_hash(raw), decoded.sealed, signed)
+
+
+def _stripped(pos: Position, signed: bool) -> str | None:
+    if pos.signed and not signed:
+        return (f"has no {SIG_KEY!r} although the records before it are signed "
+                "(its signature was stripped)")
+    return None
 
 
 def _link(sid: str, seq: int, kind: str, prev_hash: str, session_id: str,

@@ -9,7 +9,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from effects.eventlog.envelope import _decode_any, _decode_sealed, encode_line
+from effects.eventlog.envelope import Decoded, _decode_any, _decode_sealed, encode_line
 from tests.effects.test_envelope_parse import _same, json_values
 
 _KEYS = ("session_id", "seq", "kind", "schema_version", "recorded_at", "prev_hash", "payload")
@@ -84,9 +84,11 @@ def test_a_sealed_line_reads_as_the_general_path_reads_it(head: bytes) -> None:
     fast, general = _decode_sealed(line), _general(line)
     if fast is not None:  # it may refuse any line: the general path then decides
         assert general[0] == "ok", (line, general)
-        envelope, sealed, digest = general[1]  # type: ignore[misc]
-        assert sealed and fast[1] == digest == hashlib.sha256(line).hexdigest()
-        assert fast[0] == envelope and _same(fast[0].payload, envelope.payload)
+        decoded = general[1]
+        assert isinstance(decoded, Decoded)
+        assert decoded.sealed and fast.digest == decoded.digest == hashlib.sha256(line).hexdigest()
+        assert fast.envelope == decoded.envelope
+        assert _same(fast.envelope.payload, decoded.envelope.payload)
 
 
 @given(fields.filter(lambda o: o["kind"] != ""), st.text("0123456789abcdef", max_size=64),

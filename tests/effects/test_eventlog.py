@@ -7,6 +7,7 @@ layer does not look inside payloads, so they are free-form.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import multiprocessing
@@ -92,7 +93,11 @@ def test_line_format_is_canonical(tmp_path: Path) -> None:
         '"payload":{"a":"é\\n","b":[1,2.5,null]}}'
     ).encode()
     own = hashlib.sha256(first_format).hexdigest()
-    expected = first_format[:-1] + f',"hash":"{own}"}}\n'.encode()
+    # Signed with the home's key (beside the sessions directory): HMAC-SHA256 of the seal.
+    secret = bytes.fromhex((tmp_path.parent / "keys" / "signing.key").read_text().split()[-1])
+    key_id = hashlib.sha256(b"mibyan log key id\0" + secret).hexdigest()[:16]
+    mac = hmac.new(secret, own.encode(), hashlib.sha256).hexdigest()
+    expected = first_format[:-1] + f',"hash":"{own}","sig":"{key_id}:{mac}"}}\n'.encode()
     assert log.path.read_bytes() == expected
 
 
@@ -103,9 +108,10 @@ def test_chain_links_every_line(tmp_path: Path) -> None:
     for line in lines:
         record = json.loads(line)
         assert list(record) == ["session_id", "seq", "kind", "schema_version", "recorded_at",
-                                "prev_hash", "payload", "hash"]
+                                "prev_hash", "payload", "hash", "sig"]
         assert record["prev_hash"] == previous
         assert record["hash"] == hashlib.sha256(unsealed(line)).hexdigest()
+        assert verify(session_path(tmp_path, "chain")).signed == len(lines)
         previous = hashlib.sha256(line).hexdigest()
 
 
@@ -441,6 +447,7 @@ def test_property_append_then_read(items: list[tuple[str, dict]]) -> None:
 def _check_truncation(root: Path, data: bytes, written: list[Envelope], cut: int) -> None:
     """Truncate a copy at ``cut``: a torn write, which reopening cuts, keeping exactly the
     records whose line is complete."""
+    root.mkdir(exist_ok=True)
     path = session_path(root, "cut")
     path.write_bytes(data[:cut])
     survivors = data[:cut].count(b"\n")
@@ -472,7 +479,7 @@ def test_property_truncation_at_any_byte_keeps_a_valid_prefix(items, data) -> No
     with tempfile.TemporaryDirectory() as d:
         raw, written = _source_log(Path(d), items)
         cut = data.draw(st.integers(min_value=0, max_value=len(raw)), label="cut")
-        _check_truncation(Path(d), raw, written, cut)
+        _check_truncation(Path(d) / "logs", raw, written, cut)  # the same home
 
 
 @PROPERTY
@@ -484,7 +491,7 @@ def test_property_any_truncation_of_the_last_line_is_a_torn_write(items, data) -
         # from one byte of the last line up to all of it but its newline
         cut = data.draw(st.integers(min_value=last_start + 1, max_value=len(raw) - 1),
                         label="cut")
-        _check_truncation(Path(d), raw, written, cut)
+        _check_truncation(Path(d) / "logs", raw, written, cut)  # the same home
 
 
 @PROPERTY
@@ -501,6 +508,8 @@ def test_property_any_change_to_a_complete_line_is_corruption_at_its_seq(items, 
         at = data.draw(st.integers(min_value=starts[seq], max_value=end - 1), label="at")
         byte = data.draw(st.integers(0, 255).filter(lambda b: b != raw[at]), label="byte")
         changed = raw[:at] + bytes([byte]) + raw[at + 1:]
+        root = root / "logs"  # beside src: the same home, whose key signed the log
+        root.mkdir()
         path = session_path(root, "cut")
         path.write_bytes(changed)
 
@@ -518,7 +527,7 @@ def test_property_any_change_to_a_complete_line_is_corruption_at_its_seq(items, 
 def test_truncation_at_every_byte_of_a_small_log(tmp_path: Path) -> None:
     raw, written = _source_log(tmp_path, [{"t": "é✓"}, {}])
     for cut in range(len(raw) + 1):
-        _check_truncation(tmp_path, raw, written, cut)
+        _check_truncation(tmp_path / "logs", raw, written, cut)
     shutil.rmtree(tmp_path / "src")
 
 

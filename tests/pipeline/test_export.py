@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from effects.eventlog.envelope import session_path, strict_lines
+from effects.eventlog.keys import keyring_of
 from pipeline.agent import Agent
 from pipeline.cli.main import main
 from pipeline.export.exporter import ExportFilters, answered, export_sessions
@@ -135,7 +136,7 @@ def test_provenance_names_the_log_range_its_hash_and_who_served(tools_home) -> N
     [span] = p["spans"]
     path = session_path(tools_home / "sessions", span["session_id"])
     with open(path, "rb") as fh:
-        lines = list(strict_lines(fh, span["session_id"], path))
+        lines = list(strict_lines(fh, span["session_id"], path, keyring_of(path.parent)))
     assert (span["first_seq"], span["last_seq"]) == (0, len(lines) - 1)
     assert span["log_hash"] == lines[-1].digest
     assert [t["models"] for t in p["turns"]] == [["scripted-1"], ["scripted"]]

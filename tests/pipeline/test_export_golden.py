@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from effects.eventlog.envelope import session_path, strict_lines
+from effects.eventlog.keys import keyring_of
 from pipeline.export.exporter import export_sessions
 from tests.pipeline.export_sessions import tool_session
 
@@ -24,8 +25,8 @@ def _normalised(row: dict, root: Path) -> dict:
     for span in row["provenance"]["spans"]:
         path = session_path(root, span["session_id"])
         with open(path, "rb") as fh:
-            digests = {line.seq: line.digest for line in strict_lines(fh, span["session_id"],
-                                                                       path)}
+            digests = {line.seq: line.digest for line in strict_lines(
+                fh, span["session_id"], path, keyring_of(root))}
         assert span["log_hash"] == digests[span["last_seq"]]
         span["log_hash"] = "<log hash>"
     return row

@@ -71,7 +71,9 @@ def _lines(home, session_id) -> list[bytes]:
 
 def _unchained(line: bytes, session_id: str) -> bytes:
     line = line.replace(f'"session_id":"{session_id}"'.encode(), b'"session_id":"-"', 1)
-    return re.sub(rb'"(prev_hash|hash)":"[0-9a-f]{64}"', rb'"\1":"-"', line)
+    line = re.sub(rb'"(prev_hash|hash)":"[0-9a-f]{64}"', rb'"\1":"-"', line)
+    # The signature signs the seal, which holds the session id and the chain.
+    return re.sub(rb'"sig":"[0-9a-f]{16}:[0-9a-f]{64}"', rb'"sig":"-"', line)
 
 
 def _measured(payload: dict) -> str:

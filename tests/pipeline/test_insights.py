@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from effects.eventlog.envelope import encode_line, line_hash
+from effects.eventlog.keys import keyring_of
 from effects.performers import Effects
 from pipeline.agent import Agent
 from pipeline.cli.main import main
@@ -38,11 +39,18 @@ def sample(tmp_path_factory) -> Sample:
     return record(tmp_path_factory.mktemp("insights") / "home")
 
 
+def copy_home(sessions: Path, to: Path) -> None:
+    """A home's logs copied with the keys that signed them (without them it is a log moved to
+    another home, which does not verify until its key is imported)."""
+    shutil.copytree(sessions, to)
+    shutil.copytree(sessions.parent / "keys", to.parent / "keys", dirs_exist_ok=True)
+
+
 @pytest.fixture
 def copy(sample: Sample, tmp_path: Path) -> Path:
     """A copy of the sample home's logs to change."""
     root = tmp_path / "home" / "sessions"
-    shutil.copytree(sample.root, root)
+    copy_home(sample.root, root)
     return root
 
 
@@ -213,8 +221,10 @@ def _rewritten(path: Path, edit) -> None:
     for line in _lines(path):
         obj = json.loads(line)
         obj = edit({**obj, "prev_hash": prev or obj["prev_hash"]})
+        # Signed anew with the home's key: a restore of what this home wrote.
         raw = encode_line(obj["session_id"], obj["seq"], obj["kind"], obj["schema_version"],
-                          obj["recorded_at"], obj["prev_hash"], obj["payload"])
+                          obj["recorded_at"], obj["prev_hash"], obj["payload"],
+                          keyring_of(path.parent, create=True).signing)
         out.append(raw + b"\n")
         prev = line_hash(raw)
     path.write_bytes(b"".join(out))
@@ -271,8 +281,8 @@ def test_a_log_cut_while_it_is_copied_is_left_for_the_next_update(
     real = index_module.scan
     path = copy / f"{sample.alpha[0]}.jsonl"
 
-    def scan_then_cut(fh, session_id, start):
-        found = real(fh, session_id, start)
+    def scan_then_cut(fh, session_id, start, keyring):
+        found = real(fh, session_id, start, keyring)
         if session_id == sample.alpha[0]:
             with open(path, "r+b") as log:
                 log.truncate(found.position.offset // 2)
@@ -305,7 +315,7 @@ def test_index_then_query_equals_a_query_over_the_raw_logs(sample: Sample, tmp_p
     updated after each step, reads as the logs do."""
     home = Path(tempfile.mkdtemp(dir=tmp_path))
     root = home / "sessions"
-    shutil.copytree(sample.root, root)
+    copy_home(sample.root, root)
     full = {p: _lines(p) for p in sorted(root.glob("*.jsonl"))}
     paths = list(full)
     for which, keep, torn in steps:
@@ -323,7 +333,7 @@ def test_sql_through_the_index_gives_the_rows_of_a_query_over_the_raw_logs(
         sample: Sample, tmp_path: Path, capsys) -> None:
     from pipeline.cli.commands import _table
     home = tmp_path / "home"
-    shutil.copytree(sample.root, home / "sessions")
+    copy_home(sample.root, home / "sessions")
     root = home / "sessions"
     for unit in ("events", *UNITS):
         sql = f"SELECT * FROM {unit} ORDER BY ALL"
@@ -424,7 +434,7 @@ def _cli_json(capsys, *argv: str) -> dict:
 def test_the_command_prints_json_and_takes_prices(sample: Sample, tmp_path: Path,
                                                   capsys) -> None:
     home = tmp_path / "home"
-    shutil.copytree(sample.root, home / "sessions")
+    copy_home(sample.root, home / "sessions")
     out = _cli_json(capsys, "--home", str(home), "insights", "--json")
     assert out["sessions"] == 3 and out["tokens"]["total_tokens"] == 5399
     assert out["index"]["logs"] == 4 and (home / "insights.duckdb").exists()
@@ -440,7 +450,7 @@ def test_the_command_prints_json_and_takes_prices(sample: Sample, tmp_path: Path
 
 def test_the_command_prints_tables(sample: Sample, tmp_path: Path, capsys) -> None:
     home = tmp_path / "home"
-    shutil.copytree(sample.root, home / "sessions")
+    copy_home(sample.root, home / "sessions")
     assert main(["--home", str(home), "insights", "--days", "3650"]) == 0
     text = capsys.readouterr().out
     for title in ("Overview", "Tokens", "Models", "Tools", "Latency", "By day", "By hour"):
