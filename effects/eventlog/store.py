@@ -94,7 +94,9 @@ class SessionLog:
         existed = path.exists()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            file = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the SessionLog
+            # Private, as exports and keys are: a log holds what the tools read.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            file = open(fd, "a+b", buffering=0)  # noqa: SIM115 - owned by the SessionLog
         except OSError as exc:
             raise LogError(f"cannot open the event log {path}: {exc.strerror or exc}") from exc
         try:

@@ -538,3 +538,10 @@ def test_a_v1_model_failed_with_an_integer_code_reads_again(tmp_path):
     event = from_payload("model_failed", 1, {"error_type": "ProviderHTTPError",
                                              "message": "boom", "status": 500, "code": 500})
     assert event.code == "500"
+
+
+def test_a_new_log_is_readable_by_its_owner_only(tmp_path):
+    # Issue 25: logs were 0644 while exports and keys are 0600; a log holds what tools read.
+    with SessionLog.open(tmp_path, "s1", durability="flush") as log:
+        log.append(FIRST_KIND, 1, {}, "2026-01-01T00:00:00+00:00")
+    assert session_path(tmp_path, "s1").stat().st_mode & 0o777 == 0o600
