@@ -20,6 +20,8 @@ from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
 from effects.tools.executor import ToolRunner
+from effects.tools.processes import reap_orphans
+from effects.tools.sandbox import Probe, SandboxPolicy, probe
 from stages import decision as d
 from stages.errors import MibyanError
 from stages.log.events import (
@@ -38,6 +40,7 @@ from stages.log.events import (
     ModelFailed,
     ModelReplied,
     PromptInputsRead,
+    SandboxProbed,
     SessionForked,
     SessionResumed,
     SessionSplit,
@@ -127,6 +130,7 @@ class Performers:
             d.RestoreTools: self._restore,
             d.StartMemory: self._start_memory,
             d.ProbeWindow: self._probe,
+            d.ProbeSandbox: self._probe_sandbox,
             d.SplitSession: lambda e, s: () if self.split is None else (self.split(e, s),),
             d.SyncMemory: self._sync_memory,
             d.AbortTurn: lambda e, s: (TurnAborted(error=e.error),),
@@ -183,6 +187,22 @@ class Performers:
         tokens, source = answer
         return (ContextWindowProbed(provider=effect.provider, model=effect.model, tokens=tokens,
                                     source=source),)
+
+    def _probe_sandbox(self, effect: d.ProbeSandbox, state: State) -> Sequence[Event]:
+        """Reap what killed processes left in the home; hand the session's policy to the
+        toolset that runs commands; whether its sandbox starts (recorded under rules 7)."""
+        settings = state.settings
+        assert settings is not None
+        if self.home is not None:
+            reap_orphans(self.home)
+        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home)
+        confine = getattr(self.toolset, "confine", None)
+        outcome = confine(policy) if confine is not None else \
+            probe() if policy.confining else Probe(False, "full access")
+        if not settings.rule_set.unconfined_asks:
+            return ()
+        return (SandboxProbed(mode=policy.mode, confined=outcome.started,
+                              detail=outcome.detail),)
 
     def _switch(self, effect: d.SwitchSettings, state: State) -> Sequence[Event]:
         switch, self.fork_switch = self.fork_switch, None

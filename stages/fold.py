@@ -274,6 +274,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionForked: lambda s, e: evolve(s, settings=e.settings,
                                           pools=pools.pools_for(e.settings, s.pools)),
     ev.CompressionRequested: cf.compression_requested,
+    ev.SandboxProbed: lambda s, e: evolve(s, sandbox=e),
 }
 
 

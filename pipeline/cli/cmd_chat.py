@@ -24,7 +24,7 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
         max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
         stream=not args.no_stream, durability=args.durability, toolsets=args.toolsets,
-        no_tools=args.no_tools)
+        no_tools=args.no_tools, sandbox=args.sandbox)
 
 
 def chat(args: argparse.Namespace) -> int:

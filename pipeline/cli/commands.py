@@ -20,8 +20,11 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _tool_line(event: object) -> None:
+    from pipeline.sandbox_settings import unconfined_notice
     from stages.log.events import ToolCallRejected, ToolRan
-    if isinstance(event, ToolRan):
+    if (notice := unconfined_notice(event)) is not None:
+        print(printable(f"mibyan: {notice}"), file=sys.stderr)
+    elif isinstance(event, ToolRan):
         o = event.outcome
         status = "ok" if o.ok else f"error: {o.error}"
         print(printable(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)"),
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
-               durability=args.durability, event_listener=_tool_line,
+               durability=args.durability, event_listener=_tool_line, sandbox=args.sandbox,
                approval_callback=approve) as agent:
         if agent.settings.provider == LOCAL:
             print(LOCAL_NOTICE, file=sys.stderr)

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 6
+RULES = 7
 """The version of the decision rules a new session runs under."""
 
 
@@ -85,6 +85,11 @@ class RuleSet:
     # An answer still cut at the output limit when the call budget ran out (on continuations)
     # is partial: ``incomplete_response``, not completed.
     cut_answer_partial: bool = _since(6)
+    # --- 7 ---
+    # Where no OS sandbox could start (``SandboxProbed``), the tool plan asks before every
+    # terminal command that is not plainly read-only, unless the session runs in full access
+    # or allows unconfined commands (``stages.tools.unconfined``).
+    unconfined_asks: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

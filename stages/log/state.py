@@ -12,6 +12,7 @@ from stages.log.events import (
     ModelReplied,
     PromptInputsRead,
     ProviderEntry,
+    SandboxProbed,
     SessionSettings,
     TurnFinished,
     Usage,
@@ -114,6 +115,8 @@ class State:
     context: ContextState = ContextState()
     # Rules 4: replayed encrypted reasoning was unreadable; none is replayed for the session.
     reasoning_replay_off: bool = False
+    # Rules 7: whether the OS sandbox started at the session's last opening in a process.
+    sandbox: SandboxProbed | None = None
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

@@ -8,7 +8,9 @@ Under rules 3 (``stages.tools.checks``) calls are first repaired where the inten
 call identical to an earlier one of the same reply is answered without running again; a
 hard-dangerous command is blocked, a dangerous one waits for an approval (``AskApproval``);
 calls naming the same path run one after the other; a call that already failed three times
-in the turn, asked for again, ends the turn (``guardrail_halt``).
+in the turn, asked for again, ends the turn (``guardrail_halt``). Under rules 7, where no
+sandbox could start, a command that is not plainly read-only waits for an approval too
+(``stages.tools.unconfined``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from stages.tools.checks import (
     repaired_calls,
     shares_a_path,
 )
+from stages.tools.unconfined import check_unconfined
 
 Checked = ToolInvocation | ToolCallRejected | AskApproval
 
@@ -72,7 +75,8 @@ def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | Tool
     return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
 
 
-def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
+def _check_rules3(state: State, call: ToolCall, cut_off: bool, config: SessionSettings
+                  ) -> Checked:
     checked = _check(state, call, cut_off)
     if not isinstance(checked, ToolInvocation):
         return checked
@@ -81,7 +85,10 @@ def _check_rules3(state: State, call: ToolCall, cut_off: bool) -> Checked:
         return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
             "duplicate_of": original, "note": f"identical to call {original} of this reply, "
             "which ran once; its result is the result of this call too"}))
-    return check_danger(state, call, checked)
+    checked_danger = check_danger(state, call, checked)
+    if not isinstance(checked_danger, ToolInvocation) or not config.rule_set.unconfined_asks:
+        return checked_danger
+    return check_unconfined(state, call, checked_danger, config=config)
 
 
 def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
@@ -98,7 +105,7 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
-    return _plan(state, [_check_rules3(state, call, cut_off) for call in calls], repairs,
+    return _plan(state, [_check_rules3(state, call, cut_off, config) for call in calls], repairs,
                  same_path_in_order=True)
 
 
