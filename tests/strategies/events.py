@@ -177,7 +177,8 @@ session_settings = _full(
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
     platform=st.sampled_from(ev.PLATFORMS),
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
-    memory_provider=st.none() | identifiers, **_REASONING)
+    memory_provider=st.none() | identifiers, sandbox=st.sampled_from(ev.SANDBOX_MODES),
+    **_REASONING)
 
 _named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
 _names = st.lists(identifiers, max_size=3).map(tuple)
@@ -283,6 +284,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.ContextInherited, messages=st.lists(messages(), max_size=4).map(tuple),
         windows=st.lists(_window_probes, max_size=2).map(tuple)),
     ev.CompressionRequested.kind: _full(ev.CompressionRequested),
+    ev.SandboxProbed.kind: _full(ev.SandboxProbed, mode=st.sampled_from(ev.SANDBOX_MODES)),
 }
 
 
