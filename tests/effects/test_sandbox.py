@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -121,9 +122,9 @@ def test_read_only_mode_keeps_the_tree_as_it_is(layout) -> None:
 
 
 class _Counting(http.server.BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]]
 
-    def do_GET(self) -> None:  # noqa: N802 (the handler's protocol)
+    def do_GET(self) -> None:
         self.hits.append(self.path)
         self.send_response(200)
         self.end_headers()
