@@ -43,6 +43,7 @@ from stages.log.events import (
     SandboxProbed,
     SessionForked,
     SessionResumed,
+    SessionSettings,
     SessionSplit,
     SessionStarted,
     SummaryFailed,
@@ -195,18 +196,30 @@ class Performers:
         assert settings is not None
         if self.home is not None:
             reap_orphans(self.home)
-        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home)
-        confine = getattr(self.toolset, "confine", None)
-        outcome = confine(policy) if confine is not None else \
-            probe() if policy.confining else Probe(False, "full access")
+        if self.fork_switch is not None:
+            # A fork opening past its origin's records: its own settings come with the switch,
+            # which confines the tools (its decisions go by the origin's recorded probe).
+            return ()
+        outcome = self._confine(settings)
         if not settings.rule_set.unconfined_asks:
             return ()
-        return (SandboxProbed(mode=policy.mode, confined=outcome.started,
+        return (SandboxProbed(mode=settings.sandbox, confined=outcome.started,
                               detail=outcome.detail),)
+
+    def _confine(self, settings: SessionSettings) -> Probe:
+        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home)
+        confine = getattr(self.toolset, "confine", None)
+        if confine is not None:
+            return confine(policy)
+        return probe() if policy.confining else Probe(False, "full access")
 
     def _switch(self, effect: d.SwitchSettings, state: State) -> Sequence[Event]:
         switch, self.fork_switch = self.fork_switch, None
-        return () if switch is None else (switch(state),)
+        if switch is None:
+            return ()
+        forked = switch(state)
+        self._confine(forked.settings)
+        return (forked,)
 
     # --- one turn ---------------------------------------------------------------------------
     def _begin(self, effect: d.BeginTurn, state: State) -> Sequence[Event]:
