@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
@@ -31,7 +32,9 @@ __all__ = ["ProcessRegistry", "reap_orphans", "spawn", "unconfined_argv"]
 log = get_logger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
+# Linux only; elsewhere the watchdog's trap never fires and the registry is the safeguard.
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) \
+    if sys.platform == "linux" else None
 # One thread that lives as long as the process starts every command (see above).
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mibyan-spawn")
 
@@ -48,7 +51,9 @@ def unconfined_argv(command: str) -> list[str]:
 
 def _die_with(parent: int, sig: int) -> None:
     """In the child, before exec: ``sig`` when the parent dies; if it died already, go."""
-    _LIBC.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -128,7 +133,7 @@ def reap_orphans(home: Path) -> int:
             with contextlib.suppress(OSError):
                 path.unlink()
             continue
-        if _start_time(owner) is not None and _start_time(owner) == entry.get("owner_started"):
+        if _running(owner, entry.get("owner_started")):
             continue  # its owner still runs, and cleans up itself
         if _ours(pgid, entry.get("leader_started")):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -138,6 +143,19 @@ def reap_orphans(home: Path) -> int:
         with contextlib.suppress(OSError):
             path.unlink()
     return killed
+
+
+def _running(pid: int, started: object) -> bool:
+    """The process that wrote an entry still runs (the same one, not a reuse of its pid)."""
+    if started is not None:
+        return _start_time(pid) == started
+    try:  # no /proc (not Linux): the pid alone
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ours(pgid: int, leader_started: object) -> bool:
