@@ -15,12 +15,13 @@ kills the groups whose owner died without cleaning up (run when a session opens 
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
@@ -32,9 +33,6 @@ __all__ = ["ProcessRegistry", "reap_orphans", "spawn", "unconfined_argv"]
 log = get_logger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-# Linux only; elsewhere the watchdog's trap never fires and the registry is the safeguard.
-_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) \
-    if sys.platform == "linux" else None
 # One thread that lives as long as the process starts every command (see above).
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mibyan-spawn")
 
@@ -49,11 +47,22 @@ def unconfined_argv(command: str) -> list[str]:
     return ["/bin/sh", "-c", _WATCHDOG, "mibyan-tool", command]
 
 
-def _die_with(parent: int, sig: int) -> None:
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, looked up on the first command (not when ``mibyan --help`` imports
+    this); Linux only: elsewhere the watchdog's trap never fires and the registry is the
+    safeguard."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+    return getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+
+
+def _die_with(prctl: Callable[..., int] | None, parent: int, sig: int) -> None:
     """In the child, before exec: ``sig`` when the parent dies; if it died already, go."""
-    if _PRCTL is None:
+    if prctl is None:
         return
-    _PRCTL(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -61,14 +70,14 @@ def _die_with(parent: int, sig: int) -> None:
 def spawn(argv: list[str], *, cwd: Path, stdout: IO[bytes] | int, confined: bool
           ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new session (its own process group, which ``killpg`` ends)."""
-    parent = os.getpid()
+    parent, prctl = os.getpid(), _prctl()
     # bubblewrap sets its own parent-death signal; the watchdog needs SIGTERM for its trap.
     sig = signal.SIGKILL if confined else signal.SIGTERM
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=lambda: _die_with(parent, sig))
+                                preexec_fn=lambda: _die_with(prctl, parent, sig))
     return _SPAWNER.submit(start).result()
 
 
