@@ -71,3 +71,25 @@ def test_the_chat_passes_its_sandbox_on(tmp_path) -> None:
                         inbox=None)
     assert agent.settings.sandbox == "read-only"
     agent.close()
+
+
+def test_a_session_under_rules_6_records_no_probe_and_is_still_confined(tmp_path) -> None:
+    from effects.clock import RandomIds, SystemClock
+    from effects.eventlog.codec import from_payload
+    from effects.eventlog.store import read_envelopes, session_path
+    from effects.performers import Effects
+    from pipeline.settings import AgentSettings
+    from stages.log.events import SessionSettings
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    tools = builtin_tools(work, toolsets=("terminal",))
+    effects = Effects(clock=SystemClock(), ids=RandomIds(), model=ScriptedModel("ok"))
+    settings = SessionSettings(model="m", provider="p", rules=6)
+    with Agent(settings=settings, effects=effects, tools=tools,
+               agent_settings=AgentSettings(home=home)) as agent:
+        agent.run("hi")
+    kinds = [from_payload(e.kind, e.schema_version, e.payload).kind
+             for e in read_envelopes(session_path(home / "sessions", agent.session_id))]
+    assert "sandbox_probed" not in kinds and "turn_finished" in kinds
+    assert tools.terminal.sandbox.confined and tools.terminal.sandbox.policy.home == home
