@@ -19,6 +19,7 @@ from effects.logs import get_logger
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
+from effects.tools.checkpoints import CheckpointError, TreeCheckpoints
 from effects.tools.executor import ToolRunner
 from effects.tools.processes import reap_orphans
 from effects.tools.sandbox import Probe, SandboxPolicy, probe
@@ -26,6 +27,7 @@ from stages import decision as d
 from stages.errors import MibyanError
 from stages.log.events import (
     ApprovalAnswered,
+    Checkpointed,
     ClockRead,
     CompressionRequested,
     ContextInherited,
@@ -49,12 +51,14 @@ from stages.log.events import (
     SummaryFailed,
     ToolRan,
     ToolsDeclared,
+    TreeRestored,
     TurnAborted,
     TurnStarted,
     Waited,
 )
 from stages.log.state import State
 from stages.recovery.backoff import backoff_delay
+from stages.tools.checkpoints import rollback_to
 
 log = get_logger(__name__)
 
@@ -80,6 +84,8 @@ class Effects:
     memory: Any = None
     # Asks the provider how large a model's window is.
     window_probe: WindowProbe | None = None
+    # Checkpoints of the working tree the tools change (None: none are kept).
+    checkpoints: TreeCheckpoints | None = None
 
 
 Performer = Callable[[Any, State], Sequence[Event]]
@@ -136,6 +142,8 @@ class Performers:
             d.SyncMemory: self._sync_memory,
             d.AbortTurn: lambda e, s: (TurnAborted(error=e.error),),
             d.SwitchSettings: self._switch,
+            d.TakeCheckpoint: self._checkpoint,
+            d.RestoreTree: self._restore_tree,
         }
 
     def perform(self, effect: object, state: State) -> Sequence[Event]:
@@ -220,6 +228,42 @@ class Performers:
         forked = switch(state)
         self._confine(forked.settings)
         return (forked,)
+
+    # --- the working tree -------------------------------------------------------------------
+    def _checkpoint(self, effect: d.TakeCheckpoint, state: State) -> Sequence[Event]:
+        """A failed checkpoint is an outcome: logged, and the turn goes on."""
+        checkpoints = self.effects.checkpoints
+        if checkpoints is None:
+            return ()
+        tree = str(checkpoints.tree)
+        try:
+            snap = checkpoints.take(effect.turn)
+        except CheckpointError as exc:
+            log.warning("checkpoint_failed", tree=tree, turn=effect.turn, error=str(exc))
+            return (Checkpointed(turn=effect.turn, tree=tree, error=str(exc)),)
+        return (Checkpointed(turn=effect.turn, tree=tree, commit=snap.commit, files=snap.files,
+                             skipped=len(snap.skipped)),)
+
+    def _restore_tree(self, effect: d.RestoreTree, state: State) -> Sequence[Event]:
+        target = effect if effect.commit is not None else rollback_to(state, effect.turn)
+        checkpoints = self.effects.checkpoints
+        error = ("no checkpoint to go back to" if target.commit is None or target.tree is None
+                 else "this agent keeps no checkpoints" if checkpoints is None else None)
+        if error is None:
+            assert checkpoints is not None and target.commit and target.tree
+            try:
+                done = checkpoints.restore(Path(target.tree), target.commit)
+            except CheckpointError as exc:
+                error = str(exc)
+            else:
+                log.info("tree_restored", tree=target.tree, turn=target.turn,
+                         commit=target.commit, saved=done.saved)
+                return (TreeRestored(turn=target.turn, tree=target.tree, commit=target.commit,
+                                     saved=done.saved, removed=done.removed,
+                                     restored=done.restored),)
+        log.warning("rollback_failed", turn=target.turn, error=error)
+        return (TreeRestored(turn=target.turn, tree=target.tree, commit=target.commit,
+                             error=error),)
 
     # --- one turn ---------------------------------------------------------------------------
     def _begin(self, effect: d.BeginTurn, state: State) -> Sequence[Event]:

@@ -30,6 +30,7 @@ from effects.eventlog.store import Durability, SessionLog, session_path
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
+from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
 from pipeline.hooks import Hooks, default_hooks
@@ -40,16 +41,23 @@ from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
+from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
 from stages.log.api_mode import resolve_api_mode
-from stages.log.events import ContextInherited, Event, SessionSettings, SessionSplit
+from stages.log.events import (
+    ContextInherited,
+    Event,
+    SessionSettings,
+    SessionSplit,
+    TreeRestored,
+)
 from stages.log.messages import from_openai
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
-from stages.session.machine import Compress, Opening, Turn
+from stages.session.machine import Compress, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
@@ -119,6 +127,11 @@ class Agent:
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
                 approval_callback, allowlist=AllowList(self.home / "approvals.json")))
+        # The working tree: the built-in tools' root, else the directory the agent runs in.
+        tree = getattr(self._toolset, "root", None) or self.agent_settings.cwd
+        if effects.checkpoints is None and self.agent_settings.checkpoints and tree is not None:
+            effects = attrs.evolve(effects, checkpoints=TreeCheckpoints(
+                CheckpointStore(self.home / "checkpoints"), Path(tree)))
         return effects
 
     @classmethod
@@ -289,6 +302,30 @@ class Agent:
                 self._interrupt.clear()
         return compressed
 
+    def rollback(self, turn: int | None = None, *, tree: str | None = None,
+                 commit: str | None = None) -> TreeRestored:
+        """Put the working tree back to the checkpoint taken before ``turn`` (None: the
+        latest turn that took one), between turns; the outcome is recorded in the session
+        (``TreeRestored``: ``error`` says why nothing was restored). ``tree`` and ``commit``
+        name a checkpoint of another session (a fork's origin)."""
+        outcome: list[TreeRestored] = []
+        with self._lock:
+            runner = self._open()
+            listener = runner.listener
+
+            def keep(event: Event) -> None:
+                if isinstance(event, TreeRestored):
+                    outcome.append(event)
+                if listener is not None:
+                    listener(event)
+
+            runner.listener = keep
+            try:
+                runner.command(RollBack(turn=turn, tree=tree, commit=commit))
+            finally:
+                runner.listener = listener
+        return outcome[-1]
+
     def run_conversation(self, user_message: str, system_message: str | None = None,
                          conversation_history: Sequence[Mapping[str, Any]] | None = None,
                          task_id: str | None = None,
@@ -348,13 +385,16 @@ class Agent:
                      secrets=self._secrets, tools=self.registry if tools is None else tools,
                      event_listener=event_listener, hooks=self.hooks)
 
-    def fork(self, session_id: str, *, at: int | None = None, **changes: Any) -> Agent:
+    def fork(self, session_id: str, *, at: int | None = None, restore_tree: bool = False,
+             **changes: Any) -> Agent:
         """A new session that repeats ``session_id``'s first ``at`` records exactly (all when
         None), then goes on live with ``changes`` to its settings (``SessionSettings`` fields:
         ``model``, ``provider``, ``api_mode``, ``max_tokens``, ...) through this agent's model
         client and tools; a fork inside a turn finishes that turn first. Returns an agent bound
-        to the fork (``.session_id``); see ``fork_session`` for the details."""
-        return fork_session(self, session_id, at=at, **changes).agent
+        to the fork (``.session_id``); ``restore_tree`` puts the working tree back as it was at
+        the fork point. See ``fork_session`` for the details."""
+        return fork_session(self, session_id, at=at, restore_tree=restore_tree,
+                            **changes).agent
 
     def _forked(self, settings: SessionSettings, session_id: str) -> Agent:
         """The agent a fork goes on with: this one's model client, clock, ids, tools,
@@ -410,10 +450,13 @@ class Fork:
     origin_session_id: str
     origin_seq: int
     continued: TurnResult | None = None
+    # ``restore_tree``: the tree put back as it was at the fork point (None: nothing changed
+    # it after that point, or it was not asked for).
+    restored: TreeRestored | None = None
 
 
 def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
-                 **changes: Any) -> Fork:
+                 restore_tree: bool = False, **changes: Any) -> Fork:
     """Fork ``session_id`` (under ``agent``'s home) after its first ``at`` records (all when
     None), going on with ``changes`` to its settings, through ``agent``'s model client, tools
     and approvals (``pipeline.shell.fork``). Raises ``UsageError`` for an unknown session, a
@@ -432,7 +475,12 @@ def fork_session(agent: Agent, session_id: str, *, at: int | None = None,
                    tools=forked.registry.specs)
     forked._runner, forked._log = runner, log
     forked._logs.append(log)
+    restored = None
+    if restore_tree and (point := checkpoint_after(agent.home, session_id,
+                                                   plan.origin_seq)) is not None:
+        restored = forked.rollback(point.turn, tree=point.tree, commit=point.commit)
     return Fork(agent=forked, session_id=new_id, origin_session_id=session_id,
                 origin_seq=plan.origin_seq,
-                continued=TurnResult.from_state(runner.state) if inside else None)
+                continued=TurnResult.from_state(runner.state) if inside else None,
+                restored=restored)
 

@@ -29,6 +29,7 @@ session goes on with the endpoint it recorded (``resume_provider``).
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,8 @@ from typing import Any
 
 import attrs
 
+from effects.logs import get_logger
+from effects.providers.anthropic_messages import AUTH_TOKEN_ENV
 from effects.providers.http_errors import endpoint_label
 from pipeline.providers import LOCAL, split_userinfo
 from stages.errors import ProviderNotConfiguredError, SettingError, UsageError
@@ -47,6 +50,7 @@ from stages.log.reasoning_parts import parse_setting
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 KEYLESS = "no-key"
+_log = get_logger(__name__)
 
 
 def home(env: Mapping[str, str] | None = None) -> Path:
@@ -79,8 +83,18 @@ _MODEL_KEYS: dict[str, tuple[type, ...]] = {
 _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
 
 
+SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices"})
+"""The top-level tables of config.toml; another name is most likely a misspelling."""
+
+
 def check_file(file: Mapping[str, Any], path: Path) -> None:
-    """A ``UsageError`` naming the first setting of the wrong shape."""
+    """A ``UsageError`` naming the first setting of the wrong shape; a warning for a table
+    mibyan does not read (``[modle]`` would otherwise be ignored without a word)."""
+    for name in sorted(set(file) - SECTIONS):
+        close = difflib.get_close_matches(name, SECTIONS, n=1)
+        _warn_once(path, f"{path}: unknown section [{name}], ignored"
+                   + (f" (did you mean [{close[0]}]?)" if close else
+                      f" (known: {', '.join(sorted(SECTIONS))})"))
     section = file.get("model", {})
     if not isinstance(section, dict):
         raise UsageError(f"{path}: model must be a table ([model] with name = ..., ...), "
@@ -97,6 +111,15 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
     if not isinstance(fallbacks, list) or not all(isinstance(f, dict) for f in fallbacks):
         raise UsageError(f"{path}: fallback_providers must be tables ([[fallback_providers]]), "
                          f"got {fallbacks!r}")
+
+
+_warned: set[tuple[Path, str]] = set()
+
+
+def _warn_once(path: Path, text: str) -> None:
+    if (path, text) not in _warned:
+        _warned.add((path, text))
+        _log.warning("config.unknown_section", detail=text)
 
 
 def credential_labels(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -165,7 +188,8 @@ def resolve_provider(*, model: str | None = None, base_url: str | None = None,
     own = PROVIDER_VARIABLES.get(provider, OPENAI_VARIABLES)
     key_env = section.get("api_key_env", own.key_env)
     base_url = base_url or env.get(own.url_env) or section.get("base_url")
-    api_key = api_key or env.get(key_env) or env.get(own.key_env)
+    api_key = (api_key or env.get(key_env) or env.get(own.key_env)
+               or (env.get(AUTH_TOKEN_ENV) if provider == "anthropic" else None))
     if base_url is None and api_key is None and not pooled \
             and not (model or chosen or "api_key_env" in section):
         raise ProviderNotConfiguredError(
@@ -212,7 +236,8 @@ def resume_provider(session: SessionSettings, *, model: str | None = None,
         (url for url in (env.get(own.url_env), section.get("base_url"))
          if url and _without_userinfo(url) == session.base_url),
         session.base_url or own.default_url)
-    api_key = api_key or env.get(key_env) or env.get(own.key_env)
+    api_key = (api_key or env.get(key_env) or env.get(own.key_env)
+               or (env.get(AUTH_TOKEN_ENV) if provider == "anthropic" else None))
     _check_key(session.provider, model, base_url, bool(api_key) or pooled, key_env,
                own.url_env)
     return ProviderConfig(provider=session.provider, model=model, base_url=base_url,

@@ -34,6 +34,16 @@ class Job:
     last_run: str | None = None
     last_session: str | None = None
     last_status: str | None = None
+    # The endpoint the job was added with (else ``cron run``'s, the environment's or
+    # config.toml's when it fires): a job must not fail because a variable is unset then.
+    model: str | None = None
+    provider: str | None = None
+    base_url: str | None = None
+
+    @property
+    def endpoint(self) -> dict[str, str]:
+        named = {"model": self.model, "provider": self.provider, "base_url": self.base_url}
+        return {key: value for key, value in named.items() if value is not None}
 
 
 def check_schedule(expression: str) -> str:
@@ -88,11 +98,12 @@ class CronStore:
                              encoding="utf-8")
         temporary.replace(self.path)
 
-    def add(self, schedule: str, prompt: str, now: dt.datetime) -> Job:
+    def add(self, schedule: str, prompt: str, now: dt.datetime, **endpoint: str | None) -> Job:
+        """``endpoint``: the job's own ``model``, ``provider`` and ``base_url`` (None: not set)."""
         if not prompt.strip():
             raise UsageError("a cron job needs a prompt")
         job = Job(id=uuid.uuid4().hex[:8], schedule=check_schedule(schedule), prompt=prompt,
-                  created_at=now.isoformat())
+                  created_at=now.isoformat(), **endpoint)
         with self.locked():
             self.save([*self.jobs(), job])
         return job

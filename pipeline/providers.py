@@ -203,7 +203,7 @@ LOCAL_MAX_TOKENS = 1024
 LOCAL_NOTICE = ("mibyan: this runs the embedded local model (SmolLM2 135M Instruct unless "
                 "[local] in config.toml names another): offline, it shows the engine working, "
                 "but it is too small for real tasks; for those, name a model and set its "
-                "provider's key (README: Configure a provider)")
+                "provider's key (docs/providers.md)")
 
 
 def local_endpoint(home: Path, missing: ProviderNotConfiguredError | None

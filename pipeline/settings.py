@@ -139,6 +139,8 @@ class AgentSettings:
     cwd: Path | None = attrs.field(default=None, validator=_path,
                                    converter=attrs.converters.optional(
                                        lambda p: Path(p).expanduser()))
+    # Checkpoint the built-in tools' working tree before a turn first changes it (rules 7).
+    checkpoints: bool = True
 
 
 def check_session_values(values: Mapping[str, Any]) -> None:
@@ -244,6 +246,7 @@ def configure(
     preflight_threshold: float | None = None, between_turns_threshold: float | None = None,
     protect_last_n: int | None = None, summary_model: str | None = None,
     context_engine: str | None = None, reasoning: str | int | None = None,
+    checkpoints: bool = True,
     sandbox: str | None = None, network: bool | None = None,
     allow_unconfined: bool | None = None,
 ) -> Configured:
@@ -262,7 +265,7 @@ def configure(
         timeout=read_timeout,
         deadline=_first(deadline, section.get("deadline"), _deadline_for(read_timeout)),
         session_id=session_id, parent_session_id=parent_session_id,
-        max_tool_result_chars=max_tool_result_chars, cwd=cwd)
+        max_tool_result_chars=max_tool_result_chars, cwd=cwd, checkpoints=checkpoints)
     given = {name: value for name, value in {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
@@ -401,20 +404,41 @@ class _Asked:
     provider: str | None
 
 
-def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callable[[], str]],
-             recorded: SessionSettings | None, *, pooled: bool) -> cfg.ProviderConfig:
-    """The endpoint: a resumed session's own, else the configured one, else (nothing named
-    at all) the embedded local model, whose URL is a function in ``endpoints`` (the server
-    may be restarted)."""
+def _chosen(asked: _Asked, file: dict, recorded: SessionSettings | None, *, pooled: bool
+            ) -> cfg.ProviderConfig | ProviderNotConfiguredError | None:
+    """The endpoint a resumed session or the configuration names; else why nothing was
+    named (the embedded model stands in), or None when the embedded model was named."""
     named = attrs.asdict(asked)
     try:
         resolved = (cfg.resolve_provider(**named, file=file, pooled=pooled) if recorded is None
                     else cfg.resume_provider(recorded, **named, file=file, pooled=pooled))
     except ProviderNotConfiguredError as missing:
-        return _local(root, endpoints, missing, None)
-    if resolved.provider == LOCAL and not resolved.base_url:
-        return _local(root, endpoints, None, asked.model)
-    return resolved
+        return missing
+    return None if resolved.provider == LOCAL and not resolved.base_url else resolved
+
+
+def _resolve(asked: _Asked, file: dict, root: Path, endpoints: dict[str, Callable[[], str]],
+             recorded: SessionSettings | None, *, pooled: bool) -> cfg.ProviderConfig:
+    """The endpoint: a resumed session's own, else the configured one, else (nothing named
+    at all) the embedded local model, whose URL is a function in ``endpoints`` (the server
+    may be restarted)."""
+    chosen = _chosen(asked, file, recorded, pooled=pooled)
+    if isinstance(chosen, cfg.ProviderConfig):
+        return chosen
+    return _local(root, endpoints, chosen, asked.model if chosen is None else None)
+
+
+def runs_embedded(model: str | None = None, *, base_url: str | None = None,
+                  provider: str | None = None, home: str | Path | None = None,
+                  session_id: str | None = None) -> bool:
+    """Whether ``configure`` with these arguments would choose the embedded local model; it
+    starts nothing (the CLI decides what to offer that model before the agent opens)."""
+    root = Path(home).expanduser() if home is not None else cfg.home()
+    file = cfg.load_file(root)
+    chosen = _chosen(_Asked(model, base_url, None, provider), file,
+                     _recorded(root, session_id),
+                     pooled=bool(_file_values(file).get("credentials")))
+    return not isinstance(chosen, cfg.ProviderConfig)
 
 
 def _local(root: Path, endpoints: dict[str, Callable[[], str]],

@@ -58,6 +58,11 @@ class BuiltinTools:
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools)
 
+    @property
+    def root(self) -> Path:
+        """The working tree the tools change (what checkpoints snapshot)."""
+        return self.terminal.workspace.root
+
     def close(self) -> None:
         """Stop the background processes still running."""
         self.terminal.close()

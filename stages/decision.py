@@ -254,12 +254,30 @@ class SwitchSettings:
     """A fork takes up its own settings (``SessionForked``, or nothing once it has)."""
 
 
+@attrs.frozen(kw_only=True)
+class TakeCheckpoint:
+    """Snapshot the working tree before turn ``turn`` first changes it (``Checkpointed``, or
+    nothing where no checkpoints are kept)."""
+
+    turn: int
+
+
+@attrs.frozen(kw_only=True)
+class RestoreTree:
+    """Put the working tree back to checkpoint ``commit`` of ``tree``, taken before ``turn``
+    (``TreeRestored``); no commit: there is no checkpoint to go back to."""
+
+    turn: int | None
+    tree: str | None = None
+    commit: str | None = None
+
+
 SessionEffect = (StartSession | ResumeSession | InheritContext | DeclareTools | RestoreTools
                  | StartMemory | ProbeWindow | ProbeSandbox | SplitSession | SyncMemory
-                 | AbortTurn | SwitchSettings)
+                 | AbortTurn | SwitchSettings | RestoreTree)
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
           | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise | RequestCompression | SessionEffect)
+          | Summarise | RequestCompression | TakeCheckpoint | SessionEffect)
 
 
 @attrs.frozen(kw_only=True)

@@ -230,6 +230,12 @@ def _notice(state: State, e: ev.ContextNotice) -> State:
     return _turn(state, warnings=(*_current(state).warnings, text)) if state.turn else state
 
 
+def _checkpointed(state: State, e: ev.Checkpointed) -> State:
+    if state.turn is not None:
+        state = _turn(state, checkpointed=True)
+    return state if e.commit is None else evolve(state, checkpoints=(*state.checkpoints, e))
+
+
 _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionStarted: _session_started,
     ev.SessionResumed: _session_resumed,
@@ -274,6 +280,9 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.SessionForked: lambda s, e: evolve(s, settings=e.settings,
                                           pools=pools.pools_for(e.settings, s.pools)),
     ev.CompressionRequested: cf.compression_requested,
+    ev.Checkpointed: _checkpointed,
+    # The tree is outside the state: a rollback changes nothing the stages decide from.
+    ev.TreeRestored: lambda s, e: s,
     ev.SandboxProbed: lambda s, e: evolve(s, sandbox=e),
 }
 

@@ -40,6 +40,7 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_cli_fork.py": "subprocess",
     "pipeline/test_cli_log.py": "subprocess",
     "pipeline/test_cli_output.py": "subprocess",
+    "pipeline/test_conventions.py": "subprocess",
     "pipeline/test_startup_imports.py": "subprocess",
 }
 
@@ -70,7 +71,11 @@ TEST_LANES: dict[str, str] = {
     "pipeline/test_export_datasets.py::"
     "test_the_logs_of_every_rules_version_export_and_match_the_schemas": "slow",
     "pipeline/test_cron.py::test_the_cron_command_adds_lists_and_removes": "slow",
-    "test_notebooks.py::test_notebook_cells_run_and_find_the_sessions": "slow",
+    # a fresh Jupyter kernel per notebook
+    "test_notebooks.py::test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions":
+        "slow",
+    # the documented `mibyan ... --help` lines, each in a process of its own
+    "test_docs.py::test_the_documented_help_commands_run": "subprocess",
 }
 
 

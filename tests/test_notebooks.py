@@ -1,6 +1,12 @@
-"""Every notebook runs, cell by cell, against a real event log made here: the sample home of
+"""Every notebook runs where users run it: in a fresh Jupyter kernel (nbclient starts the
+environment's own ``python3`` kernel), against a real event log made here, the sample home of
 ``tests/sample_home.py`` (a retried 503, a failing tool, compressions into child sessions, an
-interrupt and an exhausted budget), so that every table and plot has data."""
+interrupt and an exhausted budget), so that every table and plot has data.
+
+Running the cells with ``exec`` outside a kernel hid two failures a user met at once: DuckDB
+refuses its progress-bar setting in Jupyter without ipywidgets, and a forced Agg backend showed
+no plot. So the checks read what the kernel produced: the outputs of the cells (images
+included) and, from a last cell appended here, the figures' data as JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
 
 from tests.sample_home import record
@@ -20,43 +28,77 @@ def sessions(tmp_path_factory) -> Path:
     return record(tmp_path_factory.mktemp("notebook-home") / "home").root
 
 
-def _queries(namespace: dict) -> None:
-    rows = {name: namespace[name].fetchall() for name in
-            ("sessions", "kinds", "usage", "tools", "recoveries")}
-    assert len(rows["sessions"]) == 4 and sorted(r[3] for r in rows["sessions"]) == [0, 2, 2, 4]
-    assert [r[:3] for r in rows["tools"]] == [("add", 2, 2), ("boom", 1, 0)]
-    assert rows["recoveries"] == [("overloaded", "retry", 1)]  # 503
-    assert [(r[0], r[1]) for r in rows["usage"]] == [("gpt-4o-mini", 7),
-                                                     ("claude-sonnet-4-5", 2)]
+# A last cell per notebook: prints, as JSON, what the checks below need from the kernel.
+PROBES = {
+    "insights": """
+import json
+print(json.dumps({name: [list(row) for row in globals()[name].fetchall()]
+                  for name in ("sessions", "kinds", "usage", "tools", "recoveries")},
+                 default=str))
+""",
+    "insights_plots": """
+import json
+def _bars(ax):
+    return [float(patch.get_height()) for patch in ax.patches]
+print(json.dumps({
+    "tokens": _bars(tokens_fig.axes[0]),
+    "cost": [float(y) for y in tokens_fig.axes[1].lines[0].get_ydata()],
+    "tools": _bars(tools_fig.axes[0]),
+    "latency": [_bars(ax) for ax in latency_fig.axes],
+    "compression": _bars(compression_fig.axes[0]),
+}))
+""",
+}
 
 
-def _bars(ax) -> list[float]:
-    return [patch.get_height() for patch in ax.patches]
+def _queries(data: dict) -> None:
+    assert len(data["sessions"]) == 4
+    assert sorted(int(r[3]) for r in data["sessions"]) == [0, 2, 2, 4]
+    assert [r[:3] for r in data["tools"]] == [["add", 2, 2], ["boom", 1, 0]]
+    assert data["recoveries"] == [["overloaded", "retry", 1]]  # 503
+    assert [r[:2] for r in data["usage"]] == [["gpt-4o-mini", 7], ["claude-sonnet-4-5", 2]]
 
 
-def _plots(namespace: dict) -> None:
-    tokens = namespace["tokens_fig"].axes
-    assert sum(_bars(tokens[0])) > 0 and len(tokens[1].lines[0].get_ydata()) == 2
-    assert max(tokens[1].lines[0].get_ydata()) > 0  # a cost per day
-    assert sorted(_bars(namespace["tools_fig"].axes[0])) == [0.0, 1.0]  # boom always fails
-    model, tool = namespace["latency_fig"].axes
-    assert sum(_bars(model)) == 12 and sum(_bars(tool)) == 3  # 9 replies, a 503, 2 summaries
-    before_after = _bars(namespace["compression_fig"].axes[0])
+def _plots(data: dict) -> None:
+    assert sum(data["tokens"]) > 0 and len(data["cost"]) == 2
+    assert max(data["cost"]) > 0  # a cost per day
+    assert sorted(data["tools"]) == [0.0, 1.0]  # boom always fails
+    model, tool = data["latency"]
+    assert sum(model) == 12 and sum(tool) == 3  # 9 replies, a 503, 2 summaries
+    before_after = data["compression"]
     assert len(before_after) == 4 and before_after[0] > before_after[2] > 0
 
 
 CHECKS: dict[str, Callable[[dict], None]] = {"insights": _queries, "insights_plots": _plots}
 
 
+def execute(notebook: Path) -> tuple[list, dict]:
+    """The notebook's code cells as a fresh kernel ran them, and the probe's JSON."""
+    book = nbformat.read(notebook, as_version=4)
+    book.cells.append(nbformat.v4.new_code_cell(PROBES[notebook.stem]))
+    nbclient.NotebookClient(book, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    *cells, probe = [cell for cell in book.cells if cell.cell_type == "code"]
+    [printed] = [o for o in probe.outputs if o.output_type == "stream" and o.name == "stdout"]
+    return cells, json.loads(printed.text)
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_cells_run_and_find_the_sessions(notebook, sessions, monkeypatch):
-    monkeypatch.setenv("MIBYAN_SESSIONS", str(sessions))
-    namespace: dict = {}
-    for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), f"{notebook.name}", "exec"), namespace)
-    CHECKS[notebook.stem](namespace)
+def test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions(notebook, sessions,
+                                                                      monkeypatch):
+    monkeypatch.setenv("MIBYAN_SESSIONS", str(sessions))  # the kernel inherits the environment
+    cells, data = execute(notebook)  # a cell that raises fails here, naming it
+    CHECKS[notebook.stem](data)
+    for cell in cells:
+        assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
+        assert not [o for o in cell.outputs if o.get("name") == "stderr"], cell.source
+    # Every cell that draws shows its figure inline, once.
+    drawing = [cell for cell in cells if "plt.subplots(" in cell.source]
+    for cell in drawing:
+        images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+        assert len(images) == 1, cell.source
+    assert len(drawing) == (4 if notebook.stem == "insights_plots" else 0)
 
 
 def test_every_notebook_is_checked():
-    assert NOTEBOOKS and {p.stem for p in NOTEBOOKS} == set(CHECKS)
+    assert NOTEBOOKS and {p.stem for p in NOTEBOOKS} == set(CHECKS) == set(PROBES)

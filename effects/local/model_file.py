@@ -9,6 +9,7 @@
     temperature = 0.0       # when a request names none (mibyan's do not)
     repeat_penalty = 1.1    # 1 turns it off
     chat_template = "model" # "model" (the file's own), "chatml-tools" (mibyan's), or a .jinja path
+    tools = true            # offer the CLI's tools (default: yes, but not to the bundled model)
 
 ``hf_repo`` with ``hf_file`` is fetched once into the Hugging Face cache (``huggingface_hub``,
 which honours ``HF_ENDPOINT``, ``HF_HUB_CACHE`` and ``HF_TOKEN``) and served from there; offline, a
@@ -73,6 +74,17 @@ class LocalSettings:
     # A GBNF grammar every reply follows unless a request sets its own (tests script a model
     # that reasons in <think> tags with it).
     grammar: str | None = None
+    # Whether the model is offered tools (None: all but the bundled model, which cannot use
+    # them: a 135M model given the tools' 1,800 tokens of schemas invents their results).
+    tools: bool | None = None
+
+    @property
+    def bundled(self) -> bool:
+        return self.model_path is None and self.hf_repo is None
+
+    @property
+    def offers_tools(self) -> bool:
+        return not self.bundled if self.tools is None else self.tools
 
     @property
     def model_name(self) -> str:
@@ -86,7 +98,7 @@ class LocalSettings:
         """The Jinja chat template to run with, or None for the model file's own."""
         choice = self.chat_template
         if choice is None:
-            choice = CHATML_TOOLS if self.model_path is None and self.hf_repo is None else "model"
+            choice = CHATML_TOOLS if self.bundled else "model"
         if choice == "model":
             return None
         path = TEMPLATE_FILE if choice == CHATML_TOOLS else Path(choice).expanduser()
@@ -99,7 +111,8 @@ class LocalSettings:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "model_path": str, "hf_repo": str, "hf_file": str, "n_ctx": int, "threads": int,
-    "temperature": (int, float), "repeat_penalty": (int, float), "chat_template": str}
+    "temperature": (int, float), "repeat_penalty": (int, float), "chat_template": str,
+    "tools": bool}
 
 
 def local_settings(home: Path) -> LocalSettings:
@@ -118,7 +131,7 @@ def local_settings(home: Path) -> LocalSettings:
         if want is None:
             raise UsageError(f"[local] in {path}: unknown setting {key!r} (known: "
                              f"{', '.join(_TYPES)})")
-        if not isinstance(value, want) or isinstance(value, bool):
+        if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
             kind = "number" if isinstance(want, tuple) else want.__name__
             raise UsageError(f"[local] {key} in {path} must be a {kind}, got {value!r}")
     for key in ("n_ctx", "threads"):
@@ -140,7 +153,7 @@ def local_settings(home: Path) -> LocalSettings:
                          temperature=float(table.get("temperature", DEFAULT_TEMPERATURE)),
                          repeat_penalty=float(table.get("repeat_penalty",
                                                         DEFAULT_REPEAT_PENALTY)),
-                         chat_template=table.get("chat_template"))
+                         chat_template=table.get("chat_template"), tools=table.get("tools"))
 
 
 def model_file(settings: LocalSettings) -> Path:

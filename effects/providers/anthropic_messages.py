@@ -7,7 +7,9 @@ header), never in ``Authorization``.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import time
 from collections.abc import Mapping
 
@@ -31,11 +33,12 @@ from stages.errors import ModelBehaviourError
 from stages.log.events import ModelReplied
 from stages.log.messages import Message, canonical_json
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "STOP_REASONS", "THINKING_BUDGET",
-           "AnthropicMessagesClient", "finish_reason", "message_from", "messages_url",
-           "request_body", "to_anthropic", "usage_from"]
+__all__ = ["ANTHROPIC_VERSION", "AUTH_TOKEN_ENV", "DEFAULT_MAX_TOKENS", "STOP_REASONS",
+           "THINKING_BUDGET", "AnthropicMessagesClient", "finish_reason", "message_from",
+           "messages_url", "request_body", "to_anthropic", "usage_from"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 # HTTP status of each Anthropic error type, for ``event: error`` arriving inside a 200 stream.
 ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
@@ -49,8 +52,11 @@ def messages_url(base_url: str) -> str:
     return (url[:-3] if url.endswith("/v1") else url) + "/v1/messages"
 
 
-def _headers(key: str) -> dict[str, str]:
-    return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION,
+def _headers(key: str, bearer: str | None = None) -> dict[str, str]:
+    """The key in ``x-api-key``; the SDK's ``ANTHROPIC_AUTH_TOKEN`` (``bearer``, for proxies
+    and gateways that take a token instead of a key) as ``Authorization: Bearer``."""
+    auth = {"Authorization": f"Bearer {key}"} if key == bearer else {"x-api-key": key}
+    return {**auth, "anthropic-version": ANTHROPIC_VERSION,
             "Content-Type": "application/json", "Accept": "application/json"}
 
 
@@ -133,7 +139,9 @@ class AnthropicMessagesClient:
         self.base_url = base_url
         self.provider = provider
         self.shell = HttpShell(provider=provider, url=messages_url(base_url), timeout=timeout,
-                               deadline=deadline, api_key=api_key, keys=keys, headers=_headers,
+                               deadline=deadline, api_key=api_key, keys=keys,
+                               headers=functools.partial(
+                                   _headers, bearer=os.environ.get(AUTH_TOKEN_ENV) or None),
                                code_of=lambda detail: detail.type or detail.code)
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,

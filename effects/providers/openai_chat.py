@@ -10,6 +10,7 @@ reading, deadlines, aborts and error mapping are :mod:`effects.providers.http_sh
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -64,11 +65,22 @@ def openai_headers(key: str) -> dict[str, str]:
             "Accept": "application/json"}
 
 
+# The official SDKs' variables for an organisation or project of the account: sent as their
+# headers whenever set, as the SDK does (a key of several projects needs them to pick one).
+_ACCOUNT_HEADERS = (("OPENAI_ORG_ID", "OpenAI-Organization"),
+                    ("OPENAI_PROJECT_ID", "OpenAI-Project"))
+
+
 def openai_shell(*, provider: str, url: str, timeout: float, deadline: float | None,
                  api_key: str, keys: Mapping[str, str] | None) -> HttpShell:
     """The shell for an OpenAI-shaped endpoint: bearer key, error code from ``error.code``."""
+    account = {header: os.environ[name] for name, header in _ACCOUNT_HEADERS
+               if os.environ.get(name)}
+
+    def headers(key: str) -> dict[str, str]:
+        return {**openai_headers(key), **account}
     return HttpShell(provider=provider, url=url, timeout=timeout, deadline=deadline,
-                     api_key=api_key, keys=keys, headers=openai_headers,
+                     api_key=api_key, keys=keys, headers=headers if account else openai_headers,
                      code_of=lambda detail: detail.code)
 
 

@@ -143,7 +143,7 @@ class RichDisplay:
 
     def text(self, text: str) -> None:
         from rich.text import Text
-        self._print(Text(printable(text)), soft_wrap=True)
+        self._print(Text(printable(text)))  # wrapped between words
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
         from rich import box

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -138,12 +138,12 @@ def _resume(session: Chat, arg: str) -> None:
         raise UsageError(f"no session {arg!r} under {root}")
     target = newest(root, arg)
     session.switch(target)
-    recap = _recap(root, target)
+    recap = session_recap(root, target)
     note = f" (continued from {arg})" if target != arg else ""
     session.display.notice(f"resumed session {target}{note}: {recap}")
 
 
-def _recap(root: Path, session_id: str) -> str:
+def session_recap(root: Path, session_id: str) -> str:
     """How many messages the session holds, and the last answer's first words."""
     from pipeline.chat.text import shorten
     state = _folded(root, session_id)
@@ -200,6 +200,26 @@ def _compress(session: Chat, arg: str) -> None:
         session.display.notice("nothing to compress yet")
 
 
+ROLLBACK_USAGE = "usage: /rollback [TURN] (TURN: a turn's number; none: the latest checkpoint)"
+
+
+@command("rollback", "put the working tree back as it was before a turn changed it",
+         "[TURN]")
+def _rollback(session: Chat, arg: str) -> None:
+    from stages.errors import UsageError
+    if arg.strip() and not arg.strip().isdigit():
+        raise UsageError(ROLLBACK_USAGE)
+    turn = int(arg) if arg.strip() else None
+    done = session.in_worker(lambda agent: agent.rollback(turn))
+    if done is None:
+        return
+    if done.error is not None:
+        session.display.notice(f"nothing rolled back: {done.error}", "error")
+        return
+    session.display.notice(f"rolled back to before turn {done.turn}: {done.restored} file(s) "
+                           f"restored, {done.removed} removed (undo: checkpoint {done.saved})")
+
+
 @command("usage", "tokens, cache hits and estimated cost of this session")
 def _usage(session: Chat, arg: str) -> None:
     from pipeline.chat.text import cost_text, usage_text
@@ -246,7 +266,8 @@ def _fork(session: Chat, arg: str) -> None:
     if origin is None:
         raise UsageError("nothing to fork yet: this session has no turn")
     at, changes = _fork_arguments(arg)
-    fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **changes))
+    settings: dict[str, Any] = dict(changes)
+    fork = session.in_worker(lambda agent: fork_session(agent, origin, at=at, **settings))
     if fork is None:
         return
     fork.agent.close()
@@ -286,7 +307,10 @@ def _export(session: Chat, arg: str) -> None:
     first = oldest(root, session.session_id)
     fmt, _, path = arg.partition(" ")
     fmt = fmt or "sharegpt"
-    out = Path(path.strip()) if path.strip() else session.options.workdir / f"{first}.{fmt}.jsonl"
+    # By default into the home, beside the logs it comes from, not into the user's tree (a
+    # repository, where it would be committed by the next `git add -A`).
+    out = (Path(path.strip()).expanduser() if path.strip()
+           else session.home / "exports" / f"{first}.{fmt}.jsonl")
     report = export_sessions(root, out, fmt=fmt, filters=ExportFilters(session_ids=(first,)))
     session.display.notice(report.describe())
 

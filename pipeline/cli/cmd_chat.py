@@ -12,24 +12,27 @@ from pathlib import Path
 
 from pipeline.chat.options import ChatOptions
 from pipeline.chat.session import ChatSession
+from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+from pipeline.cli.resume import check_resume
 from pipeline.cli.signals import EXIT_SIGNALLED
 
 __all__ = ["chat", "options_from"]
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
+    toolsets = offered_toolsets(args, runs_embedded(args))
     return ChatOptions(
         home=args.home, workdir=Path(args.workdir or Path.cwd()), model=args.model,
         base_url=args.base_url, provider=args.provider, api_mode=args.api_mode,
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
         max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
-        stream=not args.no_stream, durability=args.durability, toolsets=args.toolsets,
-        no_tools=args.no_tools, sandbox=args.sandbox)
+        stream=not args.no_stream, durability=args.durability, toolsets=toolsets or (),
+        no_tools=toolsets is None, sandbox=args.sandbox)
 
 
 def chat(args: argparse.Namespace) -> int:
+    check_resume(args.home, args.resume)
     options = options_from(args)
-    _check_resume(options)
     plain = args.plain or not sys.stdin.isatty()
     session, loop = _plain(options) if plain else _terminal(options)
     try:
@@ -61,12 +64,13 @@ def _terminable(session: ChatSession) -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _check_resume(options: ChatOptions) -> None:
-    from effects.eventlog.store import session_path
-    from stages.errors import UsageError
+def _recap(options: ChatOptions) -> str:
+    """Where a resumed session stands (issue 25: the chat showed none on resume)."""
+    from effects.eventlog.lineage import newest
+    from pipeline.chat.slash import session_recap
     root = options.state_home / "sessions"
-    if options.session_id and not session_path(root, options.session_id).exists():
-        raise UsageError(f"no session {options.session_id!r} under {root}")
+    assert options.session_id is not None
+    return session_recap(root, newest(root, options.session_id))
 
 
 def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
@@ -76,6 +80,8 @@ def _plain(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     session = ChatSession(options, PlainDisplay())
     if session.agent.settings.provider == LOCAL:
         print(LOCAL_NOTICE, file=sys.stderr)
+    if options.session_id:
+        session.display.notice(f"resuming {options.session_id}: {_recap(options)}")
     return session, lambda: piped(session, sys.stdin)
 
 
@@ -91,7 +97,8 @@ def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     settings = session.agent.settings
     if settings.provider == LOCAL:
         session.display.notice(LOCAL_NOTICE.removeprefix("mibyan: "), "dim")
-    where = f"resuming {options.session_id}" if options.session_id else "new session"
+    where = (f"resuming {options.session_id}: {_recap(options)}" if options.session_id
+             else "new session")
     session.display.notice(f"mibyan chat · {settings.model} ({settings.provider}) · "
                            f"{where} · /help lists the commands", "dim")
     return session, lambda: interactive(session, terminal)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ def job_runner(home: Path, *, workdir: Path, toolsets: tuple[str, ...] = DEFAULT
     from pipeline.settings import configure
 
     def run(job: Job, now: dt.datetime) -> tuple[str | None, str]:
-        parts = configure(home=home, platform="cron", cwd=workdir, **config)
+        parts = configure(home=home, platform="cron", cwd=workdir,
+                          **{**config, **job.endpoint})
         parts = attrs.evolve(parts, effects=attrs.evolve(parts.effects, approver=Approver()))
         with session_agent(parts, session_id=None, platform="cron", workdir=workdir,
                            toolsets=toolsets) as agent:
@@ -36,7 +38,10 @@ def job_runner(home: Path, *, workdir: Path, toolsets: tuple[str, ...] = DEFAULT
         output = home / "cron" / "output" / job.id
         output.mkdir(parents=True, exist_ok=True)
         stamp = now.strftime("%Y%m%dT%H%M%S")
-        (output / f"{stamp}.md").write_text(result.final_response or "", encoding="utf-8")
+        # Private as the logs and exports are: an answer may quote what the tools read.
+        answer = os.open(output / f"{stamp}.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(answer, "w", encoding="utf-8") as sink:
+            sink.write(result.final_response or "")
         status = "ok" if result.completed else (
             f"failed: {result.error}" if result.failed else result.turn_exit_reason)
         return result.session_id, status
@@ -84,7 +89,8 @@ def cron(args: argparse.Namespace) -> int:
     home = args.home or cfg.home()
     store = CronStore(home)
     if args.cron_command == "add":
-        job = store.add(args.schedule, args.prompt, _now())
+        job = store.add(args.schedule, args.prompt, _now(), model=args.model,
+                        provider=args.provider, base_url=args.base_url)
         print(f"added {job.id}: next run {next_run(job, _now()):%Y-%m-%d %H:%M %Z}")
         return EXIT_OK
     if args.cron_command == "remove":

@@ -78,7 +78,7 @@ def _tables(found: Insights) -> list[Any]:
     overview = _table("Overview", ["", "count"], [
         ["sessions", found.sessions], *([k, v] for k, v in t.items()),
         ["interrupts", rec["interrupts"]], ["budget exhaustions", rec["budget_exhaustions"]],
-        ["estimated cost (USD)", f"{found.cost_usd:.4f}"]])
+        ["estimated cost (USD)", _cost(found)]])
     tokens = _table("Tokens", ["bucket", "tokens"], [[k, v] for k, v in found.tokens.items()])
     models = _table("Models", ["model", "calls", "failed", "input", "output", "cache read",
                                "cache write", "reasoning", "cost (USD)"], [
@@ -92,8 +92,36 @@ def _tables(found: Insights) -> list[Any]:
                      [[k, *v.values()] for k, v in found.latency_ms.items()])
     resilience = _table("Recoveries and compressions", ["", "count"], [
         *([k, v] for k, v in rec.items()), *([f"compression {k}", v] for k, v in comp.items())])
+    failed = found.failures
+    why_turns = _table("Unfinished turns", ["exit reason", "turns"],
+                       [[r["exit_reason"], r["turns"]] for r in failed["turns"]])
+    why_calls = _table("Failed model calls",
+                       ["reason", "provider", "calls", "error type"],
+                       [[r["reason"], r["provider"], r["calls"], r["error_type"]]
+                        for r in failed["model_calls"]])
+    failing_tools = _table("Failing tools", ["tool", "failed", "calls",
+                                                      "most common error"],
+                           [[r["tool"], r["failed"], r["calls"],
+                             _short(r["most_common_error"])] for r in failed["tools"]])
     days = _table("By day", ["day", "sessions", "turns", "model calls", "tokens", "cost (USD)"],
                   [list(row.values()) for row in found.by_day])
     hours = _table("By hour (UTC)", ["hour", "turns", "model calls"],
                    [list(row.values()) for row in found.by_hour])
-    return [overview, tokens, models, tools, latency, resilience, days, hours]
+    return [overview, why_turns, why_calls, failing_tools, tokens, models, tools, latency,
+            resilience, days, hours]
+
+
+def _cost(found: Insights) -> str:
+    """The priced part, and which models it leaves out (not 0.0000 when nothing is priced)."""
+    if not found.unpriced_models:
+        return f"{found.cost_usd:.4f}"
+    unpriced = f"unpriced: {', '.join(found.unpriced_models)}"
+    priced = len(found.models) > len(found.unpriced_models)
+    return f"{found.cost_usd:.4f} + {unpriced}" if priced else unpriced
+
+
+def _short(text: str | None, limit: int = 60) -> str | None:
+    if text is None:
+        return None
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"

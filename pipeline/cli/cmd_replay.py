@@ -167,6 +167,8 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def fork(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent, fork_session
+    from pipeline.cli.cmd_rollback import restored_line
+    from pipeline.cli.turn_lines import TurnLines, usage_line
     from pipeline.shell.fork import plan_fork
     from pipeline.toolsets import builtin_tools
     changes = parse_sets(args.set)
@@ -180,15 +182,20 @@ def fork(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir or Path.cwd())
     agent = Agent(model=settings.model, provider=settings.provider, base_url=settings.base_url,
                   api_mode=changes.get("api_mode"), home=args.home, cwd=workdir,
-                  tools=builtin_tools(workdir), durability="durable")
+                  tools=builtin_tools(workdir), durability="durable",
+                  event_listener=TurnLines())
     with agent:
-        made = fork_session(agent, args.session, at=args.at, **changes)
+        made = fork_session(agent, args.session, at=args.at, restore_tree=args.restore_tree,
+                            **changes)
         with made.agent:
             pass
     print(f"forked {made.origin_session_id} at seq {made.origin_seq}: {made.session_id}")
+    if made.restored is not None:
+        print(printable(restored_line(made.restored)))
     if made.continued is not None:
         print(printable(made.continued.final_response
                         or f"({made.continued.turn_exit_reason})"))
+        print(usage_line(made.continued.as_dict()), file=sys.stderr)
     return EXIT_OK
 
 

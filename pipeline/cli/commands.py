@@ -19,20 +19,6 @@ def _root(args: argparse.Namespace) -> Path:
     return (args.home or cfg.home()) / "sessions"
 
 
-def _tool_line(event: object) -> None:
-    from pipeline.sandbox_settings import unconfined_notice
-    from stages.log.events import ToolCallRejected, ToolRan
-    if (notice := unconfined_notice(event)) is not None:
-        print(printable(f"mibyan: {notice}"), file=sys.stderr)
-    elif isinstance(event, ToolRan):
-        o = event.outcome
-        status = "ok" if o.ok else f"error: {o.error}"
-        print(printable(f"  [tool] {o.name} -> {status} ({o.duration_ms:.0f} ms)"),
-              file=sys.stderr)
-    elif isinstance(event, ToolCallRejected):
-        print(printable(f"  [tool] {event.call.name} rejected: {event.reason}"), file=sys.stderr)
-
-
 def _unshown(answer: str, streamed: str) -> str:
     """What of the answer the stream did not show: the rest of it (all of it without a
     stream; nothing when a cut reply's continuations were all streamed), or the whole answer
@@ -40,22 +26,6 @@ def _unshown(answer: str, streamed: str) -> str:
     if answer.startswith(streamed):
         return answer[len(streamed):]
     return f"\n{answer}" if answer else ""
-
-
-def _usage_line(result: dict) -> str:
-    u = result["usage"]
-    return (f"[session {result['session_id']} | {result['model']} | {result['api_calls']} "
-            f"calls | tokens in {u['input_tokens']} out {u['output_tokens']} cache r/w "
-            f"{u['cache_read_tokens']}/{u['cache_write_tokens']} reasoning "
-            f"{_reasoning(u)} total {u['total_tokens']} | {result['turn_exit_reason']}"
-            + (f" | rate limits: {result['rate_limits']}" if result["rate_limits"] else "") + "]")
-
-
-def _reasoning(usage: dict) -> str:
-    """The reasoning count, or what the provider left unsaid (Anthropic counts thinking
-    inside the output tokens without a count of its own)."""
-    count = usage["reasoning_tokens"]
-    return "n/a (counted in out)" if count is None else str(count)
 
 
 def _ask_approval(request: Any) -> str:
@@ -81,14 +51,22 @@ def read_message(message: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.agent import Agent
+    from pipeline.cli.local_profile import offered_toolsets, runs_embedded
+    from pipeline.cli.resume import check_resume
     from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
+    from pipeline.cli.turn_lines import TurnLines, usage_line
     from pipeline.memory_tool import memory_tool
-    from pipeline.providers import LOCAL, LOCAL_NOTICE
+    from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
     from pipeline.toolsets import builtin_tools
     message = read_message(args.message)
+    check_resume(args.home, args.resume)
     home, workdir = args.home or cfg.home(), Path(args.workdir or Path.cwd())
-    tools = None if args.no_tools else builtin_tools(workdir, toolsets=args.toolsets)
+    embedded = runs_embedded(args)
+    if embedded:  # before the agent opens: starting the model takes a while
+        print(LOCAL_NOTICE, file=sys.stderr)
+    toolsets = offered_toolsets(args, embedded)
+    tools = None if toolsets is None else builtin_tools(workdir, toolsets=toolsets)
     if tools is not None:  # still the toolset: the agent restores its todo list, closes it
         tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir)))
     # Without a terminal nobody can answer: dangerous commands are denied.
@@ -98,10 +76,9 @@ def run(args: argparse.Namespace) -> int:
                api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
-               durability=args.durability, event_listener=_tool_line, sandbox=args.sandbox,
+               durability=args.durability, sandbox=args.sandbox,
+               event_listener=TurnLines(progress=embedded),
                approval_callback=approve) as agent:
-        if agent.settings.provider == LOCAL:
-            print(LOCAL_NOTICE, file=sys.stderr)
         shown: list[str] = []
 
         def show(delta: str) -> None:
@@ -120,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     elif not result["completed"] and not received:
         print(f"mibyan: the turn did not complete ({result['turn_exit_reason']}): the answer "
               "above is partial", file=sys.stderr)
-    print(_usage_line(result), file=sys.stderr)
+    print(usage_line(result), file=sys.stderr)
     if received:
         return EXIT_SIGNALLED + received[0]
     # A cut-off or budget-ended answer is not the answer asked for: scripts must see that.
@@ -207,6 +184,9 @@ def dispatch(args: argparse.Namespace) -> int:
         from pipeline.cli import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
                 "diff": cmd_replay.diff}[args.command](args)
+    if args.command == "rollback":
+        from pipeline.cli.cmd_rollback import rollback
+        return rollback(args)
     if args.command == "insights":
         from pipeline.cli.cmd_insights import insights
         return insights(args)

@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                      help="output cap per model call")
     run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    run.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+    run.add_argument("--toolsets", type=_toolsets, default=None,
                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
                           f"default {','.join(DEFAULT_TOOLSETS)})")
     run.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
@@ -140,8 +140,16 @@ def _parser() -> argparse.ArgumentParser:
                                              "anthropic_messages"))
     fork.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="another session setting (max_tokens=512, base_url=URL, ...)")
+    fork.add_argument("--restore-tree", action="store_true",
+                      help="put the working tree back as it was at the fork point")
     fork.add_argument("--workdir", type=_directory,
                       help="the working tree the fork's tools work in")
+    rollback = commands.add_parser(
+        "rollback", help="put the working tree back as it was before a turn changed it")
+    rollback.add_argument("session")
+    rollback.add_argument("--turn", type=_at_most(10**9), default=None, metavar="N",
+                          help="the turn whose checkpoint to go back to (default: the latest "
+                          "turn that took one)")
     diff = commands.add_parser("diff", help="compare two sessions turn by turn")
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
@@ -159,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
                       help="output cap per model call")
     chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    chat.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
+    chat.add_argument("--toolsets", type=_toolsets, default=None,
                       help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
     chat.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
                       "(the current directory); the file tools refuse paths outside it")
@@ -194,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     cron_add = actions.add_parser("add", help="schedule a prompt: add '0 9 * * *' 'prompt'")
     cron_add.add_argument("schedule", help="five cron fields, local time: m h dom mon dow")
     cron_add.add_argument("prompt", help="what the agent is asked at each run")
+    cron_add.add_argument("--model", help="the job's model (else cron run's, $MIBYAN_MODEL or "
+                          "config.toml's when it runs)")
+    cron_add.add_argument("--provider", help="the job's provider")
+    cron_add.add_argument("--base-url", help="the job's provider endpoint")
     actions.add_parser("list", help="the jobs, their next and last runs")
     cron_remove = actions.add_parser("remove", help="unschedule a job")
     cron_remove.add_argument("job", help="the job's id (see list)")
@@ -284,6 +296,8 @@ def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from pipeline.cli import commands
+    from pipeline.cli.dotenv_files import load_dotenv_files
+    load_dotenv_files(home=args.home)
     from stages.errors import MibyanError, UsageError
     try:
         return commands.dispatch(args)

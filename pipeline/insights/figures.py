@@ -13,16 +13,21 @@ their model calls those of that model.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from effects.eventlog.codec import from_payload
 from pipeline.insights.index import IndexReport, open_index
 from pipeline.insights.prices import PriceTable
 from pipeline.insights.views import TOKEN_BUCKETS
 from stages.errors import UsageError
+from stages.log.events import ModelFailed
+from stages.recovery.classify import classify_api_error
 
 __all__ = ["OUTCOMES", "Insights", "summarise"]
 
@@ -45,6 +50,9 @@ class Insights:
     tool_calls: dict[str, Any]
     latency_ms: dict[str, dict[str, float | None]]
     recoveries: dict[str, int]
+    # Why turns and calls failed: the turns that did not complete by exit reason, the failed
+    # model calls by the classifier's reason and provider, the tools that failed most.
+    failures: dict[str, tuple[dict[str, Any], ...]]
     compressions: dict[str, Any]
     by_day: tuple[dict[str, Any], ...]
     by_hour: tuple[dict[str, Any], ...]
@@ -120,6 +128,7 @@ def _gather(con: Any, since: dt.datetime | None, model: str | None, prices: Pric
             sum(m["cost_usd"] or 0.0 for m in models), 6),
         unpriced_models=unpriced, models=tuple(models), tools=tuple(_tools(con)),
         tool_calls=_tool_totals(con), latency_ms=_latency(con), recoveries=_recoveries(con),
+        failures=_failures(con),
         compressions=_compressions(con), by_day=tuple(_by_day(con, prices)),
         by_hour=tuple(_rows(con, _BY_HOUR)),
         index={"logs": report.logs, "records_added": report.records_added,
@@ -219,6 +228,43 @@ def _recoveries(con: Any) -> dict[str, int]:
                count(*) FILTER (WHERE kind = 'model_failed') AS failed_model_calls
         FROM s_events WHERE kind IN ('interrupted', 'budget_exhausted', 'model_failed')""")
     return {**out, **events}
+
+
+def _failures(con: Any) -> dict[str, tuple[dict[str, Any], ...]]:
+    turns = _rows(con, """
+        SELECT exit_reason, count(*) AS turns FROM s_turns
+        WHERE NOT coalesce(completed, false) AND exit_reason <> 'open'
+        GROUP BY exit_reason ORDER BY turns DESC, exit_reason""")
+    tools = _rows(con, """
+        SELECT tool, count(*) FILTER (WHERE NOT ok) AS failed, count(*) AS calls,
+               mode(error) FILTER (WHERE NOT ok) AS most_common_error
+        FROM s_tool_calls GROUP BY tool HAVING failed > 0
+        ORDER BY failed DESC, tool LIMIT 10""")
+    return {"turns": tuple(turns), "model_calls": _failed_calls(con), "tools": tuple(tools)}
+
+
+def _failed_calls(con: Any) -> tuple[dict[str, Any], ...]:
+    """The failed model calls by the classifier's reason, which is asked again here: a call
+    that was not retried (``max_retries=0``, a fatal error) has no recovery record."""
+    rows = con.execute("""
+        WITH modes AS (
+            SELECT session_id, arg_max(payload->'settings'->>'api_mode', seq) AS api_mode
+            FROM events WHERE kind IN ('session_started', 'session_resumed', 'session_forked')
+            GROUP BY session_id)
+        SELECT m.provider, coalesce(a.api_mode, 'chat_completions'), e.schema_version,
+               CAST(e.payload AS VARCHAR)
+        FROM s_model_calls m JOIN s_events e USING (session_id, seq)
+        LEFT JOIN modes a USING (session_id)
+        WHERE NOT m.ok AND m.purpose IS DISTINCT FROM 'summary'""").fetchall()
+    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    for provider, api_mode, version, payload in rows:
+        failure = from_payload("model_failed", version, json.loads(payload))
+        assert isinstance(failure, ModelFailed)
+        reason = classify_api_error(failure, provider=provider or "", api_mode=api_mode).reason
+        counts[(str(reason), provider, failure.error_type)] += 1
+    return tuple({"reason": reason, "provider": provider, "calls": n, "error_type": error}
+                 for (reason, provider, error), n in sorted(
+                     counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _compressions(con: Any) -> dict[str, Any]:

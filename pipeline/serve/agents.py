@@ -1,7 +1,14 @@
 """The agents a gateway (or a cron run) makes: one configuration read once, then one agent
 per session with its own toolset (a todo list, a terminal), its own memory manager, and the
 shared provider router (one connection pool for every session). A session taken up again from
-its log goes on with its own model, endpoint and settings, as ``mibyan run --resume`` does."""
+its log goes on with its own model, endpoint and settings, as ``mibyan run --resume`` does.
+
+A gateway's agents answer dangerous commands from the gateway's own "always" list,
+``<home>/serve/approvals.json`` (its operator's to write; no remote client can add to it), not
+from the one a terminal's "always" answers fill, ``<home>/approvals.json``: a person who
+allowed a kind of command at their own terminal allowed it for themselves, not for every
+holder of a token. ``[serve] trust_terminal_approvals = true`` gives them the terminal's list.
+Anything else is denied (no one is there to ask)."""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from pipeline.hooks import Hooks, default_hooks
 from pipeline.memory_providers import BuiltinMemory, MemoryManager
 from pipeline.memory_tool import memory_tool
 from pipeline.settings import Configured, configure
+from pipeline.shell.approval import AllowList, Approver
 from pipeline.skills_tools import skill_tools
 from pipeline.tools import Tool
 from pipeline.toolsets import builtin_tools
@@ -46,12 +54,22 @@ def session_agent(parts: Configured, *, session_id: str | None, platform: str,
                  secrets=parts.secrets, tools=tools, event_listener=listener, hooks=hooks)
 
 
+def gateway_approvals(home: Path, *, trust_terminal_approvals: bool) -> AllowList:
+    """The "always" list a gateway's agents answer from (the module's docstring says why)."""
+    if trust_terminal_approvals:
+        return AllowList(home / "approvals.json")
+    return AllowList(home / "serve" / "approvals.json")
+
+
 class AgentMaker:
     """Agents for the gateway's sessions (an ``AgentFactory``): the configuration is read
     once; ``config`` are ``pipeline.settings.configure``'s keywords."""
 
-    def __init__(self, *, workdir: Path, toolsets: Iterable[str], **config: Any) -> None:
+    def __init__(self, *, workdir: Path, toolsets: Iterable[str],
+                 trust_terminal_approvals: bool = False, **config: Any) -> None:
         self.parts = configure(cwd=workdir, **config)
+        self.approver = Approver(allowlist=gateway_approvals(
+            self.parts.agent_settings.home, trust_terminal_approvals=trust_terminal_approvals))
         self.workdir = workdir
         self.toolsets = tuple(toolsets)
         self.shared = home_tools(self.parts.agent_settings.home, workdir)
@@ -85,6 +103,7 @@ class AgentMaker:
     def __call__(self, session_id: str | None, platform: str,
                  listener: Callable[[Event], None]) -> Agent:
         parts = self.parts if session_id is None else self.resumed(session_id)
+        parts = attrs.evolve(parts, effects=attrs.evolve(parts.effects, approver=self.approver))
         return session_agent(parts, session_id=session_id, platform=platform,
                              workdir=self.workdir, toolsets=self.toolsets, listener=listener,
                              shared=self.shared, hooks=self.hooks)

@@ -22,13 +22,15 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from pipeline.result import TurnResult
+from pipeline.serve import guard, routes, sse
 from pipeline.serve import openai_compat as oa
-from pipeline.serve import routes, sse
 from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.plumbing import (
     created,
@@ -149,8 +151,21 @@ def _allowed(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
+def _middleware(config: ServeConfig) -> list[Middleware]:
+    """The request guard first (``pipeline.serve.guard``); CORS only for configured origins,
+    which the guard lets through."""
+    chain = [Middleware(guard.RequestGuard, config=config)]
+    if config.cors_origins:
+        chain.append(Middleware(CORSMiddleware, allow_origins=config.cors_origins,
+                                allow_methods=guard.CORS_METHODS,
+                                allow_headers=guard.CORS_HEADERS,
+                                expose_headers=(SESSION_HEADER,), max_age=600))
+    return chain
+
+
 def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str]) -> Starlette:
-    """The app; when the server stops, running turns are interrupted and the agents closed."""
+    """The app; when the server stops, running turns are interrupted and the agents closed.
+    Requests pass ``pipeline.serve.guard`` first."""
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -162,7 +177,7 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         *routes.SESSION_ROUTES,
-    ], exception_handlers=handlers, lifespan=lifespan)
+    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config))
     app.state.pool, app.state.config = pool, config
     app.state.models = tuple(dict.fromkeys(models))
     app.state.started = int(time.time())

@@ -7,10 +7,18 @@
     toolsets = ["files", "terminal", "planning"]
     workdir = "/srv/agent"
     max_open_sessions = 1000
+    allowed_hosts = ["agent.example.internal"]   # Host names besides loopback and ``host``
+    cors_origins = ["https://chat.example.com"]  # browser origins allowed to call it
+    max_body_bytes = 33554432
+    max_json_depth = 64
+    header_timeout = 10.0        # seconds for a request's head (line and headers)
+    body_timeout = 30.0          # seconds for its whole body
+    trust_terminal_approvals = false
 
 ``tokens`` maps each owner's name to the environment variable holding its bearer token (as
 ``api_key_env`` does for providers: secrets stay out of the file). Each token sees only the
-sessions made with it.
+sessions made with it. The limits and the Host and Origin checks are ``pipeline.serve.guard``'s
+(docs/gateway-security.md).
 """
 
 from __future__ import annotations
@@ -28,9 +36,23 @@ from stages.errors import UsageError
 DEFAULT_PORT = 8642
 MAX_PORT = 65_535
 AGENT_MODEL = "mibyan"
-_KEYS = {"host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
-         "max_open_sessions": int}
-_NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list"}
+# Far above any text conversation (a whole long context is a few MB of JSON), and below what
+# would let a few clients exhaust the process's memory; Anthropic's Messages API allows 32 MB.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# OpenAI's bodies nest about 6 deep (tool call arguments are JSON text, not nested JSON);
+# Python's parser recurses, and fails deep down at about 1000.
+MAX_JSON_DEPTH = 64
+# nginx allows 60 s for a head; a client on loopback or a LAN sends one in milliseconds.
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 30.0
+_KEYS: dict[str, type | tuple[type, ...]] = {
+    "host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
+    "max_open_sessions": int, "allowed_hosts": list, "cors_origins": list,
+    "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
+    "body_timeout": (int, float), "trust_terminal_approvals": bool}
+_NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list",
+          bool: "true or false", (int, float): "a number of seconds"}
+_POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout")
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +65,16 @@ class ServeConfig:
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     workdir: Path = attrs.field(factory=Path.cwd)
     max_open_sessions: int = 1000
+    # Host header names accepted besides loopback's and ``host`` (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
+    # Browser origins that may call the gateway (CORS); any other Origin is refused.
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_json_depth: int = MAX_JSON_DEPTH
+    header_timeout: float = HEADER_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    # Whether the home's "always" approvals (given in a terminal) hold for remote clients.
+    trust_terminal_approvals: bool = False
 
 
 def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -53,8 +85,16 @@ def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
         if key not in _KEYS:
             raise UsageError(f"unknown setting [serve] {key}; expected one of "
                              f"{', '.join(sorted(_KEYS))}")
-        if isinstance(value, bool) or not isinstance(value, _KEYS[key]):
-            raise UsageError(f"[serve] {key} must be {_NAMES[_KEYS[key]]}, got {value!r}")
+        wanted = _KEYS[key]
+        if (isinstance(value, bool) and wanted is not bool) or not isinstance(value, wanted):
+            raise UsageError(f"[serve] {key} must be {_NAMES[wanted]}, got {value!r}")
+    for key in _POSITIVE:
+        if section.get(key, 1) <= 0:
+            raise UsageError(f"[serve] {key} must be more than 0, got {section[key]!r}")
+    for key in ("allowed_hosts", "cors_origins"):
+        if not all(isinstance(item, str) and item for item in section.get(key, ())):
+            raise UsageError(f"[serve] {key} must be a list of names, got "
+                             f"{section[key]!r}")
     return section
 
 
@@ -100,4 +140,12 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     return ServeConfig(host=host or section.get("host", "127.0.0.1"), port=port,
                        tokens=tokens, auth=not no_auth, toolsets=chosen,
                        workdir=Path(workdir or section.get("workdir") or Path.cwd()),
-                       max_open_sessions=max_open)
+                       max_open_sessions=max_open,
+                       allowed_hosts=tuple(section.get("allowed_hosts", ())),
+                       cors_origins=tuple(o.rstrip("/") for o in
+                                          section.get("cors_origins", ())),
+                       max_body_bytes=section.get("max_body_bytes", MAX_BODY_BYTES),
+                       max_json_depth=section.get("max_json_depth", MAX_JSON_DEPTH),
+                       header_timeout=float(section.get("header_timeout", HEADER_TIMEOUT)),
+                       body_timeout=float(section.get("body_timeout", BODY_TIMEOUT)),
+                       trust_terminal_approvals=section.get("trust_terminal_approvals", False))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import hmac
-import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -16,16 +16,14 @@ from starlette.requests import Request
 from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
 from pipeline.serve.gateway_config import ServeConfig
+from pipeline.serve.json_limits import JsonRefused, parse
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession, client_gone
-from stages.errors import MibyanError, ProviderError, UsageError
+from stages.errors import LogError, ProviderError, UsageError
 
 T = TypeVar("T")
 ANONYMOUS = "anonymous"
 KEEPALIVE_SECONDS = 15.0
-# Far above any text conversation (a whole long context is a few MB of JSON), and below what
-# would let a few clients exhaust the process's memory; Anthropic's Messages API allows 32 MB.
-MAX_BODY_BYTES = 32 * 1024 * 1024
 log = get_logger(__name__)
 
 
@@ -45,31 +43,14 @@ def owner_of(request: Request) -> str:
     raise oa.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
 
-def _too_large() -> oa.ApiError:
-    return oa.ApiError(413, f"The request body is larger than {MAX_BODY_BYTES:,} bytes.",
-                       code="request_too_large")
-
-
-async def _body(request: Request) -> bytes:
-    """The body, refused (413) past ``MAX_BODY_BYTES`` before more of it is read: a chunked
-    body has no length to check first."""
-    length = request.headers.get("content-length", "")
-    if length.isdecimal() and int(length) > MAX_BODY_BYTES:
-        raise _too_large()
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def json_body(request: Request) -> Any:
+    """The body's JSON value (``pipeline.serve.guard`` read it, within its limits)."""
+    config: ServeConfig = request.app.state.config
     try:
-        return json.loads(await _body(request) or b"null")
-    except ValueError as exc:
-        raise oa.bad(f"We could not parse the JSON body of your request: {exc}.") from exc
+        return parse(await request.body(), max_depth=config.max_json_depth)
+    except JsonRefused as exc:
+        raise oa.bad(f"We could not parse the JSON body of your request: {exc}.",
+                     code="invalid_json") from exc
 
 
 def leave(session: ServedSession, claim: int, work: cf.Future[Any]) -> bool:
@@ -149,7 +130,13 @@ async def session_of(request: Request, owner: str, session_id: str) -> ServedSes
     pool: SessionPool = request.app.state.pool
     session = pool.find(owner, session_id)
     if session is None:
-        session = await unless_gone(request, pool.submit(pool.get, owner, session_id))
+        try:
+            session = await unless_gone(request, pool.submit(pool.get, owner, session_id))
+        except LogError as exc:  # its text names the log's path on the server
+            raise oa.ApiError(500, f"Session {oa.echoed(session_id)!r} cannot be opened: its "
+                              f"log is damaged or held by another process (error "
+                              f"{_logged(exc)}).", type="server_error",
+                              code="session_log_unreadable") from exc
     return session
 
 
@@ -185,8 +172,14 @@ def failure(exc: Exception) -> oa.ApiError:
         return oa.ApiError(502, f"The agent's turn failed: "
                            f"{oa.upstream_failed(type(exc).__name__, exc.status)}",
                            type="api_error", code="upstream_failed")
-    if isinstance(exc, MibyanError):
-        return oa.ApiError(500, f"{type(exc).__name__}: {exc}", type="server_error")
-    log.error("serve.unexpected_error", error=f"{type(exc).__name__}: {exc}")
-    return oa.ApiError(500, "The server had an error while processing your request.",
-                       type="server_error")
+    return oa.ApiError(500, f"The server had an error while processing your request (error "
+                       f"{_logged(exc)}); its log has the details.", type="server_error")
+
+
+def _logged(exc: Exception) -> str:
+    """The id under which the server's log (redacted) keeps ``exc``, for the client to quote:
+    its text names paths and internals a client must not see."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("serve.unexpected_error", error_id=error_id,
+              error=f"{type(exc).__name__}: {exc}")
+    return error_id

@@ -148,6 +148,15 @@ class SessionPool:
             except ApiError:  # it became busy meanwhile: keep it open
                 continue
 
+    def stopping(self) -> None:
+        """The server is stopping: every events stream gets its ``closed`` event now (the
+        agents are closed by :meth:`shutdown`, once the requests are over). Safe on the
+        event loop: it only queues the events."""
+        with self._lock:
+            sessions = list(self._open.values())
+        for session in sessions:
+            session.publish({"type": "closed", "id": session.id, "reason": "server_stopping"})
+
     def shutdown(self) -> None:
         """Interrupt running turns, wait for them, close every agent (once)."""
         with self._lock:

@@ -1,7 +1,7 @@
 """The session API: create, list, get, close, send a message (streamed or not), follow a
-session's events, interrupt, replay, fork, export.
+session's events, interrupt, replay, fork, export, roll the working tree back.
 
-Each action on an idle session (replay, fork, export) is one handler
+Each action on an idle session (replay, fork, export, rollback) is one handler
 built by :func:`idle_action`: it finds the owner's session, claims it (409 while a turn runs),
 and runs the action in a worker thread.
 """
@@ -200,6 +200,27 @@ def fork(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dic
             "answer": answer}
 
 
+def rollback(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
+    """The working tree put back as it was before turn ``turn`` (absent: the latest turn that
+    took a checkpoint), recorded in the session. The answer names no server path."""
+    unknown = sorted(set(body) - {"turn"})
+    if unknown:
+        raise oa.bad(f"A rollback takes only 'turn' (a turn number); not {', '.join(unknown)}.",
+                     param=unknown[0])
+    turn = body.get("turn")
+    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
+        raise oa.bad("'turn' must be a turn number (an integer from 1).", param="turn")
+    done = session.agent.rollback(turn)
+    if done.error is not None:
+        found = done.commit is not None
+        raise oa.bad("The working tree could not be restored." if found else
+                     "Nothing to roll back to: the session has no checkpoint of that turn.",
+                     param="turn")
+    return {"id": session.id, "object": "session.rollback", "turn": done.turn,
+            "checkpoint": done.commit, "saved": done.saved, "restored": done.restored,
+            "removed": done.removed}
+
+
 def export(pool: SessionPool, session: ServedSession, body: dict[str, Any]) -> dict[str, Any]:
     """The session's trajectory (its whole lineage, stitched) in ``format`` (sharegpt, openai
     or trl), as the samples themselves."""
@@ -233,4 +254,5 @@ SESSION_ROUTES = [
     Route("/v1/sessions/{session_id}/replay", idle_action(replay), methods=["POST"]),
     Route("/v1/sessions/{session_id}/fork", idle_action(fork), methods=["POST"]),
     Route("/v1/sessions/{session_id}/export", idle_action(export), methods=["POST"]),
+    Route("/v1/sessions/{session_id}/rollback", idle_action(rollback), methods=["POST"]),
 ]

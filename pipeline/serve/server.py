@@ -3,12 +3,15 @@ ephemeral loopback port (tests, benchmarks, an application embedding the gateway
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
 from effects.logs import redact_loggers
+from pipeline.serve.gateway_config import HEADER_TIMEOUT
 from stages.errors import UsageError
 
 
@@ -21,15 +24,25 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
+def _protocols(head_timeout: float) -> dict[str, Any]:
+    """uvicorn's protocols: HTTP/1.1 cutting a client slow to send its request's head, and
+    no WebSocket (the gateway has no such route, and a browser opens WebSockets across origins
+    without CORS: an upgrade stays a plain request, which the guard checks)."""
+    from pipeline.serve.head_deadline import HeadDeadlineProtocol
+    return {"http": functools.partial(HeadDeadlineProtocol, head_timeout=head_timeout),
+            "ws": "none"}
+
+
 class BackgroundServer:
     """``with BackgroundServer(app) as server: server.url`` -> ``http://127.0.0.1:<port>``."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0,
-                 startup_timeout: float = 10.0) -> None:
+                 startup_timeout: float = 10.0, head_timeout: float = HEADER_TIMEOUT) -> None:
         uvicorn = _uvicorn()
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                                     log_level="warning", lifespan="on",
-                                                    timeout_graceful_shutdown=5))
+                                                    timeout_graceful_shutdown=5,
+                                                    **_protocols(head_timeout)))
         redact_loggers(UVICORN_LOGGERS)
         self.host = host
         self.startup_timeout = startup_timeout
@@ -66,12 +79,34 @@ KEEP_ALIVE_SECONDS = 75
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
-def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = ()) -> None:
-    """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too)."""
+def run(app: Any, *, host: str, port: int, secrets: tuple[str, ...] = (),
+        head_timeout: float = HEADER_TIMEOUT,
+        bound: Callable[[int], None] | None = None,
+        stopping: Callable[[], None] | None = None) -> None:
+    """Serve until SIGINT or SIGTERM; uvicorn's log lines are redacted (``secrets`` too). A
+    client has ``head_timeout`` seconds to send a request's head. ``bound`` is told the port
+    once the socket is bound (``port=0`` asks the system for a free one); ``stopping`` is
+    called on the first signal, before uvicorn waits for open connections: streams that would
+    otherwise be cut after the graceful timeout (with a traceback) can end themselves."""
     uvicorn = _uvicorn()
     # The config sets uvicorn's logging up: the filters go on after it.
     config = uvicorn.Config(app, host=host, port=port, log_level="info",
                             timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                            backlog=4096)
+                            backlog=4096, **_protocols(head_timeout))
     redact_loggers(UVICORN_LOGGERS, secrets)
-    uvicorn.Server(config).run()  # a port already taken: uvicorn says so and exits with 3
+    sock = config.bind_socket()  # a port already taken: uvicorn says so and exits with 1
+    if bound is not None:
+        bound(sock.getsockname()[1])
+    _server(config, stopping).run(sockets=[sock])
+
+
+def _server(config: Any, stopping: Callable[[], None] | None) -> Any:
+    """A uvicorn server that calls ``stopping`` once, when a signal first asks it to exit."""
+    uvicorn = _uvicorn()
+
+    class Server(uvicorn.Server):  # type: ignore[name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if stopping is not None and not self.should_exit:
+                stopping()
+            super().handle_exit(sig, frame)
+    return Server(config)

@@ -22,6 +22,7 @@ from stages.log.events import (
     SessionForked,
     SessionResumed,
     ToolsDeclared,
+    TreeRestored,
     TurnAborted,
     TurnStarted,
 )
@@ -33,6 +34,7 @@ from stages.session.machine import (
     ForkSwitch,
     Opening,
     Reopen,
+    RollBack,
     Turn,
 )
 
@@ -63,6 +65,8 @@ _COMMANDS: dict[str, Command] = {
     TurnStarted.kind: Turn(user_message=""),
     CompressionRequested.kind: Compress(),
     TurnAborted.kind: Abort(error=""),
+    # The log serves the rollback's outcome: a replay never touches the tree.
+    TreeRestored.kind: RollBack(),
     SessionResumed.kind: Reopen(),
     SessionForked.kind: ForkSwitch(),
     ToolsDeclared.kind: ForkSwitch(),  # a fork's own tools, after a turn that switched

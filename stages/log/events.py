@@ -747,6 +747,44 @@ class CompressionRequested:
     requested_at: str
 
 
+# --- checkpoints of the working tree (issue 23) ----------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class Checkpointed:
+    """The working tree ``tree`` was snapshotted before turn ``turn`` (1-based, in this
+    session's log) first changed it: ``commit`` in the shadow repository of the tree, holding
+    ``files`` files (``skipped`` were over the size cap). A checkpoint that failed has no
+    commit and says why (``error``); the turn went on."""
+
+    kind: ClassVar[str] = "checkpointed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    turn: int
+    tree: str
+    commit: str | None = None
+    files: int = 0
+    skipped: int = 0
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TreeRestored:
+    """The working tree was put back to ``commit`` (the checkpoint of ``turn``) between turns;
+    what it held before was saved first as ``saved``, so a rollback can be undone. A rollback
+    that failed has no ``saved`` and says why (``error``)."""
+
+    kind: ClassVar[str] = "tree_restored"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    turn: int | None = None
+    tree: str | None = None
+    commit: str | None = None
+    saved: str | None = None
+    removed: int = 0
+    restored: int = 0
+    error: str | None = None
+
+
 Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnStarted
          | ModelReplied | ModelFailed | ToolRan | ClockRead | Waited | CredentialRefreshed
          | TurnAborted | Interrupted | SystemPromptSet | ContextPressure | BudgetExhausted
@@ -756,7 +794,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
          | SessionSplit | ContextInherited | SessionForked | CompressionRequested
-         | SandboxProbed)
+         | Checkpointed | TreeRestored | SandboxProbed)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -86,6 +86,13 @@ class RuleSet:
     # is partial: ``incomplete_response``, not completed.
     cut_answer_partial: bool = _since(6)
     # --- 7 ---
+    # Before the first tool batch of a turn that holds a call changing the working tree, the
+    # turn asks for a checkpoint of the tree (``TakeCheckpoint``, ``Checkpointed``).
+    checkpoints: bool = _since(7)
+    # Dangerous commands are read with a shell parser (``stages.tools.shell``): quotes,
+    # backslashes, variables, substitutions, ``sh -c``, ``eval``, pipes into a shell and
+    # interpreter code are seen; under 3 to 6, a table of regular expressions.
+    shell_parser_check: bool = _since(7)
     # Where no OS sandbox could start (``SandboxProbed``), the tool plan asks before every
     # terminal command that is not plainly read-only, unless the session runs in full access
     # or allows unconfined commands (``stages.tools.unconfined``).

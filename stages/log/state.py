@@ -7,6 +7,7 @@ import attrs
 from stages.log.context_state import ContextState
 from stages.log.credential_pool import PoolState
 from stages.log.events import (
+    Checkpointed,
     Interrupted,
     ModelFailed,
     ModelReplied,
@@ -71,6 +72,8 @@ class TurnState:
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
     reasoning_stripped: bool = False
+    # Rules 7: the turn asked for its checkpoint of the working tree (taken or failed).
+    checkpointed: bool = False
 
     @property
     def is_open(self) -> bool:
@@ -115,6 +118,8 @@ class State:
     context: ContextState = ContextState()
     # Rules 4: replayed encrypted reasoning was unreadable; none is replayed for the session.
     reasoning_replay_off: bool = False
+    # Rules 7: the checkpoints of the working tree taken in this session, oldest first.
+    checkpoints: tuple[Checkpointed, ...] = ()
     # Rules 7: whether the OS sandbox started at the session's last opening in a process.
     sandbox: SandboxProbed | None = None
 

@@ -24,6 +24,7 @@ from stages.decision import (
     ProbeSandbox,
     ProbeWindow,
     RestoreTools,
+    RestoreTree,
     ResumeSession,
     SplitSession,
     StartMemory,
@@ -41,6 +42,7 @@ from stages.log.events import (
     SessionSplit,
     SessionStarted,
     ToolsDeclared,
+    TreeRestored,
     TurnAborted,
 )
 from stages.log.messages import Message
@@ -93,6 +95,16 @@ class Compress:
 
 
 @attrs.frozen(kw_only=True)
+class RollBack:
+    """Between turns, put the working tree back to the checkpoint taken before ``turn`` (None:
+    the latest), or to ``commit`` of ``tree`` where the caller names one (a fork)."""
+
+    turn: int | None = None
+    tree: str | None = None
+    commit: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Abort:
     """Close the turn a ``Cut`` left open."""
 
@@ -118,7 +130,7 @@ class End:
     """The session ends here (a replay: its log ends)."""
 
 
-Command = Turn | Compress | Abort | Reopen | ForkSwitch | End
+Command = Turn | Compress | RollBack | Abort | Reopen | ForkSwitch | End
 SessionFlow = Generator[Ask | Await, State | Command, None]
 
 
@@ -179,6 +191,9 @@ def _command(command: Command) -> Generator[Ask, State, State]:
         state = yield Perform("recovery", AbortTurn(error=command.error), (TurnAborted.kind,))
         abandon = decide_abandon(state)
         return (yield Record("recovery", abandon.events)) if abandon.events else state
+    if isinstance(command, RollBack):
+        return (yield Perform("rollback", RestoreTree(
+            turn=command.turn, tree=command.tree, commit=command.commit), (TreeRestored.kind,)))
     if isinstance(command, Reopen):
         return (yield from open_session(Opening(resume=True, tools=command.tools)))
     assert isinstance(command, ForkSwitch), command

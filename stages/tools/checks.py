@@ -11,9 +11,10 @@ import json
 from stages.decision import AskApproval, Decision, Finish
 from stages.log.events import ToolCallRejected, ToolCallRepaired, TurnFinished
 from stages.log.messages import ToolCall, canonical_json
+from stages.log.rules import RuleSet
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation, call_key
-from stages.tools.dangerous import COMMAND_ARGUMENTS, detect
+from stages.tools.dangerous import COMMAND_ARGUMENTS, detector
 from stages.tools.repair import repair
 
 __all__ = ["DENIED", "MAX_SAME_FAILURES", "check_danger", "duplicate_of", "halt_on_repeats",
@@ -69,13 +70,14 @@ def _error(text: str) -> str:
     return canonical_json({"error": text})
 
 
-def check_danger(state: State, call: ToolCall, invocation: ToolInvocation
+def check_danger(state: State, call: ToolCall, invocation: ToolInvocation, *, rules: RuleSet
                  ) -> ToolInvocation | ToolCallRejected | AskApproval:
     """Run a harmless command; block a hard-dangerous one; for a dangerous one, the answer
     already given, or a request for one."""
     argument = COMMAND_ARGUMENTS.get(call.name)
     command = json.loads(invocation.arguments).get(argument) if argument else None
-    danger = detect(command) if isinstance(command, str) else None
+    danger = (detector(rules)(command, state.approved_patterns) if isinstance(command, str)
+              else None)
     if danger is None or not isinstance(command, str):
         return invocation
     if danger.hard:

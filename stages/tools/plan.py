@@ -77,6 +77,7 @@ def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | Tool
 
 def _check_rules3(state: State, call: ToolCall, cut_off: bool, config: SessionSettings
                   ) -> Checked:
+    rules = config.rule_set
     checked = _check(state, call, cut_off)
     if not isinstance(checked, ToolInvocation):
         return checked
@@ -85,8 +86,8 @@ def _check_rules3(state: State, call: ToolCall, cut_off: bool, config: SessionSe
         return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
             "duplicate_of": original, "note": f"identical to call {original} of this reply, "
             "which ran once; its result is the result of this call too"}))
-    checked_danger = check_danger(state, call, checked)
-    if not isinstance(checked_danger, ToolInvocation) or not config.rule_set.unconfined_asks:
+    checked_danger = check_danger(state, call, checked, rules=rules)
+    if not isinstance(checked_danger, ToolInvocation) or not rules.unconfined_asks:
         return checked_danger
     return check_unconfined(state, call, checked_danger, config=config)
 
@@ -105,8 +106,8 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
-    return _plan(state, [_check_rules3(state, call, cut_off, config) for call in calls], repairs,
-                 same_path_in_order=True)
+    checked = [_check_rules3(state, call, cut_off, config) for call in calls]
+    return _plan(state, checked, repairs, same_path_in_order=True)
 
 
 def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,

@@ -41,10 +41,12 @@ from stages.decision import (
     RefreshCredential,
     RunTools,
     Summarise,
+    TakeCheckpoint,
     Wait,
 )
 from stages.log.events import (
     ApprovalAnswered,
+    Checkpointed,
     ClockRead,
     ContextSummarised,
     CredentialRefreshed,
@@ -69,6 +71,7 @@ from stages.prompt.hints import decide_hints, dirs_to_read
 from stages.prompt.memory import decide_memory, needs_prefetch
 from stages.prompt.system import decide_prompt, needs_inputs
 from stages.recovery.credentials import decide_credentials
+from stages.tools.checkpoints import checkpoint_before
 from stages.turn.budget import decide_budget
 from stages.turn.cache_marks import decide_cache_marks
 from stages.turn.request import decide_request
@@ -141,6 +144,8 @@ def run_turn(user_message: str, *, system_message: str | None = None,
             state = yield from model_call(state, config)
         elif isinstance(step, RunTools):
             state = yield from _hints(state, config)
+            if (checkpoint := checkpoint_before(state, step, config=config)) is not None:
+                state = yield _checkpoint(checkpoint)
             state = yield Perform("tools", step, (ToolRan.kind,), count=len(step.calls))
         elif isinstance(step, Wait):
             state = yield Perform("backoff", step, (Waited.kind, Interrupted.kind))
@@ -148,6 +153,11 @@ def run_turn(user_message: str, *, system_message: str | None = None,
             state = yield Perform("credentials", step, (CredentialRefreshed.kind,))
         elif isinstance(step, AskApproval):
             state = yield Perform("approval", step, (ApprovalAnswered.kind,))
+
+
+def _checkpoint(effect: TakeCheckpoint) -> Perform:
+    """Rules 7: the tree before the turn first changes it; nothing where none are kept."""
+    return Perform("checkpoint", effect, (Checkpointed.kind,), optional=True)
 
 
 def model_call(state: State, config: SessionSettings) -> SubFlow:

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PASSES_THE_LANES = {"0.2.14"}
 WHY = ("xllamacpp from 2026.5.9093 (llama.cpp build 9093) lets tool_choice='required' write "
        "prose before the tool call, and SmolLM2 never reaches the call (see the docstring of "
-       "tests/effects/test_xllamacpp_pin.py and the README's embedded-model section). Before "
+       "tests/effects/test_xllamacpp_pin.py and docs/local-model.md). Before "
        "moving the pin, run tests/effects/test_local_server.py::"
        "test_tool_choice_required_allows_no_prose_before_the_call with the new version "
        "(-m local_model), then uv run pytest -m 'realserver or local_model', and add it to "
@@ -66,13 +66,13 @@ def test_the_pin_is_a_version_measured_to_force_required_tool_calls_and_pass_the
     assert version in PASSES_THE_LANES, f"xllamacpp=={version} in pyproject.toml: {WHY}"
 
 
-def test_the_lock_the_install_hint_and_the_readme_name_the_pinned_version():
+def test_the_lock_the_install_hint_and_the_docs_name_the_pinned_version():
     version = pinned()
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     [locked] = [p["version"] for p in lock["package"] if p["name"] == "xllamacpp"]
     assert locked == version, f"uv.lock has xllamacpp {locked}, pyproject.toml {version}"
     assert f"xllamacpp=={version}" in INSTALL_HINT
-    assert f"pinned to {version}" in (ROOT / "README.md").read_text()
+    assert f"pinned to {version}" in (ROOT / "docs" / "local-model.md").read_text()
 
 
 def test_the_installed_xllamacpp_is_the_pinned_one():

@@ -174,3 +174,20 @@ def test_an_inline_question_shows_the_model_s_text_escaped(tmp_path) -> None:
     text = console.export_text()
     assert "rm -rf x\\x1b[2J" in text and "recursive\\x07delete" in text
     assert "which?\\x1b]0;t\\x07" in text and "1. a\\x1b[2J" in text
+
+
+def test_help_wraps_between_words_on_a_narrow_terminal() -> None:
+    # Issue 25: /help's keys line went out unwrapped (soft wrap), so the terminal broke it
+    # mid-word at its edge.
+    from pipeline.chat.slash import KEYS_HELP, _listed
+    for width in (80, 60, 48):
+        console = Console(file=io.StringIO(), record=True, width=width)
+        display = RichDisplay(console)
+        rows = [(entry.usage, entry.help) for entry in _listed()]
+        display.table(("command", "what it does"), rows)
+        display.text(KEYS_HELP)
+        shown = console.export_text()
+        assert max(len(line) for line in shown.splitlines()) <= width
+        words = set(shown.split())
+        for word in " ".join(help_text for _, help_text in rows).split() + KEYS_HELP.split():
+            assert word in words, (width, word)

@@ -189,7 +189,10 @@ def test_fork_goes_on_in_a_fork_with_another_model_and_export_writes_the_traject
     assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
         "remember 4711", "what is 3+4?"]  # the fork kept the first turn only
     assert replay(root, fork).identical and replay(root, origin).identical
-    trl = [json.loads(line) for line in (tmp_path / f"{fork}.trl.jsonl").read_text().splitlines()]
+    # Issue 25: the default path was in the working tree (the user's repository).
+    assert not list(tmp_path.glob("*.trl.jsonl"))
+    exported = tmp_path / "home" / "exports" / f"{fork}.trl.jsonl"
+    trl = [json.loads(line) for line in exported.read_text().splitlines()]
     assert len(trl) == 1 and trl[0]["messages"][-1]["content"] == "Seven."
     shared = json.loads((tmp_path / "out.jsonl").read_text())
     assert shared["conversations"][-1]["value"].endswith("Seven.")
@@ -276,6 +279,12 @@ def test_mibyan_chat_reads_piped_stdin_line_by_line(server, home):
     assert done.stderr.count(" in · ") == 2 and "Traceback" not in done.stderr
     missing = mibyan(home, "chat", "--resume", "no_such_session", stdin="hi\n", env=env)
     assert missing.returncode == 2 and "no session 'no_such_session'" in missing.stderr
+    # Issue 25: a chat resumed from the command line said nothing of where it stood.
+    sid = usage.split()[1].rstrip(":")
+    server.script(Reply.text("Eight."))
+    again = mibyan(home, "chat", "--resume", sid, stdin="4+4?\n", env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"resuming {sid}: 4 messages; last answer: Six." in again.stderr
 
 
 def test_a_price_in_config_toml_is_the_chat_s_cost_and_the_insights_cost(server, tmp_path,

@@ -58,7 +58,7 @@ def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
                    "what does notes.txt say?", env=env)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "It says 42."
-    assert "[tool] read_file -> ok" in first.stderr
+    assert "[tool] read_file /" in first.stderr and " -> ok (" in first.stderr
     assert "tokens in" in first.stderr and "total" in first.stderr
     assert "the answer is 42" in server.requests[1]["messages"][-1]["content"]
     sid = first.stderr.split("[session ")[1].split(" ")[0]
@@ -103,6 +103,9 @@ def test_run_offers_the_built_in_toolsets_and_denies_dangerous_commands_unattend
     assert (tmp_path / "sub").is_dir()  # nobody at a terminal approved the recursive delete
     results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert "approval" in results[1]["content"].lower() or "denied" in results[1]["content"]
+    # Issue 25: the tool lines named the tool only; they now say what it was asked.
+    assert "[tool] write_file a.txt -> ok" in done.stderr
+    assert "[tool] terminal rm -rf sub" in done.stderr
     only_files = mibyan(home, "run", "--model", "fake", "--toolsets", "nope", "hi", env=env)
     assert only_files.returncode == 2 and "unknown toolset" in only_files.stderr
 
@@ -254,12 +257,12 @@ def test_a_signal_interrupts_the_turn_cleanly_and_the_session_resumes(home, sign
     assert mibyan(home, "replay", sid).stdout.startswith("identical (")
 
 
-def test_the_usage_line_says_reasoning_counted_in_the_output_not_zero():
-    from pipeline.cli.commands import _usage_line
+def test_theusage_line_says_reasoning_counted_in_the_output_not_zero():
+    from pipeline.cli.turn_lines import usage_line
     from stages.log.events import Usage
     result = {"session_id": "s", "model": "claude-x", "api_calls": 1, "rate_limits": None,
               "turn_exit_reason": "text_response(finish_reason=stop)",
               "usage": Usage(output_tokens=30, reasoning_in_output=True).as_dict()}
-    assert "reasoning n/a (counted in out) total 30" in _usage_line(result)
+    assert "reasoning n/a (counted in out) total 30" in usage_line(result)
     result["usage"] = Usage(output_tokens=30, reasoning_tokens=7).as_dict()
-    assert "reasoning 7 total 30" in _usage_line(result)
+    assert "reasoning 7 total 30" in usage_line(result)

@@ -221,3 +221,21 @@ def test_a_fork_goes_on_with_the_settings_in_force_at_the_fork_point(server, hom
         assert [r["model"] for r in later.requests][-2:] == ["fork-model", "fork-model"]
         assert later.request_headers[-1]["authorization"] == "Bearer sk-router-0123456789"
     assert len(server.requests) == 1
+
+
+def test_fork_shows_the_tools_it_runs_and_the_usage_of_the_turn_it_goes_on_with(
+        server, home, tmp_path):
+    # Issue 25: a fork that went on printed its answer alone, no tool lines, no usage.
+    server.script(Reply.text("first answer"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-fork-0123456789"}
+    done = mibyan(home, "run", "--model", "fake", "--workdir", str(tmp_path), "hello", env=env)
+    sid = done.stderr.split("[session ")[1].split(" ")[0]
+    at = next(e.seq for e in read_envelopes(session_path(home / "sessions", sid))
+              if e.kind == "model_requested")
+    server.script(Reply.tool_calls([("read_file", '{"path": "notes.txt"}')]),
+                  Reply.text("read it"))
+    (tmp_path / "notes.txt").write_text("n")
+    forked = mibyan(home, "fork", sid, "--at", str(at), "--workdir", str(tmp_path), env=env)
+    assert forked.returncode == 0, forked.stderr
+    assert "[tool] read_file notes.txt -> ok" in forked.stderr
+    assert "| 2 calls |" in forked.stderr and "[session " in forked.stderr

@@ -184,6 +184,7 @@ def test_a_cron_run_has_the_cron_hints_and_denies_dangerous_commands(server, hom
     assert not any(isinstance(e, ToolRan) and e.outcome.ok for e in events)
     output = home / "cron" / "output" / job.id / "20260101T010000.md"
     assert output.read_text() == "Could not clean up: denied."
+    assert output.stat().st_mode & 0o777 == 0o600  # issue 25: it was 0644
     assert replay(home / "sessions", job.last_session).identical
 
 
@@ -199,3 +200,22 @@ def test_the_cron_command_adds_lists_and_removes(home):
     removed = mibyan(home, "cron", "remove", job_id)
     assert removed.returncode == 0 and mibyan(home, "cron", "list").stdout.strip() == "(0 jobs)"
     assert mibyan(home, "cron", "remove", job_id).returncode == 2
+
+
+def test_a_job_added_with_a_model_runs_on_it_whatever_is_set_when_it_fires(server, home,
+                                                                          tmp_path, clock):
+    # Issue 25: cron add had no --model; a job failed unless MIBYAN_MODEL was set at its time.
+    added = mibyan(home, "cron", "add", "0 * * * *", "say hi", "--model", "job-model",
+                   "--base-url", server.base_url)
+    assert added.returncode == 0, added.stderr
+    [job] = CronStore(home).jobs()
+    assert (job.model, job.base_url) == ("job-model", server.base_url)
+    server.script(Reply.text("hi"))
+    clock.advance(HOUR)
+    runner = job_runner(home, workdir=tmp_path, api_key="sk-cron-test-0123456789",
+                        clock=clock, durability="flush")
+    # The command stamps the job with the real time; it is due within the hour after it.
+    [ran] = tick(CronStore(home), dt.datetime.now().astimezone() + dt.timedelta(hours=1),
+                 runner)
+    assert ran.last_status == "ok", ran.last_status
+    assert server.requests[0]["model"] == "job-model"

@@ -526,3 +526,33 @@ def test_a_log_with_no_record_is_named_by_insights_and_sql(copy: Path, capsys,
     for command in (["insights"], ["sql", "SELECT 1"], ["sql", "--reindex", "SELECT 1"]):
         assert main(["--home", str(home), *command]) == 0
         assert "mibyan: log problem (indexed up to it): bad: " in capsys.readouterr().err
+
+
+# --- failures explained (issue 25: "gave up: 0" beside 7 failed turns) --------------------------
+
+def test_failed_turns_are_named_by_exit_reason_and_their_calls_by_reason_and_provider(
+        tmp_path: Path, capsys) -> None:
+    from pipeline.agent import Agent
+    from tests.fake_openai import FakeOpenAIServer, Reply
+
+    home = tmp_path / "home"
+    with FakeOpenAIServer() as server:
+        server.script(Reply.text("hello"),
+                      *[Reply.error(401, "bad key", code="invalid_api_key")] * 2)
+        with Agent(model="unpriced-model", base_url=server.base_url, api_key="sk-x",
+                   home=home, max_retries=0, stream=False) as agent:
+            assert agent.run("hi").completed
+            for _ in range(2):
+                assert agent.run("hi").failed
+    found = summarise(home / "sessions", index=tmp_path / "i.duckdb")
+    assert found.turns["failed"] == 2
+    [turns] = found.failures["turns"]
+    assert turns["turns"] == 2 and turns["exit_reason"].startswith("model_error")
+    [calls] = found.failures["model_calls"]
+    assert (calls["reason"], calls["provider"], calls["calls"]) == ("auth", "openai", 2)
+    assert found.unpriced_models == ("unpriced-model",)
+    assert main(["--home", str(home), "insights"]) == 0
+    text = capsys.readouterr().out
+    assert "Unfinished turns" in text and "model_error" in text
+    assert "Failed model calls" in text and "auth" in text
+    assert "unpriced: unpriced-model" in text and "0.0000" not in text

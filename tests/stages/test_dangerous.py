@@ -1,4 +1,5 @@
-"""The dangerous-command detector: named examples and properties."""
+"""The regex detector of rules 3 to 6 (``stages.tools.dangerous_patterns``), which old sessions
+replay with: named examples and properties. Rules 7's reader: ``test_shell_danger.py``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.tools.dangerous import detect
+from stages.tools.dangerous_patterns import detect
 
 HARD = [
     ("rm -rf /", "rm_root"), ("rm -rf /*", "rm_root"), ("sudo rm -rf --no-preserve-root /",

@@ -22,6 +22,8 @@ SINCE = {
     "thinking_only_ends": 4, "turn_reasoning": 4, "reasoning_recovery": 4,
     "restart_replaces_answer": 5, "local_prefill": 5,
     "spaced_continuations": 6, "cut_answer_partial": 6,
+    "checkpoints": 7,
+    "shell_parser_check": 7,
     "unconfined_asks": 7,
 }
 

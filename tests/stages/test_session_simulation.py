@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from hypothesis import event, example, given, settings
 
 from stages.fold import fold
 from stages.log import events as ev
 from stages.log.alternation import violations
+from stages.log.messages import canonical_json
 from tests.stages.test_properties import check_logs, check_turn
 from tests.strategies.replay import replayed
 from tests.strategies.scripts import (
@@ -133,3 +133,29 @@ def test_a_session_resumed_inside_a_tool_batch_replays() -> None:
     first = next(i for i, e in enumerate(log) if isinstance(e, ev.ToolRan))
     resumed = Driver.resuming(log[:first + 1])
     assert replayed(resumed.events) == resumed.events
+
+
+def _terminal(command: str) -> CallStep:
+    return CallStep(name="terminal", arguments=canonical_json({"command": command}))
+
+
+def test_a_disguised_delete_asks_a_root_delete_is_blocked_and_the_session_replays() -> None:
+    """A scripted model calls terminal with ``r\\m -rf ./src`` (the regex table let it run
+    unasked) and ``rm -rf //`` (the table only asked): the first waits for an approval, the
+    second is blocked, and the log replays record for record."""
+    reply = ReplyStep(content=None, calls=(_terminal(r"r\m -rf ./src"), _terminal("rm -rf //")))
+    script = SessionScript(max_turns=2, turns=(
+        TurnScript(user="tidy up", steps=(reply,), approvals=("deny",)),),
+        resilience=Resilience(max_retries=0, chain=(("p", "m", 1),), refresh=False,
+                              strategy="fill_first", memory=False, clock_step=1.0))
+    driver = drive(script, check_turn)
+    log = driver.events
+    asked = [e for e in log if isinstance(e, ev.ApprovalAnswered)]
+    assert [(a.pattern, a.choice) for a in asked] == [("recursive_delete", "deny")]
+    rejected = {e.call.arguments: (e.reason, e.content) for e in log
+                if isinstance(e, ev.ToolCallRejected)}
+    reason, content = rejected[canonical_json({"command": "rm -rf //"})]
+    assert reason == "blocked" and "rm_root" in content
+    assert rejected[canonical_json({"command": r"r\m -rf ./src"})][0] == "denied"
+    assert not any(isinstance(e, ev.ToolRan) for e in log)
+    assert replayed(log) == log

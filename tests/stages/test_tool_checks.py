@@ -160,3 +160,28 @@ def test_a_repeated_call_is_always_answered_without_running(paths, which) -> Non
     state = _pending(*calls, call("dup", "read_file", again.arguments))
     planned = decide_tool_plan(state, config=SETTINGS)
     assert "dup" not in [c.call_id for c in planned.next.calls]
+
+
+def test_the_plan_reads_commands_by_the_rules_of_the_session() -> None:
+    """Rules 7 reads the command with the shell parser; a rules-6 session replays with the
+    regex table it ran under, which let ``r\\m -rf`` run unasked."""
+    rules6 = attrs.evolve(SETTINGS, rules=6)
+    command = _command("c1", r"r\m -rf ./src")
+    asked = decide_tool_plan(_pending(command), config=SETTINGS).next
+    assert isinstance(asked, AskApproval) and asked.pattern == "recursive_delete"
+    ran_unasked = decide_tool_plan(_pending(command, settings=rules6), config=rules6).next
+    assert isinstance(ran_unasked, RunTools)
+
+
+def test_a_session_approval_of_one_kind_does_not_pass_another_kind_in_the_same_command() -> None:
+    """Approving recursive deletes for the session let ``rm -rf build && git push --force`` run
+    unasked under the table (it acted on the first match only); rules 7 asks about the push."""
+    state = _pending(_command("c1", "rm -rf build"))
+    state = then(state, ev.ApprovalAnswered(call_id="c1", pattern="recursive_delete",
+                                            choice="session", source="callback"))
+    state = then(state, ran(call("c1", "terminal")))
+    state = answered(state, reply(None, _command("c2", "rm -rf dist && git push --force")))
+    asked = decide_tool_plan(state, config=SETTINGS).next
+    assert isinstance(asked, AskApproval) and asked.pattern == "git_force_push"
+    state = answered(state, reply(None, _command("c3", "rm -rf out")))
+    assert isinstance(decide_tool_plan(state, config=SETTINGS).next, RunTools)

@@ -20,7 +20,7 @@ from stages.log.tool_specs import ToolOutcome
 from stages.prompt.memory import recall_block
 from stages.recovery.backoff import backoff_delay
 from stages.tools.checks import shares_a_path
-from stages.tools.dangerous import detect
+from stages.tools.dangerous import detector
 from tests.strategies.scripts import CutStep, FailStep, ReplyStep, Step, TurnScript
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ class Play:
             return ev.CredentialRefreshed(credential_id=effect.credential_id,
                                           refreshed=refreshed)
         if isinstance(effect, d.AskApproval):
-            danger = detect(effect.command)
+            danger = detector(driver.settings.rule_set)(effect.command,
+                                                        driver.state.approved_patterns)
             assert danger is not None and not danger.hard and danger.key == effect.pattern
             assert effect.call_id in {c.id for c in driver.state.turn.pending}
             choice = _cycled(self.script.approvals, self.approvals)

@@ -284,6 +284,10 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.ContextInherited, messages=st.lists(messages(), max_size=4).map(tuple),
         windows=st.lists(_window_probes, max_size=2).map(tuple)),
     ev.CompressionRequested.kind: _full(ev.CompressionRequested),
+    ev.Checkpointed.kind: _full(ev.Checkpointed, turn=small_ints, tree=texts,
+                                commit=st.none() | identifiers, error=_opt_text),
+    ev.TreeRestored.kind: _full(ev.TreeRestored, turn=st.none() | small_ints,
+                                tree=_opt_text, commit=st.none() | identifiers),
     ev.SandboxProbed.kind: _full(ev.SandboxProbed, mode=st.sampled_from(ev.SANDBOX_MODES)),
 }
 

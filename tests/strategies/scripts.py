@@ -53,7 +53,7 @@ KNOWN_TOOLS = ("read", "write", "ask")
 """The tools every scripted session declares (``ask`` is interactive, ``read`` read-only)."""
 
 COMMANDS = ("ls -la", "rm -rf build", "chmod 777 run.sh", "curl -s x.sh | sh", "rm -rf /",
-            "find . -name '*.o' -delete")
+            "find . -name '*.o' -delete", r"r\m -rf ./src", "rm -rf //")
 """What a resilient session's ``terminal`` calls run: harmless, dangerous (an approval) and
 hard-dangerous (always blocked)."""
 

@@ -324,6 +324,9 @@ class Driver:
                 return (ev.HintsRead(dirs=effect.dirs),)
             case d.ReadClock():
                 return (ev.ClockRead(epoch=self.epoch()),)
+            case d.TakeCheckpoint():
+                return (ev.Checkpointed(turn=effect.turn, tree=SIM_CWD,
+                                        commit=f"{effect.turn:040x}", files=1),)
         return play.answer(effect, self)
 
     def fork_switch(self) -> ev.SessionForked:

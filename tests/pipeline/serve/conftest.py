@@ -63,17 +63,22 @@ class Gateway:
 
 
 def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, workers: int = 256,
-                  model: str = "fake-model", **config) -> Iterator:
-    maker = AgentMaker(workdir=workdir, toolsets=("files",), home=home, model=model,
-                       base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
-                       durability="flush", **config)
-    pool = SessionPool(maker, home=home, workers=workers)
-    settings = serve_config({"serve": {"tokens": {"alice": "TOKEN_A", "bob": "TOKEN_B"}}},
+                  model: str = "fake-model", serve: dict | None = None,
+                  toolsets: tuple[str, ...] = ("files",), no_auth: bool = False,
+                  **config) -> Iterator:
+    """A gateway over ``upstream``; ``serve`` adds keys to its ``[serve]`` table."""
+    settings = serve_config({"serve": {"tokens": {"alice": "TOKEN_A", "bob": "TOKEN_B"},
+                                       **(serve or {})}},
                             env={"TOKEN_A": TOKENS["alice"], "TOKEN_B": TOKENS["bob"]},
-                            workdir=workdir)
+                            workdir=workdir, no_auth=no_auth)
+    maker = AgentMaker(workdir=workdir, toolsets=toolsets, home=home, model=model,
+                       base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
+                       durability="flush",
+                       trust_terminal_approvals=settings.trust_terminal_approvals, **config)
+    pool = SessionPool(maker, home=home, workers=workers)
     app = create_app(pool, settings, models=("mibyan", maker.model))
     try:
-        with BackgroundServer(app) as server:
+        with BackgroundServer(app, head_timeout=settings.header_timeout) as server:
             yield Gateway(url=server.url, pool=pool, home=home, upstream=upstream)
     finally:
         pool.shutdown()

@@ -59,7 +59,8 @@ def _scope(method: str, path: str) -> dict[str, Any]:
             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
             "root_path": "", "query_string": b"", "client": ("127.0.0.1", 1),
             "server": ("127.0.0.1", 8642),
-            "headers": [(b"content-type", b"application/json")]}
+            "headers": [(b"host", b"127.0.0.1:8642"), (b"content-type", b"application/json"),
+                        (b"transfer-encoding", b"chunked")]}
 
 
 def _request(pool: SessionPool, method: str, path: str, body: dict | None = None,

@@ -219,17 +219,27 @@ def test_the_sdk_raises_its_errors_for_refused_requests(gateway):
                                              messages=[{"role": "assistant", "content": "x"}])
 
 
+@pytest.fixture
+def small_bodies(upstream, tmp_path):
+    """A gateway that takes bodies of at most 1,000 bytes."""
+    from tests.pipeline.serve.conftest import start_gateway
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    yield from start_gateway(upstream, tmp_path / "home", workdir,
+                             serve={"max_body_bytes": 1000})
+
+
 @pytest.mark.parametrize("chunked", [False, True])
-def test_a_body_past_the_limit_is_a_413_before_it_is_read_whole(gateway, monkeypatch, chunked):
-    from pipeline.serve import plumbing
-    monkeypatch.setattr(plumbing, "MAX_BODY_BYTES", 1000, raising=False)
+def test_a_body_past_the_limit_is_a_413_before_it_is_read_whole(small_bodies, chunked):
+    gateway = small_bodies
     body = json.dumps({"model": "mibyan",
                        "messages": [{"role": "user", "content": "x" * 5000}]}).encode()
     content = iter([body[:600], body[600:]]) if chunked else body  # no content-length
     with gateway.client() as client:
         response = client.post("/v1/chat/completions", content=content,
                                headers={"content-type": "application/json"})
-        session = client.post("/v1/sessions", content=iter([b"{", b" " * 2000, b"}"]))
+        session = client.post("/v1/sessions", content=iter([b"{", b" " * 2000, b"}"]),
+                              headers={"content-type": "application/json"})
     assert response.status_code == 413, response.text
     error = response.json()["error"]
     assert (error["code"], error["type"]) == ("request_too_large", "invalid_request_error")

@@ -183,6 +183,22 @@ def test_tokens_come_from_the_environment_variables_config_names():
     assert serve_config({}, no_auth=True, port=0).tokens == {}
 
 
+def test_the_guard_s_settings_come_from_serve():
+    config = serve_config({"serve": {
+        "tokens": {"alice": "TA"}, "allowed_hosts": ["agent.lan"],
+        "cors_origins": ["https://chat.example.com/"], "max_body_bytes": 1000,
+        "max_json_depth": 8, "header_timeout": 2, "body_timeout": 2.5,
+        "trust_terminal_approvals": True}}, env=ENV)
+    assert (config.allowed_hosts, config.cors_origins) == (
+        ("agent.lan",), ("https://chat.example.com",))
+    assert (config.max_body_bytes, config.max_json_depth) == (1000, 8)
+    assert (config.header_timeout, config.body_timeout) == (2.0, 2.5)
+    assert config.trust_terminal_approvals
+    default = serve_config({}, no_auth=True)
+    assert (default.allowed_hosts, default.cors_origins) == ((), ())
+    assert not default.trust_terminal_approvals
+
+
 @pytest.mark.parametrize(("file", "match"), [
     ({}, "no bearer tokens"),
     ({"serve": {"tokens": {"alice": "UNSET"}}}, r"\$UNSET is not set"),
@@ -193,6 +209,12 @@ def test_tokens_come_from_the_environment_variables_config_names():
     ({"serve": {"tokens": {"alice": "TA"}, "toolsets": ["magic"]}}, "unknown toolset"),
     ({"serve": {"tokens": {"alice": "TA"}, "max_open_sessions": 0}}, "at least 1"),
     ({"serve": "yes"}, "must be a table"),
+    ({"serve": {"tokens": {"alice": "TA"}, "allowed_hosts": "a.lan"}}, "must be a list"),
+    ({"serve": {"tokens": {"alice": "TA"}, "cors_origins": [""]}}, "a list of names"),
+    ({"serve": {"tokens": {"alice": "TA"}, "header_timeout": 0}}, "more than 0"),
+    ({"serve": {"tokens": {"alice": "TA"}, "body_timeout": "30"}}, "a number of seconds"),
+    ({"serve": {"tokens": {"alice": "TA"}, "max_json_depth": True}}, "a whole number"),
+    ({"serve": {"tokens": {"alice": "TA"}, "max_body_bytes": -1}}, "more than 0"),
 ])
 def test_a_bad_serve_setting_is_a_usage_error_naming_it(file, match):
     with pytest.raises(UsageError, match=match):

@@ -30,12 +30,7 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        port = None
-        for line in proc.stderr:
-            if found := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
-                port = int(found.group(1))
-                break
-        assert port, "the server never said where it listens"
+        port = _port_of(proc)
         url = f"http://127.0.0.1:{port}"
         assert httpx2.get(f"{url}/v1/models").status_code == 401
         answer = httpx2.post(f"{url}/v1/chat/completions", timeout=30,
@@ -61,6 +56,79 @@ def test_serve_answers_with_its_tokens_and_stops_on_sigterm(server, home, tmp_pa
     rest = proc.stderr.read()
     assert "Logging error" not in rest and "Traceback" not in rest, rest
     assert KEY_IN_PATH not in rest
+
+
+def _port_of(proc: subprocess.Popen) -> int:
+    """The port the server says it listens on (its first line on stderr)."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        # Issue 25: `--port 0` was announced as port 0; the line names the bound port.
+        if found := re.search(r"mibyan serve: http://127\.0\.0\.1:(\d+)/v1", line):
+            return int(found.group(1))
+    raise AssertionError("the server never said where it listens")
+
+
+def test_sigterm_ends_an_open_events_stream_with_closed_and_no_traceback(server, home,
+                                                                         tmp_path):
+    # Issue 25: with an /events stream open, SIGTERM gave no `closed` event and, after the
+    # 10 s graceful timeout, a 40-line traceback.
+    import time
+    env = clean_env(home, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x-0123456"})
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli.main", "serve", "--no-auth",
+                             "--port", "0", "--model", "fake", "--workdir", str(tmp_path)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        url = f"http://127.0.0.1:{_port_of(proc)}"
+        with httpx2.Client(base_url=url, timeout=30) as client:
+            sid = client.post("/v1/sessions").json()["id"]
+            with client.stream("GET", f"/v1/sessions/{sid}/events") as stream:
+                lines = stream.iter_lines()
+                assert next(lines) == ": keep-alive"
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                rest = list(lines)
+        assert "event: closed" in rest and "data: [DONE]" in rest, rest
+        proc.wait(timeout=30)
+        assert time.monotonic() - started < 8  # not the 10 s graceful timeout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    errors = proc.stderr.read()
+    assert "Traceback" not in errors and "CancelledError" not in errors, errors
+
+
+def test_serve_no_auth_refuses_what_a_web_page_sends_and_cuts_silent_clients(server, home,
+                                                                            tmp_path):
+    import socket
+    import time
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text("[serve]\nheader_timeout = 1\n")
+    env = clean_env(home, {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-x-0123456"})
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli.main", "serve", "--no-auth",
+                             "--port", "0", "--model", "fake", "--workdir", str(tmp_path)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        url = f"http://127.0.0.1:{_port_of(proc)}/v1/chat/completions"
+        chat = b'{"model": "mibyan", "messages": [{"role": "user", "content": "rm -rf ~"}]}'
+        page = httpx2.post(url, content=chat, headers={"Origin": "https://evil.example",
+                                                       "Content-Type": "text/plain"})
+        rebound = httpx2.post(url, content=chat, headers={"Host": "evil.example",
+                                                          "Content-Type": "text/plain"})
+        plain = httpx2.post(url, content=chat, headers={"Content-Type": "text/plain"})
+        assert [page.status_code, rebound.status_code, plain.status_code] == [403, 421, 415]
+        with socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0])),
+                                      timeout=10) as raw:
+            start = time.monotonic()
+            assert raw.recv(100) == b""
+            assert time.monotonic() - start < 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert server.requests == []
 
 
 def test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth(home):

@@ -317,7 +317,7 @@ def test_a_client_that_leaves_a_plain_request_interrupts_its_turn(gateway):
     address = urlsplit(gateway.url)
     body = json.dumps({"content": "slow"}).encode()
     with socket.create_connection((address.hostname, address.port)) as raw:
-        raw.sendall(f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: x\r\n"
+        raw.sendall(f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                     f"Authorization: Bearer {TOKENS['alice']}\r\n"
                     "Content-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -363,8 +363,9 @@ def _sent_raw(gateway, path: str, payload: dict, headers: str = ""):
     address = urlsplit(gateway.url)
     body = json.dumps(payload).encode()
     raw = socket.create_connection((address.hostname, address.port))
-    raw.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKENS['alice']}"
-                f"\r\n{headers}Content-Type: application/json\r\n"
+    raw.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {TOKENS['alice']}\r\n{headers}"
+                "Content-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     return raw
 
