@@ -21,6 +21,8 @@ from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
 from effects.tools.checkpoints import CheckpointError, TreeCheckpoints
 from effects.tools.executor import ToolRunner
+from effects.tools.processes import reap_orphans
+from effects.tools.sandbox import Probe, SandboxPolicy, probe
 from stages import decision as d
 from stages.errors import MibyanError
 from stages.log.events import (
@@ -40,8 +42,10 @@ from stages.log.events import (
     ModelFailed,
     ModelReplied,
     PromptInputsRead,
+    SandboxProbed,
     SessionForked,
     SessionResumed,
+    SessionSettings,
     SessionSplit,
     SessionStarted,
     SummaryFailed,
@@ -133,6 +137,7 @@ class Performers:
             d.RestoreTools: self._restore,
             d.StartMemory: self._start_memory,
             d.ProbeWindow: self._probe,
+            d.ProbeSandbox: self._probe_sandbox,
             d.SplitSession: lambda e, s: () if self.split is None else (self.split(e, s),),
             d.SyncMemory: self._sync_memory,
             d.AbortTurn: lambda e, s: (TurnAborted(error=e.error),),
@@ -192,9 +197,37 @@ class Performers:
         return (ContextWindowProbed(provider=effect.provider, model=effect.model, tokens=tokens,
                                     source=source),)
 
+    def _probe_sandbox(self, effect: d.ProbeSandbox, state: State) -> Sequence[Event]:
+        """Reap what killed processes left in the home; hand the session's policy to the
+        toolset that runs commands; whether its sandbox starts (recorded under rules 7)."""
+        settings = state.settings
+        assert settings is not None
+        if self.home is not None:
+            reap_orphans(self.home)
+        if self.fork_switch is not None:
+            # A fork opening past its origin's records: its own settings come with the switch,
+            # which confines the tools (its decisions go by the origin's recorded probe).
+            return ()
+        outcome = self._confine(settings)
+        if not settings.rule_set.unconfined_asks:
+            return ()
+        return (SandboxProbed(mode=settings.sandbox, confined=outcome.started,
+                              detail=outcome.detail),)
+
+    def _confine(self, settings: SessionSettings) -> Probe:
+        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home)
+        confine = getattr(self.toolset, "confine", None)
+        if confine is not None:
+            return confine(policy)
+        return probe() if policy.confining else Probe(False, "full access")
+
     def _switch(self, effect: d.SwitchSettings, state: State) -> Sequence[Event]:
         switch, self.fork_switch = self.fork_switch, None
-        return () if switch is None else (switch(state),)
+        if switch is None:
+            return ()
+        forked = switch(state)
+        self._confine(forked.settings)
+        return (forked,)
 
     # --- the working tree -------------------------------------------------------------------
     def _checkpoint(self, effect: d.TakeCheckpoint, state: State) -> Sequence[Event]:

@@ -41,6 +41,7 @@ from pipeline.providers import (
     pooled_keys,
     split_userinfo,
 )
+from pipeline.sandbox_settings import sandbox_values
 from stages.errors import ProviderNotConfiguredError, UsageError
 from stages.log.api_mode import resolve_api_mode
 from stages.log.events import (
@@ -246,6 +247,8 @@ def configure(
     protect_last_n: int | None = None, summary_model: str | None = None,
     context_engine: str | None = None, reasoning: str | int | None = None,
     checkpoints: bool = True,
+    sandbox: str | None = None, network: bool | None = None,
+    allow_unconfined: bool | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
     environment, then ``<home>/config.toml``, then the defaults (``max_turns=500``,
@@ -278,7 +281,9 @@ def configure(
         **context_values({}, compression=compression, preflight_threshold=preflight_threshold,
                          between_turns_threshold=between_turns_threshold,
                          protect_last_n=protect_last_n, summary_model=summary_model,
-                         context_engine=context_engine)}.items() if value is not None}
+                         context_engine=context_engine),
+        **sandbox_values({}, sandbox=sandbox, network=network,
+                         allow_unconfined=allow_unconfined)}.items() if value is not None}
     if reasoning is not None:  # an effort replaces a recorded budget, and the other way round
         given.update({"reasoning_effort": None, "reasoning_budget": None,
                       **parse_setting(reasoning)})
@@ -332,7 +337,8 @@ def _file_values(file: Mapping[str, Any]) -> dict[str, Any]:
               "fallback_providers": tuple(cfg.provider_entry(f)
                                           for f in file.get("fallback_providers", ())),
               "context_length": file.get("context", {}).get("context_length"),
-              **context, **parse_setting(section.get("reasoning"))}
+              **context, **parse_setting(section.get("reasoning")),
+              **sandbox_values(file.get("sandbox", {}))}
     return {name: value for name, value in values.items() if value is not None}
 
 

@@ -27,6 +27,7 @@ import attrs
 from effects.tools.clarify_todo import Clarifier, ClarifyCallback, TodoList
 from effects.tools.executor import SPILL_DIR
 from effects.tools.files import FileTools
+from effects.tools.sandbox import Probe, SandboxPolicy
 from effects.tools.terminal import Terminal
 from effects.tools.workspace import Workspace
 from pipeline.tools import Tool
@@ -65,6 +66,10 @@ class BuiltinTools:
     def close(self) -> None:
         """Stop the background processes still running."""
         self.terminal.close()
+
+    def confine(self, policy: SandboxPolicy) -> Probe:
+        """Run the terminal's commands under the session's sandbox policy."""
+        return self.terminal.confine(policy)
 
     def restore(self, messages: Iterable[Message]) -> None:
         """Take up a resumed session's todo list from its history."""

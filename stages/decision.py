@@ -220,6 +220,13 @@ class ProbeWindow:
 
 
 @attrs.frozen(kw_only=True)
+class ProbeSandbox:
+    """Whether the OS sandbox starts here for the session's mode (``SandboxProbed``; under
+    rules 7 always, before: nothing is recorded). The performer also hands the session's policy
+    to the tools that run commands."""
+
+
+@attrs.frozen(kw_only=True)
 class SplitSession:
     """After a compression the session goes on in a child that inherits ``context``
     (``SessionSplit``, recorded once the child's log holds its start)."""
@@ -266,8 +273,8 @@ class RestoreTree:
 
 
 SessionEffect = (StartSession | ResumeSession | InheritContext | DeclareTools | RestoreTools
-                 | StartMemory | ProbeWindow | SplitSession | SyncMemory | AbortTurn
-                 | SwitchSettings | RestoreTree)
+                 | StartMemory | ProbeWindow | ProbeSandbox | SplitSession | SyncMemory
+                 | AbortTurn | SwitchSettings | RestoreTree)
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
           | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
           | Summarise | RequestCompression | TakeCheckpoint | SessionEffect)

@@ -283,6 +283,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.Checkpointed: _checkpointed,
     # The tree is outside the state: a rollback changes nothing the stages decide from.
     ev.TreeRestored: lambda s, e: s,
+    ev.SandboxProbed: lambda s, e: evolve(s, sandbox=e),
 }
 
 

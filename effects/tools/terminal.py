@@ -6,6 +6,9 @@ interrupt of the agent kills a running command too. A background
 command returns at once with an id; ``process`` lists such commands, shows their output so far,
 and kills them. Whether a command is dangerous is decided before it gets here (the tool plan
 asks for approval).
+
+Every command runs in the OS sandbox of the session's policy (``effects.tools.sandbox``), or,
+unconfined, under a watchdog that takes it down with mibyan (``effects.tools.processes``).
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import attrs
 
 from effects.tools.executor import RUNNING_INTERRUPT
+from effects.tools.processes import ProcessRegistry, spawn, unconfined_argv
+from effects.tools.sandbox import Probe, Sandbox, SandboxPolicy, probe
 from effects.tools.workspace import ToolError, Workspace, cap_middle
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_OUTPUT_CHARS", "Terminal"]
@@ -68,9 +74,13 @@ def _run(process: subprocess.Popen[bytes], timeout: float) -> tuple[str | None, 
 class Terminal:
     """Runs commands for one session; background processes are killed by :meth:`close`."""
 
-    def __init__(self, workspace: Workspace, *, max_output: int = MAX_OUTPUT_CHARS) -> None:
+    def __init__(self, workspace: Workspace, *, max_output: int = MAX_OUTPUT_CHARS,
+                 sandbox: Sandbox | None = None) -> None:
         self.workspace = workspace
         self.max_output = max_output
+        # Confined by default; a session hands its own policy over when it opens (``confine``).
+        self.sandbox = sandbox or Sandbox()
+        self._registry: ProcessRegistry | None = None
         self._background: dict[str, _Background] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -96,10 +106,11 @@ class Terminal:
             raise ToolError(f"workdir {workdir!r} is not a directory")
         if background:
             return self._start(command, cwd)
-        process = subprocess.Popen(command, shell=True, cwd=cwd, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-        stopped, out = _run(process, timeout)
+        process = self._spawn(command, cwd, subprocess.PIPE)
+        try:
+            stopped, out = _run(process, timeout)
+        finally:
+            self._forget(process)
         if stopped == "interrupted":
             return {"exit_code": None, "interrupted": True, "output": self._text(out),
                     "error": "the user interrupted the command; it was killed"}
@@ -131,6 +142,7 @@ class Terminal:
         if action == "kill":
             _kill_group(found.process)
             found.process.wait()
+            self._forget(found.process)
         output = self._text(found.output.read_bytes())
         return {"process_id": process_id, "running": found.process.poll() is None,
                 "exit_code": found.process.poll(), "output": output}
@@ -144,15 +156,35 @@ class Terminal:
             if bg.process.poll() is None:
                 _kill_group(bg.process)
                 bg.process.wait()
+            self._forget(bg.process)
+
+    def confine(self, policy: SandboxPolicy) -> Probe:
+        """Take up a session's policy; whether its sandbox starts here (probed once per
+        process). Unconfined commands are then registered in the policy's home."""
+        self.sandbox = Sandbox(policy)
+        self._registry = ProcessRegistry(policy.home) if policy.home is not None else None
+        return probe() if policy.confining else Probe(False, "full access")
+
+    def _spawn(self, command: str, cwd: Path, stdout: IO[bytes] | int
+               ) -> subprocess.Popen[bytes]:
+        argv = self.sandbox.argv(command, cwd=cwd, root=self.workspace.root)
+        if argv is not None:
+            return spawn(argv, cwd=cwd, stdout=stdout, confined=True)
+        process = spawn(unconfined_argv(command), cwd=cwd, stdout=stdout, confined=False)
+        if self._registry is not None:
+            self._registry.add(process)
+        return process
+
+    def _forget(self, process: subprocess.Popen[bytes]) -> None:
+        if self._registry is not None:
+            self._registry.remove(process)
 
     def _start(self, command: str, cwd: Path) -> dict[str, object]:
         with self._lock:
             process_id = f"bg{next(self._ids)}"
             output = self._scratch / f"{process_id}.log"
             with output.open("wb") as sink:
-                process = subprocess.Popen(command, shell=True, cwd=cwd, stdout=sink,
-                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+                process = self._spawn(command, cwd, sink)
             self._background[process_id] = _Background(command, process, output)
         return {"process_id": process_id, "started": True}
 

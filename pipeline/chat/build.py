@@ -44,6 +44,7 @@ def build_agent(options: ChatOptions, *, model: str | None, session_id: str | No
                   max_tokens=options.max_tokens, timeout=options.timeout,
                   deadline=options.deadline, stream=options.stream,
                   durability=options.durability, event_listener=router.parent,
+                  sandbox=options.sandbox,
                   approval_callback=inbox.approve if inbox is not None else None,
                   **dict(options.overrides))
     if delegation is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.chat.display import Display
 from pipeline.chat.text import argument_summary, shorten
+from pipeline.sandbox_settings import unconfined_notice
 from stages.log import events as ev
 from stages.log.messages import ToolCall
 
@@ -32,7 +33,7 @@ class EventRouter:
             ev.ApprovalAnswered: self._approval, ev.Interrupted: self._interrupted,
             ev.RecoveryDecided: self._recovery, ev.ContextCompressed: self._compressed,
             ev.ContextNotice: self._context_notice, ev.SessionSplit: self._split,
-            ev.TurnFinished: self._finished,
+            ev.TurnFinished: self._finished, ev.SandboxProbed: self._sandbox,
         }
 
     # --- the listeners ------------------------------------------------------------------------
@@ -112,6 +113,10 @@ class EventRouter:
 
     def _context_notice(self, e: ev.ContextNotice, depth: int, label: str) -> None:
         self.display.notice(f"{e.source} {e.name}: {e.detail}", "warn", depth=depth, label=label)
+
+    def _sandbox(self, e: ev.SandboxProbed, depth: int, label: str) -> None:
+        if not depth and (notice := unconfined_notice(e)) is not None:
+            self.display.notice(notice, "warn")
 
     def _split(self, e: ev.SessionSplit, depth: int, label: str) -> None:
         if not depth:

@@ -36,6 +36,7 @@ class ChatOptions:
     durability: str = "durable"
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     no_tools: bool = False
+    sandbox: str | None = None  # None: [sandbox] mode, or workspace-write
     overrides: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
-               durability=args.durability,
+               durability=args.durability, sandbox=args.sandbox,
                event_listener=TurnLines(progress=embedded),
                approval_callback=approve) as agent:
         shown: list[str] = []

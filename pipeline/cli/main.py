@@ -14,6 +14,7 @@ from typing import Any
 from pipeline.cli.signals import EXIT_SIGNALLED
 from pipeline.insights.query import DEFAULT_TIMEOUT as DEFAULT_SQL_TIMEOUT
 from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
+from stages.log.events import SANDBOX_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -181,6 +182,9 @@ def _parser() -> argparse.ArgumentParser:
                       "a terminal")
     for command in (run, chat):
         _model_call_options(command)
+        command.add_argument("--sandbox", choices=SANDBOX_MODES, default=None,
+                             help="how tool commands are confined (else [sandbox] mode, or "
+                             "workspace-write; full-access: not at all)")
     insights = commands.add_parser("insights", help="usage, cost, tools, latency and "
                                    "recoveries over all logs (through the insights index)")
     insights.add_argument("--days", type=_at_most(MAX_DAYS), help="only the last N days")

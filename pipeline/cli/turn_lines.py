@@ -8,6 +8,7 @@ import sys
 
 from pipeline.chat.text import argument_summary
 from pipeline.printable import printable
+from pipeline.sandbox_settings import unconfined_notice
 from stages.log.events import (
     ModelFailed,
     ModelReplied,
@@ -37,7 +38,9 @@ class TurnLines:
         if self.progress:
             from pipeline.cli.local_profile import show_progress
             show_progress(event)
-        if isinstance(event, ModelReplied):
+        if (notice := unconfined_notice(event)) is not None:
+            print(printable(f"mibyan: {notice}"), file=sys.stderr)
+        elif isinstance(event, ModelReplied):
             for call in event.message.tool_calls:
                 self._arguments[call.id] = argument_summary(call.name, call.arguments)
         elif isinstance(event, ToolRan):

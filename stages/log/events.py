@@ -21,7 +21,14 @@ from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
 from stages.log.reasoning_parts import check_budget, check_effort
 from stages.log.rules import RULES, RuleSet, rule_set
-from stages.log.setting_checks import fraction, known_rules, one_of, seconds_or_more, whole
+from stages.log.setting_checks import (
+    flag,
+    fraction,
+    known_rules,
+    one_of,
+    seconds_or_more,
+    whole,
+)
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 REDACTED = {"redact": True}
@@ -34,6 +41,9 @@ PLATFORMS = ("cli", "gateway", "cron", "api")
 # The provider name of a llama.cpp server: the embedded one, or one of the caller's own.
 LOCAL_PROVIDER = "local"
 SYSTEM_MESSAGE_MODES = ("append", "replace")
+# How the commands a tool runs are confined (``effects.tools.sandbox``): the file system read-only
+# (but for the working tree in workspace-write), or not confined at all (asked for by name).
+SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 
 
 def _optional_text(value: object) -> str | None:
@@ -152,6 +162,11 @@ class SessionSettings:
     # The primary provider's reasoning: an effort, or a token budget (stages.recovery.reasoning).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+    # The OS sandbox of tool commands, whether they may reach the network, and whether commands
+    # may run unconfined without a question where no sandbox can start (rules 7).
+    sandbox: str = attrs.field(default="workspace-write", validator=one_of(SANDBOX_MODES))
+    network: bool = attrs.field(default=False, validator=flag)
+    allow_unconfined: bool = attrs.field(default=False, validator=flag)
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -569,6 +584,22 @@ class HintAttached:
     observed: ClassVar[bool] = False
     call_id: str
     text: str
+# --- the OS sandbox (rules 7) -------------------------------------------------------------------
+
+@attrs.frozen(kw_only=True)
+class SandboxProbed:
+    """Whether the OS sandbox starts in this process for the session's mode, asked once at
+    each opening (``confined`` is false in full access). Where it does not start, the tool plan
+    asks before every command that is not plainly read-only (``stages.tools.unconfined``)."""
+
+    kind: ClassVar[str] = "sandbox_probed"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    mode: str
+    confined: bool
+    detail: str = ""
+
+
 # --- context management (rules 3) -------------------------------------------------------------
 
 @attrs.frozen(kw_only=True)
@@ -763,7 +794,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
          | SessionSplit | ContextInherited | SessionForked | CompressionRequested
-         | Checkpointed | TreeRestored)
+         | Checkpointed | TreeRestored | SandboxProbed)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -93,6 +93,10 @@ class RuleSet:
     # backslashes, variables, substitutions, ``sh -c``, ``eval``, pipes into a shell and
     # interpreter code are seen; under 3 to 6, a table of regular expressions.
     shell_parser_check: bool = _since(7)
+    # Where no OS sandbox could start (``SandboxProbed``), the tool plan asks before every
+    # terminal command that is not plainly read-only, unless the session runs in full access
+    # or allows unconfined commands (``stages.tools.unconfined``).
+    unconfined_asks: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

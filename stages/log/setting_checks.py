@@ -71,6 +71,12 @@ def _number(value: object) -> bool:
             and math.isfinite(value))
 
 
+def flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """True or false (not a number or a text that reads like one)."""
+    if not isinstance(value, bool):
+        raise SettingError(f"{attribute.name} must be true or false, got {value!r}")
+
+
 def one_of(choices: tuple[str, ...], *, named: bool = False) -> Validator:
     """One of ``choices`` (see :func:`choice`)."""
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

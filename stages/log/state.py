@@ -13,6 +13,7 @@ from stages.log.events import (
     ModelReplied,
     PromptInputsRead,
     ProviderEntry,
+    SandboxProbed,
     SessionSettings,
     TurnFinished,
     Usage,
@@ -119,6 +120,8 @@ class State:
     reasoning_replay_off: bool = False
     # Rules 7: the checkpoints of the working tree taken in this session, oldest first.
     checkpoints: tuple[Checkpointed, ...] = ()
+    # Rules 7: whether the OS sandbox started at the session's last opening in a process.
+    sandbox: SandboxProbed | None = None
 
     def tool(self, name: str) -> ToolSpec | None:
         for spec in self.tools:

@@ -21,6 +21,7 @@ from stages.decision import (
     AbortTurn,
     DeclareTools,
     InheritContext,
+    ProbeSandbox,
     ProbeWindow,
     RestoreTools,
     RestoreTree,
@@ -34,6 +35,7 @@ from stages.decision import (
 from stages.log.events import (
     ContextInherited,
     ContextWindowProbed,
+    SandboxProbed,
     SessionForked,
     SessionResumed,
     SessionSettings,
@@ -151,7 +153,7 @@ def run_session(opening: Opening | None) -> SessionFlow:
 
 def open_session(opening: Opening) -> Generator[Ask, State, State]:
     """Start or resume; a split's child inherits its parent's context; the caller's tools; the
-    toolset's and memory's own state; the window, when nobody said it."""
+    sandbox; the toolset's and memory's own state; the window, when nobody said it."""
     if opening.resume:
         state = yield Perform("session", ResumeSession(settings=opening.settings),
                               (SessionResumed.kind,))
@@ -165,6 +167,8 @@ def open_session(opening: Opening) -> Generator[Ask, State, State]:
                               optional=True)
     state = yield Perform("session", DeclareTools(tools=opening.tools), (ToolsDeclared.kind,),
                           optional=True)
+    # Each process that opens the session asks whether its sandbox starts (rules 7: recorded).
+    state = yield Perform("session", ProbeSandbox(), (SandboxProbed.kind,), optional=True)
     if opening.child:
         return state
     if opening.resume:

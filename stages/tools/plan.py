@@ -8,7 +8,9 @@ Under rules 3 (``stages.tools.checks``) calls are first repaired where the inten
 call identical to an earlier one of the same reply is answered without running again; a
 hard-dangerous command is blocked, a dangerous one waits for an approval (``AskApproval``);
 calls naming the same path run one after the other; a call that already failed three times
-in the turn, asked for again, ends the turn (``guardrail_halt``).
+in the turn, asked for again, ends the turn (``guardrail_halt``). Under rules 7, where no
+sandbox could start, a command that is not plainly read-only waits for an approval too
+(``stages.tools.unconfined``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import json
 from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.log.messages import ToolCall, canonical_json
-from stages.log.rules import RuleSet
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
 from stages.tools.checks import (
@@ -28,6 +29,7 @@ from stages.tools.checks import (
     repaired_calls,
     shares_a_path,
 )
+from stages.tools.unconfined import check_unconfined
 
 Checked = ToolInvocation | ToolCallRejected | AskApproval
 
@@ -73,7 +75,9 @@ def _check(state: State, call: ToolCall, cut_off: bool) -> ToolInvocation | Tool
     return ToolInvocation(call_id=call.id, name=call.name, arguments=canonical_json(arguments))
 
 
-def _check_rules3(state: State, call: ToolCall, cut_off: bool, rules: RuleSet) -> Checked:
+def _check_rules3(state: State, call: ToolCall, cut_off: bool, config: SessionSettings
+                  ) -> Checked:
+    rules = config.rule_set
     checked = _check(state, call, cut_off)
     if not isinstance(checked, ToolInvocation):
         return checked
@@ -82,7 +86,10 @@ def _check_rules3(state: State, call: ToolCall, cut_off: bool, rules: RuleSet) -
         return ToolCallRejected(call=call, reason="duplicate", content=canonical_json({
             "duplicate_of": original, "note": f"identical to call {original} of this reply, "
             "which ran once; its result is the result of this call too"}))
-    return check_danger(state, call, checked, rules=rules)
+    checked_danger = check_danger(state, call, checked, rules=rules)
+    if not isinstance(checked_danger, ToolInvocation) or not rules.unconfined_asks:
+        return checked_danger
+    return check_unconfined(state, call, checked_danger, config=config)
 
 
 def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
@@ -99,7 +106,7 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
-    checked = [_check_rules3(state, call, cut_off, config.rule_set) for call in calls]
+    checked = [_check_rules3(state, call, cut_off, config) for call in calls]
     return _plan(state, checked, repairs, same_path_in_order=True)
 
 

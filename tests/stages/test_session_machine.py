@@ -64,6 +64,9 @@ class Live:
             case d.ProbeWindow():
                 return (ev.ContextWindowProbed(provider=effect.provider, model=effect.model,
                                                tokens=8192, source="props"),)
+            case d.ProbeSandbox():
+                return (ev.SandboxProbed(mode=state.settings.sandbox, confined=True,
+                                         detail="bwrap"),)
             case d.SyncMemory():
                 self.synced.append((effect.user_message, effect.answer))
                 return ()
@@ -138,9 +141,9 @@ OPENING = Opening(settings=SETTINGS, session_id="s1", tools=TOOLS)
 def test_a_new_session_starts_declares_its_tools_starts_memory_and_probes_the_window() -> None:
     log, asks, _ = drive(run_session(OPENING), Live(), scripted())
     assert asks == [("session", "StartSession"), ("session", "InheritContext"),
-                    ("session", "DeclareTools"), ("memory", "StartMemory"),
-                    ("session", "ProbeWindow"), ("await", "")]
-    assert [e.kind for e in log] == ["session_started", "tools_declared",
+                    ("session", "DeclareTools"), ("session", "ProbeSandbox"),
+                    ("memory", "StartMemory"), ("session", "ProbeWindow"), ("await", "")]
+    assert [e.kind for e in log] == ["session_started", "tools_declared", "sandbox_probed",
                                      "context_window_probed"]
 
 
@@ -160,18 +163,20 @@ def test_a_resumed_session_closes_the_turn_a_crash_left_open_then_restores_its_t
     resumed = Opening(resume=True, settings=SETTINGS, tools=TOOLS)
     log2, asks, after = drive(run_session(resumed), Live(), scripted(), state=before)
     assert asks[0] == ("session", "ResumeSession")
-    assert asks[1][0] == "recovery" and asks[-4:] == [
-        ("session", "DeclareTools"), ("tools", "RestoreTools"), ("memory", "StartMemory"),
-        ("await", "")]
+    assert asks[1][0] == "recovery" and asks[-5:] == [
+        ("session", "DeclareTools"), ("session", "ProbeSandbox"), ("tools", "RestoreTools"),
+        ("memory", "StartMemory"), ("await", "")]
     assert log2[0].kind == "session_resumed" and after.turn.finished is not None
     assert after.turn.finished.exit_reason == "abandoned"
 
 
 def test_a_split_s_child_inherits_and_declares_but_neither_starts_memory_nor_probes() -> None:
+    """The window and memory are its parent's; the sandbox is its process's, asked again."""
     opening = attrs.evolve(OPENING, child=True, parent_session_id="s0")
     _, asks, _ = drive(run_session(opening), Live(), scripted())
     assert asks == [("session", "StartSession"), ("session", "InheritContext"),
-                    ("session", "DeclareTools"), ("await", "")]
+                    ("session", "DeclareTools"), ("session", "ProbeSandbox"), ("await", "")]
+
 
 
 def test_a_completed_answer_goes_to_memory_a_failed_turn_does_not() -> None:

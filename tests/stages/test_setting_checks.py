@@ -30,6 +30,9 @@ BAD = [
     ({"reasoning_effort": "max"}, "reasoning_effort must be one of"),
     ({"reasoning_budget": 0}, "reasoning_budget must be a positive number of tokens; got 0"),
     ({"rules": 0}, "unknown rules version 0"),
+    ({"sandbox": "none"}, "sandbox must be one of read-only, workspace-write, full-access"),
+    ({"network": "yes"}, "network must be true or false, got 'yes'"),
+    ({"allow_unconfined": 1}, "allow_unconfined must be true or false, got 1"),
 ]
 
 

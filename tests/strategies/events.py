@@ -177,7 +177,8 @@ session_settings = _full(
     cache_ttl=st.sampled_from(ev.CACHE_TTLS), rules=st.integers(1, ev.RULES),
     platform=st.sampled_from(ev.PLATFORMS),
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
-    memory_provider=st.none() | identifiers, **_REASONING)
+    memory_provider=st.none() | identifiers, sandbox=st.sampled_from(ev.SANDBOX_MODES),
+    **_REASONING)
 
 _named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
 _names = st.lists(identifiers, max_size=3).map(tuple)
@@ -287,6 +288,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
                                 commit=st.none() | identifiers, error=_opt_text),
     ev.TreeRestored.kind: _full(ev.TreeRestored, turn=st.none() | small_ints,
                                 tree=_opt_text, commit=st.none() | identifiers),
+    ev.SandboxProbed.kind: _full(ev.SandboxProbed, mode=st.sampled_from(ev.SANDBOX_MODES)),
 }
 
 

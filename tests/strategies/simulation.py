@@ -297,6 +297,11 @@ class Driver:
                 return () if self.window is None else (ev.ContextWindowProbed(
                     provider=effect.provider, model=effect.model, tokens=self.window,
                     source="props"),)
+            case d.ProbeSandbox():
+                # The machine a simulated session runs on has a working sandbox.
+                rules = state.settings.rule_set
+                return (ev.SandboxProbed(mode=state.settings.sandbox, confined=True),) \
+                    if rules.unconfined_asks else ()
             case d.SplitSession():
                 return (self._split(effect),)
             case d.AbortTurn():

@@ -1,0 +1,59 @@
+"""The session's sandbox settings (``[sandbox]`` in config.toml, or arguments), checked in one
+place:
+
+.. code-block:: toml
+
+    [sandbox]
+    mode = "workspace-write"     # or "read-only", "full-access"
+    network = false              # commands may reach the network
+    allow_unconfined = false     # where no sandbox starts, run commands without asking
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from stages.errors import UsageError
+from stages.log.events import SandboxProbed, SessionSettings
+
+_FIELDS = attrs.fields_dict(SessionSettings)
+# config.toml's key -> the recorded setting.
+_KEYS = {"mode": "sandbox", "network": "network", "allow_unconfined": "allow_unconfined"}
+
+
+def sandbox_values(section: Any, **given: Any) -> dict[str, Any]:
+    """The settings given as arguments (``sandbox``, ``network``, ``allow_unconfined``), else
+    those of ``[sandbox]``; a bad value is a ``UsageError`` naming it."""
+    if not isinstance(section, Mapping):
+        raise UsageError(f"[sandbox] in config.toml must be a table, got {section!r}")
+    unknown = set(section) - set(_KEYS)
+    if unknown:
+        raise UsageError(f"unknown setting [sandbox] {sorted(unknown)[0]}; expected one of "
+                         f"{', '.join(sorted(_KEYS))}")
+    out: dict[str, Any] = {}
+    for key, name in _KEYS.items():
+        value = given.get(name)
+        value = section.get(key) if value is None else value
+        if value is not None:
+            validator = _FIELDS[name].validator
+            assert validator is not None
+            validator(None, _FIELDS[name], value)  # the setting's one rule
+            out[name] = value
+    return out
+
+
+_told: set[str] = set()
+
+
+def unconfined_notice(event: object) -> str | None:
+    """What the user is told, once per process, when a session's sandbox cannot start: the
+    commands that are not plainly read-only ask first (or are denied with nobody to ask)."""
+    if not isinstance(event, SandboxProbed) or event.confined or event.mode == "full-access" \
+            or "told" in _told:
+        return None
+    _told.add("told")
+    return (f"no sandbox can start here ({event.detail}); commands that are not plainly "
+            "read-only ask for approval first (denied where nobody can answer)")

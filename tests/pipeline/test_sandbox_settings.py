@@ -1,0 +1,95 @@
+"""The sandbox settings: arguments, then ``[sandbox]`` in config.toml, then the defaults; a
+resumed session keeps what it recorded; each reaches the terminal when the session opens."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.agent import Agent
+from pipeline.chat.build import build_agent
+from pipeline.chat.options import ChatOptions
+from pipeline.testing import ScriptedModel
+from pipeline.toolsets import builtin_tools
+from stages.errors import UsageError
+
+
+def _agent(home, **given) -> Agent:
+    return Agent(client=ScriptedModel("ok"), home=home, **given)
+
+
+def test_the_defaults_confine_with_the_network_off(tmp_path) -> None:
+    settings = _agent(tmp_path).settings
+    assert (settings.sandbox, settings.network, settings.allow_unconfined) == (
+        "workspace-write", False, False)
+
+
+def test_arguments_beat_the_file_and_a_resumed_session_keeps_its_own(tmp_path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[sandbox]\nmode = "read-only"\nnetwork = true\nallow_unconfined = true\n')
+    from_file = _agent(tmp_path)
+    assert (from_file.settings.sandbox, from_file.settings.network,
+            from_file.settings.allow_unconfined) == ("read-only", True, True)
+    with _agent(tmp_path, sandbox="full-access", network=False) as agent:
+        agent.run("hi")
+    assert (agent.settings.sandbox, agent.settings.network) == ("full-access", False)
+    (tmp_path / "config.toml").unlink()
+    resumed = _agent(tmp_path, session_id=agent.session_id)
+    assert (resumed.settings.sandbox, resumed.settings.network) == ("full-access", False)
+
+
+@pytest.mark.parametrize("section, message", [
+    ('mode = "open"', "sandbox must be one of read-only, workspace-write, full-access"),
+    ('network = "yes"', "network must be true or false"),
+    ('allow_unconfined = 1', "allow_unconfined must be true or false"),
+    ('modes = "read-only"', "unknown setting [sandbox] modes"),
+])
+def test_a_bad_sandbox_setting_is_named(tmp_path, section, message) -> None:
+    (tmp_path / "config.toml").write_text(f"[sandbox]\n{section}\n")
+    with pytest.raises(UsageError, match=message.replace("[", r"\[")):
+        _agent(tmp_path)
+    with pytest.raises(UsageError, match="sandbox must be one of"):
+        _agent(tmp_path / "other", sandbox="none")
+
+
+def test_the_session_s_policy_reaches_the_terminal_when_it_opens(tmp_path) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    tools = builtin_tools(work, toolsets=("terminal",))
+    with Agent(client=ScriptedModel("ok"), tools=tools, home=home, sandbox="read-only",
+               network=True) as agent:
+        agent.open()
+    policy = tools.terminal.sandbox.policy
+    assert (policy.mode, policy.network, policy.home) == ("read-only", True, home)
+
+
+def test_the_chat_passes_its_sandbox_on(tmp_path) -> None:
+    from pipeline.chat.listen import EventRouter
+
+    options = ChatOptions(home=tmp_path, workdir=tmp_path, sandbox="read-only",
+                          overrides={"client": ScriptedModel()})
+    agent = build_agent(options, model=None, session_id=None, router=EventRouter(None),
+                        inbox=None)
+    assert agent.settings.sandbox == "read-only"
+    agent.close()
+
+
+def test_a_session_under_rules_6_records_no_probe_and_is_still_confined(tmp_path) -> None:
+    from effects.clock import RandomIds, SystemClock
+    from effects.eventlog.codec import from_payload
+    from effects.eventlog.store import read_envelopes, session_path
+    from effects.performers import Effects
+    from pipeline.settings import AgentSettings
+    from stages.log.events import SessionSettings
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    tools = builtin_tools(work, toolsets=("terminal",))
+    effects = Effects(clock=SystemClock(), ids=RandomIds(), model=ScriptedModel("ok"))
+    settings = SessionSettings(model="m", provider="p", rules=6)
+    with Agent(settings=settings, effects=effects, tools=tools,
+               agent_settings=AgentSettings(home=home)) as agent:
+        agent.run("hi")
+    kinds = [from_payload(e.kind, e.schema_version, e.payload).kind
+             for e in read_envelopes(session_path(home / "sessions", agent.session_id))]
+    assert "sandbox_probed" not in kinds and "turn_finished" in kinds
+    assert tools.terminal.sandbox.confined and tools.terminal.sandbox.policy.home == home
