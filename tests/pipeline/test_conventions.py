@@ -81,3 +81,12 @@ def test_an_unknown_config_table_is_named_with_what_was_meant(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         cfg.load_file(tmp_path)
     assert "unknown section [modle]" in caplog.text and "did you mean [model]" in caplog.text
+
+
+def test_every_table_mibyan_reads_is_known(tmp_path, caplog):
+    (tmp_path / "config.toml").write_text(
+        '[model]\nname = "m"\n[context]\n[local]\n[serve]\n[prices]\n[sandbox]\n'
+        'mode = "read-only"\n[[fallback_providers]]\nprovider = "openai"\nmodel = "m"\n')
+    with caplog.at_level(logging.WARNING):
+        cfg.load_file(tmp_path)
+    assert "unknown section" not in caplog.text
