@@ -22,6 +22,7 @@ from typing import Any, cast
 import attrs
 
 from stages.log.events import REDACTED_FIELDS, Event
+from stages.log.gitleaks.scan import find_secrets
 from stages.log.messages import Message
 from stages.log.reasoning_parts import ReasoningPart
 from stages.log.tool_specs import ToolOutcome
@@ -237,6 +238,29 @@ def _names_in_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+# A URL found whole (a webhook): its scheme, host and the path's plain words stay readable.
+_URL_HEAD = re.compile(r"[a-z][a-z0-9+.\-]*://[^/\s]+/(?:[A-Za-z]+/)*", re.I)
+
+
+def _hidden_url(value: str) -> str:
+    head = _URL_HEAD.match(value)
+    if head is None or head.end() == len(value):
+        return _hidden(value)
+    return head.group() + _hidden(value[head.end():])
+
+
+def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span hidden (a span that is a mask already stays as it is)."""
+    if not spans:
+        return text
+    pieces, last = [], 0
+    for start, end in spans:
+        pieces += (text[last:start], _hidden_url(text[start:end]))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
 def redact(text: str, known: Iterable[str] = ()) -> str:
     text = scrub_surrogates(text)
     if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
@@ -255,6 +279,8 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     lowered = text.lower()
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
         text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
+    text = _masked_spans(text, find_secrets(text))
+    lowered = text.lower()
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
     if any(hint in lowered for hint in _NAME_HINTS):
