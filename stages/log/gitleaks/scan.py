@@ -13,6 +13,8 @@ import math
 import re
 from collections import Counter
 
+import attrs
+
 from stages.log.gitleaks.rules import Allowlist, Rule, rule_set
 
 
@@ -38,15 +40,21 @@ def entropy(text: str) -> float:
 _BEFORE, _AFTER = 60, 4096
 
 
-def find_secrets(text: str) -> list[tuple[int, int]]:
-    """Where the secrets of ``text`` stand, as (start, end) spans, in order, not overlapping."""
+def chunks(text: str) -> str:
+    """The distinct pieces of lower-cased ``text`` between white space, one a line. A keyword
+    holds no white space, so it occurs in the text if and only if it occurs in these, and
+    prose repeats its words: testing the chunks is testing the text, at a fraction of it."""
+    return "\n".join(set(text.lower().split()))
+
+
+def find_secrets(text: str, pieces: str | None = None) -> list[tuple[int, int]]:
+    """Where the secrets of ``text`` stand, as (start, end) spans, in order, not overlapping
+    (``pieces``: its :func:`chunks`, if known)."""
     lowered = text.lower()
-    # No keyword holds white space, so one that occurs occurs in a chunk between white space:
-    # testing the distinct chunks is testing the text, and prose repeats its words.
-    chunks = "\n".join(set(lowered.split()))
+    pieces = chunks(text) if pieces is None else pieces
     found: dict[str, tuple[Rule, list[str]]] = {}
     for keyword, keyed in _by_keyword():
-        if keyword in chunks:
+        if keyword in pieces:
             for rule in keyed:
                 found.setdefault(rule.id, (rule, []))[1].append(keyword)
     spans = [span for rule, keywords in found.values()
@@ -80,8 +88,9 @@ def _findings(rule: Rule, text: str, window: tuple[int, int]) -> list[tuple[int,
             end = start + len(secret)
         if not secret or (rule.entropy and entropy(secret) <= rule.entropy):
             continue
-        if _allowed(rule_set().allowlist, secret, match, text) or any(
-                _allowed(a, secret, match, text) for a in rule.allowlists):
+        line = _line(text, *match.span())
+        if _allowed(rule_set().allowlist, secret, match.group(), line) or any(
+                _allowed(a, secret, match.group(), line) for a in rule.allowlists):
             continue
         found.append((start, end))
     return found
@@ -93,9 +102,44 @@ def _secret_group(rule: Rule, match: re.Match[str]) -> int:
     return next((i for i, g in enumerate(match.groups(), 1) if g), 0)
 
 
-def _allowed(allowlist: Allowlist, secret: str, match: re.Match[str], text: str) -> bool:
-    target = {"match": match.group(), "line": _line(text, *match.span())}.get(
-        allowlist.target, secret)
+@functools.cache
+def _named_allowlists() -> tuple[Allowlist, ...]:
+    """The patterns of the global allow-list and of those of gitleaks' generic rule that look
+    at more than the value. Not the allow-list of the value alone, nor the stop words: a value
+    after a secret's name may be letters only or hold a word (a password), which they pass,
+    since the generic rule asks for a random value, and a named one need not be."""
+    generic = next(r for r in rule_set().rules if r.id == "generic-api-key")
+    return tuple(_regexes_only(a) for a in (rule_set().allowlist, *generic.allowlists)
+                 if a.target != "secret" or a is rule_set().allowlist)
+
+
+def _regexes_only(allowlist: Allowlist) -> Allowlist:
+    return attrs.evolve(allowlist, stopwords=())
+
+
+def named_value_allowed(value: str, match: str, line: str) -> bool:
+    """Whether ``value``, found after a secret's name in ``match`` on ``line``, is no secret by
+    gitleaks' allow-lists for such values (a key's id or length, an author, a placeholder)."""
+    return any(_allowed(a, value, match, line) for a in _named_allowlists())
+
+
+def vendor_token_allowed(token: str) -> bool:
+    """Whether ``token``, found by its vendor's prefix, is a value that the vendor rules whose
+    keyword it holds list by name as no secret (published public keys). Their patterns that
+    allow a whole family of values (``.+EXAMPLE$``) are not taken: a key shaped like a real
+    one is masked, which costs nothing, where a scanner of files would drown in examples."""
+    lowered = token.lower()
+    return any(p.pattern == token for r in _listing_rules() if any(k in lowered for k in r.keywords)
+               for a in r.allowlists for p in a.regexes)
+
+
+@functools.cache
+def _listing_rules() -> tuple[Rule, ...]:
+    return tuple(r for r in rule_set().rules if r.id != "generic-api-key" and r.allowlists)
+
+
+def _allowed(allowlist: Allowlist, secret: str, match: str, line: str) -> bool:
+    target = {"match": match, "line": line}.get(allowlist.target, secret)
     checks = []
     if allowlist.names_files:
         checks.append(False)  # a text is no file, of no commit
