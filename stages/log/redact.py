@@ -31,7 +31,6 @@ from stages.log.tool_specs import ToolOutcome
 _PREFIXES = (
     r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{20,}", r"gl(?:ptt|dt|rt|cbt|imt|agent|oas|ft)-[A-Za-z0-9_\-]{20,}",
-    r"xox[abeposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{20,}",
     r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
     r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
@@ -50,7 +49,11 @@ _PREFIXES = (
 # line break (``\n``; tool-call arguments are JSON text), whose letter is no word of the text.
 _AFTER_ESCAPE = r"(?<=\\[nrtbf])"
 _TOKEN_START = r"(?:(?<![A-Za-z0-9_\-])|" + _AFTER_ESCAPE + ")"
-_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")")
+# A token ends where the word does: ``hf_servingcell..._h_prio`` is a name in code.
+_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")(?![A-Za-z0-9_\-])")
+# A vendor's prefix followed by capitalised words is a name in code
+# (``hf_requiredCharacteristicTypes``); a random token's capitals are not followed by words.
+_CODE_NAME = re.compile(r"[A-Za-z0-9]+[_\-.](?:[a-z]{2,})?(?:[A-Z][a-z]{2,}){2,}")
 _TWILIO = re.compile(_TOKEN_START + r"SK[0-9a-f]{32}")
 _WEBHOOK = re.compile(
     r"(https://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
@@ -137,6 +140,20 @@ _PROSE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|_[A-Za-z]+_|[0-9]+|.*\..*")
 _PRIVATE_KEY_MARK = "[REDACTED PRIVATE KEY]"
 
 
+# A key's body holds this many base64 characters at least; a shorter one is an example
+# (``-----BEGIN PRIVATE KEY-----\nanything\n-----END...``) or a format's description.
+_KEY_BODY = 16
+_BASE64 = re.compile(r"[A-Za-z0-9+/=]")
+
+
+def _private_key(match: re.Match[str]) -> str:
+    block = match.group()
+    body = block[block.index("-----", 10) + 5:]
+    body = body[:body.find("-----END")] if "-----END" in body else body
+    body = re.sub(r"(?:Proc-Type|DEK-Info):[^\r\n\\]*|\\[nr]", "", body)
+    return _PRIVATE_KEY_MARK if len(_BASE64.findall(body)) >= _KEY_BODY else block
+
+
 def holds_mask(text: str, known: Iterable[str] = ()) -> bool:
     """Whether ``text`` holds what redaction leaves where it hid a secret: the mask of one of
     the ``known`` secrets (as it is, or as it stands inside a JSON string), or a mask of the
@@ -221,7 +238,8 @@ def _unescaped(text: str) -> str:
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
     (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
     (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
-    (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),
+    (_TOKEN, lambda m: m.group(0) if _CODE_NAME.fullmatch(m.group(0)) else _hidden(m.group(0)),
+     _TOKEN_HINTS),
     (_BEARER, _shape, ("bearer",)),
     (_AUTH, _shape, ("authorization",)),
     (_KEY_HEADER, _shape, ("-key", "-token")),
@@ -276,7 +294,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
     text = _known_hidden(text, known)
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
-        text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
+        text = _PRIVATE_KEY.sub(_private_key, text)
     # Every hint and keyword below is free of white space: looking for them in the text's
     # distinct words is looking in the text, and much faster on prose that repeats them.
     words = chunks(text)

@@ -117,10 +117,20 @@ def _regexes_only(allowlist: Allowlist) -> Allowlist:
     return attrs.evolve(allowlist, stopwords=())
 
 
+@functools.cache
+def _listed_values() -> frozenset[str]:
+    """The stop words of the generic rule that are whole values (published keys), not words."""
+    generic = next(r for r in rule_set().rules if r.id == "generic-api-key")
+    return frozenset(w for a in generic.allowlists for w in a.stopwords
+                     if any(c.isdigit() for c in w))
+
+
 def named_value_allowed(value: str, match: str, line: str) -> bool:
     """Whether ``value``, found after a secret's name in ``match`` on ``line``, is no secret by
-    gitleaks' allow-lists for such values (a key's id or length, an author, a placeholder)."""
-    return any(_allowed(a, value, match, line) for a in _named_allowlists())
+    gitleaks' allow-lists for such values (a key's id or length, an author, a placeholder, a
+    value the generic rule lists)."""
+    return value.lower() in _listed_values() or any(
+        _allowed(a, value, match, line) for a in _named_allowlists())
 
 
 def vendor_token_allowed(token: str) -> bool:
