@@ -34,13 +34,21 @@ _WORDS = frozenset({
 })
 
 
+# Names that hold a secret's word and name no secret: a tokenizer, an author, a count.
+_PLAIN_NAME = re.compile(
+    r"(?i)tokeni[sz]|author(?!i[sz]ation)|tokens(?![a-z])|token_?(?:count|type|usage|limit)")
+# A format string: ``"__attr_factory_%s"``, ``"{name}_token"``.
+_TEMPLATE = re.compile(r"%[sdrif]|\{\w*\}")
+
+
 def is_code(value: str, *, quoted: bool, name: str, after: str = "") -> bool:
     """Whether ``value`` (quoted or not), after the secret's ``name`` (with its ``=`` or
     ``:``) and before ``after``, is code or a setting, not a secret."""
     if _REFERENCE.match(value) or _ACCESS.fullmatch(value) or _NO_VALUE.fullmatch(value):
         return True
     lowered = value.lower()
-    if lowered in name.lower() or "`" in value:
+    if (lowered in name.lower() or "`" in value or _PLAIN_NAME.search(name)
+            or _TEMPLATE.search(value)):
         return True
     if quoted:
         return bool(_QUOTED_NAME.fullmatch(value))

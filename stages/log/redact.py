@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import attrs
 
+from stages.log.command_secrets import hide_in_commands
 from stages.log.events import REDACTED_FIELDS, Event
 from stages.log.gitleaks.scan import chunks, find_secrets, named_value_allowed, vendor_token_allowed
 from stages.log.messages import Message
@@ -70,13 +71,16 @@ _KEY_HEADER = re.compile(r"(?i)(\b(?:x-api-key|api-key|x-auth-token|private-toke
                          r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
                          r"[\"']?[ \t]*:[ \t]*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
 _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KEY|PRIVATE_?KEY|"
-                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH)")
+                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH|"
+                # a personal access token (AZURE_DEVOPS_EXT_PAT), not a PATH
+                r"_PAT\b)")
 _ASSIGN = re.compile(
     r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,\\]{4,})\2")
 _COLON = re.compile(
     # After anything but a name's own characters: a line number (read_file's "4|", grep's
     # "file:4:"), a quote, a bracket, a prompt's ">".
-    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    # A JSON key closes its quote before the colon ("SecretAccessKey": "...").
+    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*[\"']?\s*:\s*)"
     # An unquoted value is no other name: "password: password: x" hides x.
     r"(['\"])?([^\s'\",}\\]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
@@ -109,7 +113,7 @@ _TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "gi
                 "fc-", "bb_live_",
                 "gaaaa", "_v1_", "tvly-", "syt_", "hsk-", "brv_", "ntn_", "shp", "sq0", "key-",
                 "-us", "dapi", "figd_", "lin_api_", "eyj")
-_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth")
+_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth", "_pat")
 _DIGITS_COLON = re.compile(r"\d{8}:")
 
 def mask(secret: str) -> str:
@@ -313,7 +317,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
     if ":" in text and _DIGITS_COLON.search(text):
         text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
-    return text
+    return hide_in_commands(text, _hidden)
 
 
 def _known_hidden(text: str, known: Iterable[str]) -> str:
