@@ -104,7 +104,7 @@ _PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty"
                            "optional", "changeme", "redacted", "xxxx", "****", "<redacted>",
                            "basic", "bearer", "token", "digest"})
 # Exactly what mask() writes: a value of another shape with dots in it is a value to hide.
-_MASKED = re.compile(r"\*\*\*|.{6}\.\.\..{4}")
+_MASKED = re.compile(r"\*\*\*|.{6}\.\.\..{4}", re.S)  # a kept end may be a line break
 
 _TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glp",
                 "glft-", "gldt-", "glrt-", "glcbt-", "glimt-", "glagent-", "gloas-", "xox",
