@@ -7,12 +7,14 @@ host application's handlers and levels decide what is shown. Every line is redac
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from stages.log.redact import redact
 
 
-def _redact_fields(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact_fields(logger: Any, method: str,
+                   event: MutableMapping[str, Any]) -> Mapping[str, Any]:
     """Every string of the event redacted as it is, before the renderer escapes it: a line
     break rendered as ``\\n`` hides the start of the header on the next line from the patterns
     (``\\nAuthorization: Basic ...`` is no word boundary)."""

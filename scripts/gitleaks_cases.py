@@ -14,6 +14,7 @@ depends on the file).
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import random
 import re
@@ -248,38 +249,39 @@ def cases(source: str) -> list[dict[str, object]]:
     """The rules a Go file defines, each with its fixed true and false positives."""
     found = []
     starts = [m.start() for m in _FUNC.finditer(source)] + [len(source)]
-    for start, end in zip(starts, starts[1:], strict=False):
+    for start, end in itertools.pairwise(starts):
         body = source[start:end]
         rule_id = re.search(r'RuleID:\s*"([^"]+)"', body)
         if rule_id is None or "ValidateWithPaths" in body:
             continue
-        lists: dict[str, list[str]] = {"tps": [], "fps": []}
         RANDOM.seed(rule_id.group(1))
         VARIABLES.clear()
-        toks = tokens(body)
-        for index, (kind, text) in enumerate(toks):
-            if kind == "name" and "." not in text and text not in lists \
-                    and index + 1 < len(toks) and toks[index + 1][1] in (":=", "="):
-                try:
-                    value = evaluate(toks[index + 2:_statement_end(toks, index + 2)])
-                except (Unknown, IndexError, ValueError, SyntaxError):
-                    continue
-                if isinstance(value, str):
-                    VARIABLES[text] = value
-                continue
-            if text not in lists or index + 1 >= len(toks) or toks[index + 1][1] not in ("=", ":="):
-                continue
-            stop = _statement_end(toks, index + 2)
-            try:
-                value = evaluate(toks[index + 2:stop])
-            except (Unknown, IndexError, ValueError, SyntaxError):
-                continue
-            values = value if isinstance(value, list) else [value]
-            if toks[index + 2][1] != "append":
-                lists[text] = []
-            lists[text] += [v for v in values if v not in lists[text]]
+        lists = _lists(tokens(body))
         found.append({"id": rule_id.group(1), "tps": lists["tps"], "fps": lists["fps"]})
     return found
+
+
+def _lists(toks: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """``tps`` and ``fps`` as the function's assignments leave them (its string variables
+    kept on the way, for the cases that use them)."""
+    lists: dict[str, list[str]] = {"tps": [], "fps": []}
+    for index, (kind, text) in enumerate(toks):
+        if kind != "name" or "." in text or index + 2 >= len(toks) \
+                or toks[index + 1][1] not in (":=", "="):
+            continue
+        try:
+            value = evaluate(toks[index + 2:_statement_end(toks, index + 2)])
+        except (Unknown, IndexError, ValueError, SyntaxError):
+            continue
+        if text not in lists:
+            if isinstance(value, str):
+                VARIABLES[text] = value
+            continue
+        values = value if isinstance(value, list) else [value]
+        if toks[index + 2][1] != "append":
+            lists[text] = []
+        lists[text] += [v for v in values if v not in lists[text]]
+    return lists
 
 
 def _statement_end(toks: list[tuple[str, str]], start: int) -> int:
@@ -295,8 +297,9 @@ def _statement_end(toks: list[tuple[str, str]], start: int) -> int:
             if depth < 0:
                 return index
         elif depth == 0 and index > start and (
-                text in ("return", "tps", "fps", "r", "//") or toks[index][0] == "name"
-                and toks[index - 1][1] not in ("+", "(", ",", "{", "]")):
+                text in ("return", "tps", "fps", "r", "//") or (
+                    toks[index][0] == "name"
+                    and toks[index - 1][1] not in ("+", "(", ",", "{", "]"))):
             return index
     return len(toks)
 

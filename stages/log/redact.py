@@ -284,7 +284,8 @@ def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
     """``text`` with each span hidden (a span that is a mask already stays as it is)."""
     if not spans:
         return text
-    pieces, last = [], 0
+    pieces: list[str] = []
+    last = 0
     for start, end in spans:
         pieces += (text[last:start], _found(text[start:end]))
         last = end

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def test_the_held_out_part_is_a_fifth_and_large_enough() -> None:
     held_tps, held_fps = cases(held_out=True)
-    tune_tps, tune_fps = cases(held_out=False)
+    tune_tps, _ = cases(held_out=False)
     assert len(held_tps) >= 500 and len(held_fps) >= 40
     assert 0.1 < len(held_tps) / (len(held_tps) + len(tune_tps)) < 0.35
 
