@@ -39,7 +39,7 @@ def hide_in_commands(text: str, hidden: Callable[[str], str]) -> str:
         return value if _METAVARIABLE.fullmatch(value) else hidden(value)
 
     lowered = text.lower()
-    if "aws" in lowered and "configure" in lowered:
+    if "configure" in lowered and "aws_s" in lowered:
         text = _AWS_CONFIGURE.sub(lambda m: m[1] + m[2] + hide(m[3]) + m[2], text)
     if "--" in text:
         text = _FLAG.sub(lambda m: m[1] + m[2] + hide(m[3]) + m[2], text)

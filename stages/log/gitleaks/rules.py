@@ -41,6 +41,9 @@ class Rule:
     entropy: float = 0.0
     secret_group: int = 0
     allowlists: tuple[Allowlist, ...] = ()
+    # Built by gitleaks' GenerateSemiGenericRegex: ``identifier (with a keyword), up to 23
+    # characters, an assignment operator, the value``.
+    assignment: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -63,8 +66,13 @@ def _allowlist(raw: dict[str, Any]) -> Allowlist:
         names_files=bool(raw.get("paths") or raw.get("commits")))
 
 
+# The operators of gitleaks' GenerateSemiGenericRegex, as its patterns spell them.
+_ASSIGNMENT = r"(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)"
+
+
 def _rule(raw: dict[str, Any]) -> Rule:
     return Rule(id=raw["id"], pattern=_compile(raw["regex"]),
+                assignment=_ASSIGNMENT in raw["regex"],
                 keywords=tuple(k.lower() for k in raw.get("keywords", ())),
                 entropy=float(raw.get("entropy", 0.0)),
                 secret_group=int(raw.get("secretGroup", 0)),

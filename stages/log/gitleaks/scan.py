@@ -58,23 +58,41 @@ def find_secrets(text: str, pieces: str | None = None) -> list[tuple[int, int]]:
             for rule in keyed:
                 found.setdefault(rule.id, (rule, []))[1].append(keyword)
     spans = [span for rule, keywords in found.values()
-             for window in _windows(lowered, keywords) for span in _findings(rule, text, window)]
+             for window in _windows(lowered, keywords, rule.assignment)
+             for span in _findings(rule, text, window)]
     return _disjoint(spans)
 
 
-def _windows(lowered: str, keywords: list[str]) -> list[tuple[int, int]]:
-    """The stretches of text around each occurrence of ``keywords``, merged where they meet."""
+# In an assignment rule's match the operator follows its keyword within this many characters
+# (``(?:[ \t\w.-]{0,20})[\s'"]{0,3}``).
+_TO_OPERATOR = 24
+_OPERATORS = re.compile(r"[=>:,|]")
+
+
+def _windows(lowered: str, keywords: list[str], assignment: bool) -> list[tuple[int, int]]:
+    """The stretches of text around each occurrence of ``keywords``, merged where they meet;
+    for an assignment rule, only around those an operator follows closely (prose names keys
+    and tokens all the time, and rarely assigns them)."""
     windows = []
     for keyword in keywords:
         at = lowered.find(keyword)
         while at >= 0:
-            line_end = lowered.find("\n", at)
-            next_end = -1 if line_end < 0 else lowered.find("\n", line_end + 1)
-            end = len(lowered) if next_end < 0 else next_end
-            windows.append((max(lowered.rfind("\n", 0, at) + 1, at - _BEFORE),
-                            min(end, at + _AFTER)))
+            after = at + len(keyword)
+            if not assignment or _OPERATORS.search(lowered, after, after + _TO_OPERATOR):
+                windows.append(_window(lowered, at))
             at = lowered.find(keyword, at + 1)
     return _disjoint(windows, touching=True)
+
+
+def _window(lowered: str, at: int) -> tuple[int, int]:
+    """From the start of the keyword's line (at most ``_BEFORE`` back) to the end of the next
+    line (at most ``_AFTER`` on); the searches are bounded so that a text of one long line
+    costs no more than one of many."""
+    start = max(lowered.rfind("\n", max(0, at - _BEFORE), at) + 1, at - _BEFORE)
+    limit = min(len(lowered), at + _AFTER)
+    line_end = lowered.find("\n", at, limit)
+    next_end = -1 if line_end < 0 else lowered.find("\n", line_end + 1, limit)
+    return start, limit if next_end < 0 else next_end
 
 
 def _findings(rule: Rule, text: str, window: tuple[int, int]) -> list[tuple[int, int]]:
