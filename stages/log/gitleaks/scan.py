@@ -132,7 +132,7 @@ def _named_allowlists() -> tuple[Allowlist, ...]:
 
 
 def _regexes_only(allowlist: Allowlist) -> Allowlist:
-    return attrs.evolve(allowlist, stopwords=())
+    return attrs.evolve(allowlist, stopwords=(), stopword=None)
 
 
 @functools.cache
@@ -173,9 +173,8 @@ def _allowed(allowlist: Allowlist, secret: str, match: str, line: str) -> bool:
         checks.append(False)  # a text is no file, of no commit
     if allowlist.regexes:
         checks.append(any(p.search(target) for p in allowlist.regexes))
-    if allowlist.stopwords:
-        lowered = secret.lower()
-        checks.append(any(w in lowered for w in allowlist.stopwords))
+    if allowlist.stopword is not None:
+        checks.append(allowlist.stopword.search(secret.lower()) is not None)
     return bool(checks) and (all(checks) if allowlist.every else any(checks))
 
 
