@@ -54,6 +54,8 @@ def is_code(value: str, *, quoted: bool, name: str, after: str = "") -> bool:
         return bool(_QUOTED_NAME.fullmatch(value))
     return (lowered in _WORDS or bool(_EXPRESSION.search(value))
             or bool(_IDENTIFIER.fullmatch(value))
+            # a sentence: ``invalid_api_key: Incorrect API key provided``
+            or (value.isalpha() and value.istitle() and after == " ")
             # a variable: ``password = value``, ``f(tokens=configured, ...)``
             or (value.isalpha() and value.islower() and (
                 bool(_SPACED.search(name)) or after[:1] in (",", ")"))))

@@ -62,6 +62,20 @@ def test_a_streamed_answer_holding_a_secret_is_shown_once_already_masked(server,
                            "Done.\n")
 
 
+def test_a_short_configured_key_echoed_in_an_error_is_hidden_on_stderr_and_in_the_log(
+        server, home):
+    """Only keys of eight characters or more were hidden: a short one reached both."""
+    key = "k3y-7ch"
+    server.script(Reply.error(401, f"Incorrect API key provided: {key}. Find yours at x",
+                              code="invalid_api_key"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key}
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "hi", env=env)
+    assert done.returncode != 0
+    assert "HTTP 401" in done.stderr and key not in done.stderr
+    logs = list((home / "sessions").rglob("*.jsonl"))
+    assert logs and all(key not in path.read_text() for path in logs)
+
+
 def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
     (tmp_path / "notes.txt").write_text("the answer is 42\n")
     server.script(Reply.tool_calls([("read_file", f'{{"path": "{tmp_path / "notes.txt"}"}}')]),

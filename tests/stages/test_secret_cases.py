@@ -110,6 +110,7 @@ def test_cloud_commands_their_outputs_and_signed_urls_hide_their_secrets(
     "return BasicAuth(username=username, password=password)",
     'api_key_env = "OPENAI_API_KEY"',
     "Authorization: Bearer YOUR_TOKEN",
+    "HTTP 401: invalid_api_key: Incorrect API key provided",
 ])
 def test_ordinary_identifiers_stay(text: str) -> None:
     assert redact(text) == text
