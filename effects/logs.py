@@ -7,12 +7,33 @@ host application's handlers and levels decide what is shown. Every line is redac
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from stages.log.redact import redact
 
 
+def _redact_fields(logger: Any, method: str,
+                   event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+    """Every string of the event redacted as it is, before the renderer escapes it: a line
+    break rendered as ``\\n`` hides the start of the header on the next line from the patterns
+    (``\\nAuthorization: Basic ...`` is no word boundary)."""
+    del logger, method
+    return {key: _redacted(value) for key, value in event.items()}
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_redacted(v) for v in value)
+    return value
+
+
 def _redact_line(logger: Any, method: str, line: Any) -> Any:
+    """The rendered line once more: a value that is no string renders its own text."""
     del logger, method
     return redact(line)
 
@@ -90,7 +111,7 @@ def _structlog_logger(name: str) -> Any:
     return structlog.wrap_logger(
         logging.getLogger(name),
         wrapper_class=structlog.stdlib.BoundLogger,
-        processors=[structlog.stdlib.filter_by_level,
+        processors=[structlog.stdlib.filter_by_level, _redact_fields,
                     structlog.processors.KeyValueRenderer(key_order=["event"], sort_keys=True),
                     _redact_line],
         cache_logger_on_first_use=True,

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from effects.logs import get_logger
+from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
@@ -151,8 +152,14 @@ class Performers:
 
     def call_model(self, request: d.ModelRequest, on_delta: DeltaSink | None = None,
                    on_reasoning: DeltaSink | None = None) -> Event:
-        return call_model(self.effects.model, request, clock=self.effects.clock,
-                          interrupt=self.interrupt, on_delta=on_delta, on_reasoning=on_reasoning)
+        try:
+            return call_model(self.effects.model, request, clock=self.effects.clock,
+                              interrupt=self.interrupt, on_delta=on_delta,
+                              on_reasoning=on_reasoning)
+        finally:
+            for sink in (on_delta, on_reasoning):
+                if isinstance(sink, MaskedStream):  # the reply is whole: its held-back end
+                    sink.flush()
 
     # --- the session ------------------------------------------------------------------------
     def _start(self, effect: d.StartSession, state: State) -> Sequence[Event]:

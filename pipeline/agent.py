@@ -27,6 +27,7 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
+from effects.masked_stream import MaskedStream
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
@@ -272,7 +273,11 @@ class Agent:
                             user_message=user_message)
             performers = runner.performers
             assert performers is not None
-            performers.on_delta, performers.on_reasoning = stream_callback, reasoning_callback
+            # What streams is shown masked, as the log keeps it, and once.
+            performers.on_delta = (None if stream_callback is None
+                                   else MaskedStream(stream_callback, self._secrets))
+            performers.on_reasoning = (None if reasoning_callback is None
+                                       else MaskedStream(reasoning_callback, self._secrets))
             try:
                 state = runner.command(Turn(
                     user_message=user_message, system_message=system_message, history=history,

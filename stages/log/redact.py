@@ -21,15 +21,17 @@ from typing import Any, cast
 
 import attrs
 
+from stages.log.command_secrets import hide_in_commands
 from stages.log.events import REDACTED_FIELDS, Event
+from stages.log.gitleaks.scan import chunks, find_secrets, named_value_allowed, vendor_token_allowed
 from stages.log.messages import Message
+from stages.log.named_values import is_code
 from stages.log.reasoning_parts import ReasoningPart
 from stages.log.tool_specs import ToolOutcome
 
 _PREFIXES = (
     r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{20,}", r"gl(?:ptt|dt|rt|cbt|imt|agent|oas|ft)-[A-Za-z0-9_\-]{20,}",
-    r"xox[abeposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{20,}",
     r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
     r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
@@ -48,7 +50,11 @@ _PREFIXES = (
 # line break (``\n``; tool-call arguments are JSON text), whose letter is no word of the text.
 _AFTER_ESCAPE = r"(?<=\\[nrtbf])"
 _TOKEN_START = r"(?:(?<![A-Za-z0-9_\-])|" + _AFTER_ESCAPE + ")"
-_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")")
+# A token ends where the word does: ``hf_servingcell..._h_prio`` is a name in code.
+_TOKEN = re.compile(_TOKEN_START + "(?:" + "|".join(_PREFIXES) + r")(?![A-Za-z0-9_\-])")
+# A vendor's prefix followed by capitalised words is a name in code
+# (``hf_requiredCharacteristicTypes``); a random token's capitals are not followed by words.
+_CODE_NAME = re.compile(r"[A-Za-z0-9]+[_\-.](?:[a-z]{2,})?(?:[A-Z][a-z]{2,}){2,}")
 _TWILIO = re.compile(_TOKEN_START + r"SK[0-9a-f]{32}")
 _WEBHOOK = re.compile(
     r"(https://(?:hooks\.slack\.com/(?:services|workflows|triggers)|"
@@ -65,15 +71,18 @@ _KEY_HEADER = re.compile(r"(?i)(\b(?:x-api-key|api-key|x-auth-token|private-toke
                          r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
                          r"[\"']?[ \t]*:[ \t]*[\"']?)([A-Za-z0-9._~+/\-=]{8,})")
 _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KEY|PRIVATE_?KEY|"
-                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH)")
+                r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH|"
+                # a personal access token (AZURE_DEVOPS_EXT_PAT), not a PATH
+                r"_PAT\b)")
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,]{4,})\2")
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,\\]{4,})\2")
 _COLON = re.compile(
     # After anything but a name's own characters: a line number (read_file's "4|", grep's
     # "file:4:"), a quote, a bracket, a prompt's ">".
-    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*:\s*)"
+    # A JSON key closes its quote before the colon ("SecretAccessKey": "...").
+    r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*[\"']?\s*:\s*)"
     # An unquoted value is no other name: "password: password: x" hides x.
-    r"(['\"])?([^\s'\",}]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
+    r"(['\"])?([^\s'\",}\\]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
@@ -95,7 +104,7 @@ _PLACEHOLDERS = frozenset({"null", "none", "true", "false", "undefined", "empty"
                            "optional", "changeme", "redacted", "xxxx", "****", "<redacted>",
                            "basic", "bearer", "token", "digest"})
 # Exactly what mask() writes: a value of another shape with dots in it is a value to hide.
-_MASKED = re.compile(r"\*\*\*|.{6}\.\.\..{4}")
+_MASKED = re.compile(r"\*\*\*|.{6}\.\.\..{4}", re.S)  # a kept end may be a line break
 
 _TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glp",
                 "glft-", "gldt-", "glrt-", "glcbt-", "glimt-", "glagent-", "gloas-", "xox",
@@ -104,7 +113,7 @@ _TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "gi
                 "fc-", "bb_live_",
                 "gaaaa", "_v1_", "tvly-", "syt_", "hsk-", "brv_", "ntn_", "shp", "sq0", "key-",
                 "-us", "dapi", "figd_", "lin_api_", "eyj")
-_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth")
+_NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth", "_pat")
 _DIGITS_COLON = re.compile(r"\d{8}:")
 
 def mask(secret: str) -> str:
@@ -133,6 +142,20 @@ _LONG_MASK = re.compile(
 # (AKIAIO...MPLE).
 _PROSE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|_[A-Za-z]+_|[0-9]+|.*\..*")
 _PRIVATE_KEY_MARK = "[REDACTED PRIVATE KEY]"
+
+
+# A key's body holds this many base64 characters at least; a shorter one is an example
+# (``-----BEGIN PRIVATE KEY-----\nanything\n-----END...``) or a format's description.
+_KEY_BODY = 16
+_BASE64 = re.compile(r"[A-Za-z0-9+/=]")
+
+
+def _private_key(match: re.Match[str]) -> str:
+    block = match.group()
+    body = block[block.index("-----", 10) + 5:]
+    body = body[:body.find("-----END")] if "-----END" in body else body
+    body = re.sub(r"(?:Proc-Type|DEK-Info):[^\r\n\\]*|\\[nr]", "", body)
+    return _PRIVATE_KEY_MARK if len(_BASE64.findall(body)) >= _KEY_BODY else block
 
 
 def holds_mask(text: str, known: Iterable[str] = ()) -> bool:
@@ -164,27 +187,34 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
+# Eight of one character in a row: a placeholder (``ghp_xxxx...``, ``glc_1111...``), which a
+# random key of any alphabet practically never holds; or a name in capitals (``YOUR_TOKEN``).
+_FILLER = re.compile(r"([^.\s])\1{7}|^[A-Z]+(?:_[A-Z]+)+$")
+
+
 def _hidden(value: str) -> str:
     """``value`` masked, unless it is already a mask or a placeholder (so redaction is
     idempotent and ``password: null`` stays readable)."""
-    if _MASKED.fullmatch(value) or value.lower() in _PLACEHOLDERS:
+    if (_MASKED.fullmatch(value) or value.lower() in _PLACEHOLDERS
+            or _FILLER.search(value) or vendor_token_allowed(value)):
         return value
     return mask(value)
 
 
 _CLOSING = {"(": ")", "[": "]"}
-
-
 def _named(match: re.Match[str]) -> str:
     """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
     *before, quote, value = match.groups(default="")
-    if value.isdigit():  # max_tokens=4096 is a setting, not a secret
-        return match.group(0)
     after = ""
     closing = _CLOSING.get(before[0])
     if closing is not None and value.endswith(closing) and not quote:  # (password: x)
         value, after = value[:-1], closing
-    return "".join(before) + quote + _hidden(value) + quote + after
+    name = "".join(before)
+    following = after or match.string[match.end():match.end() + 1]
+    if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
+            value, match.group(0), match.string):
+        return match.group(0)
+    return name + quote + _hidden(value) + quote + after
 
 
 def _shape(match: re.Match[str]) -> str:
@@ -212,7 +242,8 @@ def _unescaped(text: str) -> str:
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
     (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
     (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
-    (_TOKEN, lambda m: _hidden(m.group(0)), _TOKEN_HINTS),
+    (_TOKEN, lambda m: m.group(0) if _CODE_NAME.fullmatch(m.group(0)) else _hidden(m.group(0)),
+     _TOKEN_HINTS),
     (_BEARER, _shape, ("bearer",)),
     (_AUTH, _shape, ("authorization",)),
     (_KEY_HEADER, _shape, ("-key", "-token")),
@@ -237,36 +268,84 @@ def _names_in_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+# A URL found whole (a webhook): its scheme, host and the path's plain words stay readable.
+_URL_HEAD = re.compile(r"[a-z][a-z0-9+.\-]*://[^/\s]+/(?:[A-Za-z]+/)*", re.I)
+
+
+def _found(value: str) -> str:
+    """A secret gitleaks found masked (its rule judged it already), a URL's head kept."""
+    head = _URL_HEAD.match(value)
+    if head is not None and head.end() < len(value):
+        return head.group() + _found(value[head.end():])
+    return value if _MASKED.fullmatch(value) else mask(value)
+
+
+def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span hidden (a span that is a mask already stays as it is)."""
+    if not spans:
+        return text
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        pieces += (text[last:start], _found(text[start:end]))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
 def redact(text: str, known: Iterable[str] = ()) -> str:
     text = scrub_surrogates(text)
     if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
         text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
-    for secret in known:
-        if not secret or len(secret) < 8:
-            continue
-        # Inside a JSON string (tool-call arguments and results are JSON text) a secret's
-        # quotes and backslashes are escaped; its mask there is escaped alike. That form
-        # goes first: the plain one can be a part of it.
-        escaped = _in_json(secret)
-        if escaped != secret and escaped in text:
-            text = text.replace(escaped, _in_json(mask(secret)))
-        if secret in text:
-            text = text.replace(secret, mask(secret))
-    lowered = text.lower()
+    text = _known_hidden(text, known)
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
-        text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
+        text = _PRIVATE_KEY.sub(_private_key, text)
+    # Every hint and keyword below is free of white space: looking for them in the text's
+    # distinct words is looking in the text, and much faster on prose that repeats them.
+    words = chunks(text)
+    spans = find_secrets(text, words)
+    if spans:
+        text = _masked_spans(text, spans)
+        words = chunks(text)
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
-    if any(hint in lowered for hint in _NAME_HINTS):
+    if any(hint in words for hint in _NAME_HINTS):
         text = _names_in_lines(text)
     for pattern, replacement, hints in _SUBSTITUTIONS:
-        if any(hint in lowered for hint in hints):
+        if any(hint in words for hint in hints):
             text = pattern.sub(replacement, text)
     if "SK" in text:
         text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
     if ":" in text and _DIGITS_COLON.search(text):
         text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+    return hide_in_commands(text, _hidden)
+
+
+def _known_hidden(text: str, known: Iterable[str]) -> str:
+    """``text`` with every known secret masked, however short: a short one only where it
+    stands alone (not inside a longer word), where it is the key and not a part of a word."""
+    for secret in known:
+        if not secret:
+            continue
+        # Inside a JSON string (tool-call arguments and results are JSON text) a secret's
+        # quotes and backslashes are escaped; its mask there is escaped alike. That form
+        # goes first: the plain one can be a part of it.
+        escaped = _in_json(secret)
+        forms = [(escaped, _in_json(mask(secret)))] if escaped != secret else []
+        for form, masked in [*forms, (secret, mask(secret))]:
+            if form not in text:
+                continue
+            if len(secret) >= _SHORT_KNOWN:
+                text = text.replace(form, masked)
+            else:
+                text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])",
+                              masked.replace("\\", "\\\\"), text)
     return text
+
+
+# A known secret this short may also be an ordinary word's part: it is masked where it stands
+# alone only.
+_SHORT_KNOWN = 8
 
 
 _JSON_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')

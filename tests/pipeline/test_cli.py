@@ -49,6 +49,33 @@ def test_a_streamed_answer_continued_after_the_length_limit_is_shown_once(server
     assert done.stdout == "part 1. part 2. part 3. part 4. \n"
 
 
+def test_a_streamed_answer_holding_a_secret_is_shown_once_already_masked(server, home):
+    """The stream showed the secret, and then the masked answer printed again after it."""
+    token = "ghp_Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJ1234"
+    server.script(Reply.text(f"Use {token} for the push.\nAuthorization: Basic "
+                             "dXNlcjpwYXNzd29yZDEyMw==\nDone.", piece_size=3))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-test-key-0123456789"}
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "the token?", env=env)
+    assert done.returncode == 0, done.stderr
+    assert token not in done.stdout and "dXNlcjpwYXNz" not in done.stdout
+    assert done.stdout == ("Use ghp_Xk...1234 for the push.\nAuthorization: Basic dXNlcj...Mw==\n"
+                           "Done.\n")
+
+
+def test_a_short_configured_key_echoed_in_an_error_is_hidden_on_stderr_and_in_the_log(
+        server, home):
+    """Only keys of eight characters or more were hidden: a short one reached both."""
+    key = "k3y-7ch"
+    server.script(Reply.error(401, f"Incorrect API key provided: {key}. Find yours at x",
+                              code="invalid_api_key"))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": key}
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "hi", env=env)
+    assert done.returncode != 0
+    assert "HTTP 401" in done.stderr and key not in done.stderr
+    logs = list((home / "sessions").rglob("*.jsonl"))
+    assert logs and all(key not in path.read_text() for path in logs)
+
+
 def test_run_resume_sessions_replay_verify_sql(server, home, tmp_path):
     (tmp_path / "notes.txt").write_text("the answer is 42\n")
     server.script(Reply.tool_calls([("read_file", f'{{"path": "{tmp_path / "notes.txt"}"}}')]),

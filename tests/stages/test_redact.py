@@ -55,8 +55,13 @@ def test_known_secrets_are_replaced_wherever_they_appear() -> None:
     assert out.count(mask(secret)) == 2
 
 
-def test_short_or_empty_known_secrets_are_ignored() -> None:
-    assert redact("the word abc stays", known=("", "abc")) == "the word abc stays"
+def test_a_known_secret_is_hidden_however_short_but_not_inside_a_word() -> None:
+    """A configured key of three characters is still the key: it was shown in the log and on
+    stderr when only keys of eight or more were hidden. Where it is a part of a longer word it
+    is no key, and the word stays; an empty one hides nothing."""
+    assert redact("the word abc stays", known=("", "abc")) == "the word *** stays"
+    assert redact("abcdef and xabc stay", known=("abc",)) == "abcdef and xabc stay"
+    assert redact('{"key": "k3y"}', known=("k3y",)) == '{"key": "***"}'
 
 
 @pytest.mark.parametrize("text", [
