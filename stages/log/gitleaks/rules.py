@@ -1,6 +1,6 @@
 """Gitleaks' default rule set (``gitleaks.toml``, vendored unchanged beside this module; see
-``UPSTREAM.toml`` for its version and ``scripts/refresh_gitleaks.py`` to refresh it), loaded as
-frozen rules with their patterns compiled for Python's ``re``.
+``UPSTREAM.toml`` for its version and ``tests/corpus/secrets/refresh_gitleaks.py`` to refresh
+it), loaded as frozen rules with their patterns compiled for Python's ``re``.
 
 Rules that name a file path instead of text (``path``: a ``.p12`` file, a ``.npmrc``) say
 nothing about a string and are left out; an allow-list's paths and commits likewise never

@@ -2,7 +2,7 @@
 from it:
 
     git clone https://github.com/gitleaks/gitleaks /tmp/gitleaks   # or: git -C ... pull
-    python scripts/refresh_gitleaks.py /tmp/gitleaks
+    python tests/corpus/secrets/refresh_gitleaks.py /tmp/gitleaks
 
 Copies ``config/gitleaks.toml`` and ``LICENSE`` unchanged into ``stages/log/gitleaks/``, records
 the commit in ``UPSTREAM.toml``, and re-extracts ``tests/corpus/secrets/gitleaks_cases.json``.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import gitleaks_cases
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 VENDORED = ROOT / "stages" / "log" / "gitleaks"
 
 

@@ -1,7 +1,7 @@
 """Extract gitleaks' own test cases (the true and false positives each rule is validated with,
 in ``cmd/generate/config/rules/*.go``) into ``tests/corpus/secrets/gitleaks_cases.json``.
 
-    python scripts/gitleaks_cases.py /path/to/gitleaks/checkout
+    python tests/corpus/secrets/gitleaks_cases.py /path/to/gitleaks/checkout
 
 Cases are evaluated from the Go source: string literals, their concatenations, the samples
 ``utils.GenerateSampleSecret(s)`` builds, and secrets ``secrets.NewSecret`` draws from a
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "secrets"
+OUT = Path(__file__).resolve().parent
 RULES = "cmd/generate/config/rules"
 
 # utils.GenerateSampleSecrets' templates, in the order of its source ({i} the identifier, {I}
