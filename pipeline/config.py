@@ -83,7 +83,8 @@ _MODEL_KEYS: dict[str, tuple[type, ...]] = {
 _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
 
 
-SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices"})
+SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",
+                      "mcp"})
 """The top-level tables of config.toml; another name is most likely a misspelling."""
 
 
