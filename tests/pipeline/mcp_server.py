@@ -73,6 +73,9 @@ def _serve_http() -> None:
 
 
 if __name__ == "__main__":
+    if "MCP_TEST_PIDFILE" in os.environ:  # for the tests that look for orphans
+        with open(os.environ["MCP_TEST_PIDFILE"], "w") as out:
+            out.write(str(os.getpid()))
     if sys.argv[1:] == ["http"]:
         _serve_http()
     else:
