@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import fnmatch
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,10 @@ def _pairs(value: Mapping[str, str] | tuple[tuple[str, str], ...] | None
     return tuple((str(k), str(v)) for k, v in items)
 
 
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class McpServerSpec:
     """One MCP server: ``command`` (stdio) or ``url`` (streamable HTTP), never both.
@@ -69,17 +73,17 @@ class McpServerSpec:
 
     name: str
     command: str | None = None
-    args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     env: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs, repr=False)
     cwd: str | None = None
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs,
                                                        repr=False)
-    allow: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    deny: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    allow: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    deny: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     # Values the server is given that must not reach a log (tokens in env, headers): redacted
     # from what its tools return. Header values are always counted among them.
-    secrets: tuple[str, ...] = attrs.field(default=(), converter=tuple, repr=False)
+    secrets: tuple[str, ...] = attrs.field(default=(), converter=_strings, repr=False)
     timeout: float = DEFAULT_CALL_TIMEOUT_S
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_S
 
@@ -115,21 +119,29 @@ class McpToolInfo:
 def render_result(result: CallToolResult) -> str:
     """What the model reads of a tool result: its text blocks, a note for each other block,
     the structured content when there is nothing else."""
+    from mcp_types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
     parts: list[str] = []
     for block in result.content:
-        kind = block.type
-        if kind == "text":
+        if isinstance(block, TextContent):
             parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes, "
+        elif isinstance(block, ImageContent | AudioContent):
+            parts.append(f"[{block.type} {block.mime_type}, {len(block.data) * 3 // 4} bytes, "
                          "not shown]")
-        elif kind == "resource":
-            text = getattr(block.resource, "text", None)
-            parts.append(text if text is not None else f"[resource {block.resource.uri}]")
-        elif kind == "resource_link":
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            parts.append(resource.text if isinstance(resource, TextResourceContents)
+                         else f"[resource {resource.uri}]")
+        elif isinstance(block, ResourceLink):
             parts.append(f"[resource {block.uri}]")
         else:
-            parts.append(f"[{kind} content, not shown]")
+            parts.append(f"[{block.type} content, not shown]")
     if not parts and result.structured_content is not None:
         import json
         parts.append(json.dumps(result.structured_content, ensure_ascii=False,
