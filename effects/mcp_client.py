@@ -173,8 +173,8 @@ class _Connection:
         return _owning(http, streamable_http_client(self.spec.url, http_client=http))
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
-        from mcp import Client
         try:
+            from mcp import Client
             async with Client(self._transport(), mode="legacy") as client:
                 ready.set_result(client)
                 await stop.wait()

@@ -96,7 +96,7 @@ def _listed(group: McpServers, server: str) -> tuple[McpToolInfo, ...]:
     try:
         return group.tools(server)
     except McpCallError as exc:
-        raise UsageError(f"MCP server {server!r}: {exc}") from None
+        raise UsageError(str(exc)) from None  # it names the server
 
 
 def _tool(group: McpServers, info: McpToolInfo) -> Tool:
