@@ -166,10 +166,12 @@ class _Connection:
         if self.spec.command is not None:
             return StdioServerParameters(command=self.spec.command, args=list(self.spec.args),
                                          env=dict(self.spec.env) or None, cwd=self.spec.cwd)
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
         assert self.spec.url is not None
-        http = create_mcp_http_client(headers=dict(self.spec.headers) or None)
+        # The SDK's own defaults: a server may hold a response stream open for minutes.
+        http = httpx2.AsyncClient(headers=dict(self.spec.headers),
+                                  timeout=httpx2.Timeout(30.0, read=300.0))
         return _owning(http, streamable_http_client(self.spec.url, http_client=http))
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:

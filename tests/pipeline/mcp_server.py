@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("mibyan-test")
@@ -27,6 +27,12 @@ def add(a: int, b: int) -> str:
 def secret_token() -> str:
     """The token the server was given (to check it is redacted)."""
     return f"token is {os.environ.get('TEST_TOKEN', '<none>')}"
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of a request header (streamable HTTP only)."""
+    return (ctx.headers or {}).get(name.lower(), "<none>")
 
 
 @server.tool()
