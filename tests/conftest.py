@@ -42,6 +42,8 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_cli_output.py": "subprocess",
     "pipeline/test_conventions.py": "subprocess",
     "pipeline/test_startup_imports.py": "subprocess",
+    # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
+    "pipeline/test_mcp.py": "subprocess",
 }
 
 # Single tests, by ``path::name`` under tests/ (the name without its parameters: every

