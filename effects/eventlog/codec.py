@@ -20,6 +20,7 @@ from stages.log.events import (
     Usage,
 )
 from stages.log.messages import Message
+from stages.log.tool_specs import ToolOutcome
 from stages.log.upcast import upcast
 
 # Fields added after logs existed: left out of a payload while unset, so an event that does
@@ -31,6 +32,7 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     SessionSettings: ("reasoning_effort", "reasoning_budget"),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
+    ToolOutcome: ("findings",),
 }
 
 

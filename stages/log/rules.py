@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 6
+RULES = 7
 """The version of the decision rules a new session runs under."""
 
 
@@ -85,6 +85,14 @@ class RuleSet:
     # An answer still cut at the output limit when the call budget ran out (on continuations)
     # is partial: ``incomplete_response``, not completed.
     cut_answer_partial: bool = _since(6)
+    # --- 7 ---
+    # Tool results are sent as data between the session's markers, the system prompt says
+    # that instructions never come from them, and a result the scan flags carries a warning
+    # line (``stages.prompt.untrusted``).
+    untrusted_marked: bool = _since(7)
+    # Context files, hints, skills and memory are scanned by the wider scan too
+    # (paraphrases, other languages, encoded payloads: ``stages.prompt.injection_wide``).
+    wide_injection_scan: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

@@ -35,6 +35,7 @@ from stages.prompt.context_files import IDENTITY_MAX_CHARS, context_section, tru
 from stages.prompt.injection import screened
 from stages.prompt.memory import memory_block, sanitize, snapshot_block
 from stages.prompt.skills import skills_index
+from stages.prompt.untrusted import boundary, data_notice
 
 DEFAULT_IDENTITY = (
     "You are mibyan, a capable assistant. Use the tools you are given when they help, "
@@ -113,6 +114,8 @@ def _guidance(state: State, config: SessionSettings) -> str:
     if "skill_view" in names:
         parts.append(SKILLS_GUIDANCE)
     parts.append(PLATFORM_HINTS[config.platform])
+    if names and config.rule_set.untrusted_marked:
+        parts.append(data_notice(boundary(state.session_id)))
     return " ".join(parts)
 
 

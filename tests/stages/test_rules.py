@@ -22,6 +22,7 @@ SINCE = {
     "thinking_only_ends": 4, "turn_reasoning": 4, "reasoning_recovery": 4,
     "restart_replaces_answer": 5, "local_prefill": 5,
     "spaced_continuations": 6, "cut_answer_partial": 6,
+    "untrusted_marked": 7, "wide_injection_scan": 7,
 }
 
 
@@ -34,7 +35,7 @@ def test_each_version_has_exactly_the_behaviours_of_the_table(version: int) -> N
 
 def test_the_table_names_every_flag() -> None:
     assert set(SINCE) == set(FLAGS)
-    assert RULES == 6 == max(SINCE.values())
+    assert RULES == 7 == max(SINCE.values())
 
 
 def test_one_shared_value_per_version() -> None:
