@@ -1,0 +1,203 @@
+"""The wider injection scan (rules 7): what :mod:`stages.prompt.injection` misses.
+
+The first scan knows the canonical English phrasings. Attacks seen in the wild (the public
+rule sets of vigil and LLM Guard's heuristics, garak's latent-injection probes, the payloads
+catalogued for indirect injection) mostly differ from them in five ways, each a class here:
+
+- ``override_paraphrase``: the same override in other words ("the guidance you were given is
+  out of date", "your actual task is"), and text that addresses the AI reading it;
+- ``fake_notice``: a notice claiming to come from a vendor, the system or the developer;
+- ``exfil_request``: a request to send keys, ``~/.ssh``, ``.env`` or the environment
+  somewhere (prose, shell or code);
+- ``pipe_to_shell``: a download run straight by a shell (``bash -c "$(curl ...)"``), except
+  the well-known official installers that READMEs quote;
+- ``foreign_override``: overrides, concealment and role changes in German, French, Spanish,
+  Italian, Portuguese, Russian, Chinese and Japanese.
+
+Every pattern of both scans also runs over the text's other readings
+(:mod:`stages.prompt.deobfuscate`); a hit found only there adds ``obfuscated_payload``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from stages.prompt.deobfuscate import readings
+from stages.prompt.injection import scan as scan_first
+
+_G = r"[^.!?\n]{0,80}?"  # a gap inside one sentence
+_AI = (r"(?:ai|a\.i\.|llms?|language\s+models?|large\s+language\s+models?|assistants?|"
+       r"(?:ai\s+|coding\s+|automated\s+|autonomous\s+|llm[- ]based\s+)+(?:agents?|assistants?|"
+       r"reviewers?|bots?|tools?)|agents?|chatbots?|copilots?|gpts?|claude|chatgpt)")
+_TEAM = (r"(?:openai|anthropic|google|microsoft|github|gitlab|meta|the\s+[\w ]{1,30}?\s+team|"
+         r"your\s+(?:developers?|creators?|operators?|administrators?|admins?)|the\s+"
+         r"(?:maintainers|developers|administrators?|system|platform))")
+_SECRET = (r"(?:private\s+(?:ssh\s+)?keys?|ssh\s+(?:private\s+)?keys?|~/\.ssh\b|\.ssh/|"
+           r"id_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)|\.env\b(?!\.example|\.sample)|"
+           r"env(?:ironment)?\s+var(?:iable)?s|\.aws/credentials|aws\s+credentials|"
+           r"credentials(?:\s+file)?|api[\s_-]*keys?|(?:access|auth|secret|bearer)\s+tokens?|"
+           r"(?:the\s+|all\s+|every\s+|any\s+|current\s+)tokens?|secrets?\b|passwords?|"
+           r"cookies|(?:chat|conversation)\s+(?:history|logs?)|system\s+prompt|"
+           r"[A-Z][A-Z0-9]*_(?:API_)?(?:KEY|TOKEN|SECRET))")
+_WHERE = (r"(?:https?://|ftp://|\b[\w.+-]+@[\w-]+\.[\w.]+|\b\d{1,3}(?:\.\d{1,3}){3}\b|"
+          r"\b(?:to|into|at|on)\s+(?:our|this|the|my|a)\s+(?:server|webhook|endpoint|address|"
+          r"url|e-?mail|inbox|gist|paste|bucket|issue|comment)|\binto\s+(?:a\s+|the\s+|your\s+)?"
+          r"(?:comment|issue|gist|pastebin|reply|answer|response)|\bin\s+your\s+(?:reply|answer|"
+          r"response)|\bvia\s+dns\b)")
+_NOT = r"(?<!never\s)(?<!not\s)(?<!n't\s)"
+
+_ENGLISH: tuple[tuple[str, str], ...] = (
+    ("override_paraphrase",
+     rf"\b(?:instructions?|guidance|directives?|rules|orders|prompts?|what\s+(?:you\s+were|"
+     rf"you've\s+been|the\s+user)\s+(?:told|said|asked)|whatever\s+{_G}told\s+you){_G}\b(?:"
+     r"(?:is|are|has\s+been|have\s+been)\s+(?:now\s+)?(?:out\s+of\s+date|outdated|obsolete|"
+     r"revoked|void|cancell?ed|superseded|invalid)|no\s+longer\s+(?:applies|apply|valid|in\s+"
+     r"effect|matters?))"
+     rf"|\b(?:set\s+aside|abandon|discard|throw\s+away|stop\s+following|do\s+not\s+follow|"
+     rf"don't\s+follow|disregard)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+|its\s+)?(?:current\s+|"
+     rf"previous\s+|original\s+)?(?:instructions?|guidance|directives?|objective|task|"
+     rf"user'?s?\s+(?:request|question|instructions?|task))"
+     r"|\byour\s+(?:real|actual|true|new|only|primary)\s+(?:task|job|goal|objective|mission|"
+     r"purpose|instructions?|directives?)\s*(?:is|are|:|now)"
+     r"|\bnew\s+(?:priority\s+)?(?:instructions|directives|orders)\s*(?::|follow|below)"
+     rf"|\binstead\s+of\s+{_G}(?:the\s+)?{_AI}\s+(?:should|must|will)\b"),
+    ("agent_addressed",
+     rf"\b(?:note|message|attention|reminder|hint|notice|warning)\s+(?:to|for)\s+"
+     rf"(?:the\s+|any\s+|all\s+|every\s+)?{_AI}\b"
+     rf"|\b(?:if|when|whenever)\s+(?:you\s+are|you're)\s+(?:an?\s+)?{_AI}"
+     rf"|\bwhen\s+(?:an?\s+|the\s+|any\s+)?{_AI}\s+(?:reads?|processe?s|sees?|summari[sz]es?)\b"
+     rf"|\b(?:dear|hey|hi|hello|attention)\s*,?\s+(?:the\s+)?{_AI}\b"
+     rf"|\b(?:as\s+)?(?:the\s+|an?\s+|any\s+)?{_AI}\s+(?:reading|processing|parsing|"
+     r"summari[sz]ing|viewing)\s+this\b"
+     rf"|(?:^|[\n.!?]\s*)(?:the\s+)?{_AI}\s*[,:]\s*(?:please\s+)?(?:before|after|when|run|"
+     r"execute|ignore|forget|delete|send|upload|tell|say|print|reveal|quietly|silently|"
+     r"approve|disregard|do\s+not|don't|never|always|you\s+must|stop|open|visit|add|"
+     r"remove|write|when)\b"),
+    ("fake_notice",
+     rf"\b(?:important|urgent|critical|official|mandatory|security)\s+(?:security\s+)?"
+     rf"(?:update|notice|message|announcement|advisory|alert|policy\s+update)\s*\**\s*"
+     rf"(?:from|by|of)\s+{_TEAM}[^\n]{{0,40}}\n?[^\n]{{0,200}}?\b{_AI}"
+     r"|\[\s*(?:system|admin|administrator|developer|sys)(?:\s+(?:notice|message|override|"
+     r"update|alert))?\s*\]"
+     r"|<\s*/?\s*(?:system|sys|admin)\s*>"
+     r"|#{2,}\s*system\s+(?:override|message|notice|instructions?|update)\b"
+     r"|\bsystem\s+(?:message|notice|override|alert)\s*[:\-]"
+     rf"|\bmessage\s+from\s+{_TEAM}\s*[:\-]"
+     rf"|\b(?:policy|configuration|config)\s+(?:update|change)[^\n]{{0,80}}{_AI}\s+(?:must|"
+     r"are\s+(?:now\s+)?required|should)"
+     rf"|\b{_AI}\s+(?:are|is)\s+now\s+(?:required|authori[sz]ed|permitted|allowed)\s+to\b"
+     r"|\b(?:restrictions|safety\s+checks?|guardrails|approval\s+prompts?|filters)\s+(?:are|"
+     r"have\s+been)\s+(?:now\s+)?(?:lifted|removed|disabled|suspended)"
+     r"|\bdisable\s+(?:their|its|your|all)\s+(?:safety|approval|confirmation)"
+     rf"|\byou\s+are\s+authori[sz]ed\s+to\s+(?:skip|bypass|ignore|run|execute)"),
+    ("exfil_request",
+     rf"{_NOT}\b(?:upload|send|post|transmit|forward|e-?mail|mail|copy|paste|push|exfiltrate|"
+     rf"leak|submit|share|append|include|put|dump|print|output)\b[^\n]{{0,80}}?{_SECRET}"
+     rf"[^\n]{{0,100}}?{_WHERE}"
+     rf"|{_SECRET}[^\n|]{{0,60}}\|\s*(?:curl|wget|nc|ncat|netcat)\b"
+     r"|\b(?:tar|zip|cat)\b[^\n|]{0,40}(?:~/\.ssh|\.aws|\.gnupg|\.env\b)[^\n]{0,40}\|\s*"
+     r"(?:curl|wget|nc)\b"
+     r"|\b(?:urlopen|requests\.(?:post|put)|httpx\.(?:post|put)|fetch)\s*\([^\n]{0,200}"
+     r"\b(?:os\.environ|process\.env)\b"
+     r"|\b(?:print|output|list|reveal|show|display|dump)\s+(?:out\s+)?(?:the\s+)?(?:contents?\s+"
+     r"of\s+)?(?:every|all|each)\s+(?:\.env|credentials?|secrets?|passwords?|api\s+keys?)"
+     rf"|\b(?:collect|gather|harvest|find)\s+(?:every|all|any)\s+(?:the\s+)?(?:passwords?|"
+     rf"credentials|secrets|api\s+keys|tokens)\b"),
+    ("pipe_to_shell",
+     r"\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n|;]{0,200}\|\s*"
+     r"(?:sudo\s+(?:-\w+\s+)*)?(?:ba|z|k|da|fi)?sh\b"
+     r"|\b(?:ba|z|k|da)?sh\s+-c\s+[\"']?\$\(\s*(?:curl|wget)\b[^)\n]{0,200}\)"
+     r"|\biex\s*[(\s]\s*(?:\(?\s*new-object\s+net\.webclient|iwr|irm|invoke-webrequest|"
+     r"invoke-restmethod)"
+     r"|\b(?:base64\s+(?:-d|--decode|-D)|xxd\s+-r(?:\s+-p)?)\b[^\n]{0,40}\|\s*(?:ba|z)?sh\b"),
+    ("conceal",
+     r"(?<=[a-z,] )(?:quietly|silently|secretly|covertly)\s+(?:run|execute|send|upload|append|delete|"
+     r"install|add|post|forward|copy)\b"
+     r"|\b(?:and\s+)?(?:say\s+nothing|do\s+not\s+mention\s+(?:it|this|that)|don't\s+mention\s+"
+     r"(?:it|this|that)|keep\s+(?:it|this)\s+(?:a\s+)?secret\s+from\s+the\s+user)\b"
+     r"|\bapprove\s+(?:this|the)\s+(?:pr|pull\s+request|merge\s+request|change)s?\s+without\b"
+     r"|\b(?:mark|report|flag)\s+(?:it|this)\s+as\s+(?:safe|approved|verified)\b"
+     r"|\b(?:run|execute)\s+(?:shell\s+)?commands?\b[^.\n]{0,60}\bwithout\s+(?:asking|review|"
+     r"confirmation|approval|the\s+user)"
+     r"|\bact\s+without\s+the\s+user'?s\s+(?:approval|consent|permission)"
+     r"|\bskip\s+(?:any|all|the)\s+(?:confirmation|approval)s?\b"),
+)
+
+_FOREIGN = (
+    # German
+    r"\b(?:ignorier\w*|vergiss|vergessen\s+sie|missacht\w*|übergeh\w*|verwirf)\b[^.!?\n]{0,60}?"
+    r"(?:anweisung\w*|instruktion\w*|regeln|vorgaben|befehle|richtlinien)"
+    r"|\bvergiss,?\s+was\s+man\s+dir\s+(?:vorher|zuvor|bisher)"
+    r"|\bdu\s+bist\s+(?:jetzt|nun|ab\s+sofort|ab\s+jetzt)\s+(?:ein|eine|der|die)\b"
+    r"|\b(?:hinweis|nachricht|anweisung|notiz)\s+an\s+(?:den|die|das)\s+(?:ki|assistent\w*|"
+    r"agent\w*|sprachmodell|modell|bot)"
+    r"|\bohne\s+(?:den|die)\s+(?:benutzer|nutzer|anwender)\w*\s+zu\s+(?:informieren|fragen|"
+    r"benachrichtigen)"
+    # French
+    r"|\b(?:ignore[zs]?|oublie[zs]?|ne\s+tiens?\s+pas\s+compte\s+d\w*|fais\s+abstraction\s+d\w*)"
+    r"\b[^.!?\n]{0,60}?(?:instructions|consignes|règles|directives)"
+    r"|\btu\s+es\s+(?:désormais|maintenant|dorénavant)\s+(?:un|une)\b"
+    r"|\b(?:note|message|instruction|consigne)s?\s+(?:pour|à)\s+l['’](?:assistant|ia|agent)"
+    r"|\bne\s+(?:dis|dites)\s+rien\s+à\s+l['’]utilisateur"
+    r"|\bsans\s+(?:prévenir|informer|avertir)\s+l['’]utilisateur"
+    # Spanish
+    r"|\b(?:ignora|ignore|olvida|olvide|omite|haz\s+caso\s+omiso\s+(?:a|de))\b[^.!?\n]{0,60}?"
+    r"(?:instrucciones|reglas|indicaciones|órdenes|directrices)"
+    r"|\bolvida\s+lo\s+que\s+te\s+(?:dijeron|han\s+dicho)"
+    r"|\b(?:a\s+partir\s+de\s+ahora|desde\s+ahora|ahora)\s+eres\s+(?:un|una)\b"
+    r"|\bno\s+le\s+digas\s+(?:nada\s+)?al\s+usuario"
+    r"|\binstrucci[oó]n(?:es)?\s+para\s+el\s+(?:asistente|agente|modelo)"
+    # Italian, Portuguese
+    r"|\bignora\s+(?:tutte\s+)?(?:le\s+)?(?:istruzioni|regole)"
+    r"|\bignore\s+(?:todas\s+)?(?:as\s+)?(?:instruções|regras)"
+    # Russian
+    r"|(?:игнорируй|игнорируйте|забудь|забудьте|проигнорируй)[^.!?\n]{0,60}?(?:инструкци|"
+    r"указани|правил)"
+    # Chinese, Japanese
+    r"|(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^。！？\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
+    r"|不要告诉用户|(?:给|致)\s*(?:AI|ai|人工智能)?\s*(?:助手|智能体|模型)的(?:提示|说明|指令)"
+    r"|(?:告诉我|显示|输出|泄露)[^。\n]{0,10}系统提示"
+    r"|(?:指示|命令|ルール)を(?:すべて|全て)?無視"
+)
+
+_WIDE = (*_ENGLISH, ("foreign_override", _FOREIGN))
+_FLAGS = re.IGNORECASE | re.MULTILINE
+_COMPILED = tuple((pid, re.compile(rx, _FLAGS)) for pid, rx in _WIDE)
+
+# Official installers that READMEs tell people to pipe into a shell (their hosts, or host and
+# path prefix): quoting one is ordinary documentation, not an attack.
+KNOWN_INSTALLERS = (
+    "astral.sh/", "sh.rustup.rs", "get.docker.com", "bun.sh/install", "deno.land/install",
+    "get.pnpm.io/", "install.python-poetry.org", "raw.githubusercontent.com/homebrew/",
+    "raw.githubusercontent.com/nvm-sh/", "get.sdkman.io", "ollama.com/install.sh",
+    "cli.github.com/", "hf.co/cli/install", "fnm.vercel.app/install", "starship.rs/install.sh", "tailscale.com/install",
+)
+_URL = re.compile(r"https?://([^\s\"')|]+)", re.IGNORECASE)
+
+WIDE_IDS = (*(pid for pid, _ in _WIDE), "obfuscated_payload")
+
+
+def _installer_only(match: str) -> bool:
+    urls = [u.lower() for u in _URL.findall(match)]
+    return bool(urls) and all(any(u.startswith(k) for k in KNOWN_INSTALLERS) for u in urls)
+
+
+def _hits(text: str) -> set[str]:
+    found = set()
+    for pid, rx in _COMPILED:
+        for match in rx.finditer(text):
+            if pid != "pipe_to_shell" or not _installer_only(match.group()):
+                found.add(pid)
+                break
+    return found
+
+
+def scan_wide(text: str, scope: str = "context") -> tuple[str, ...]:
+    """The ids both scans find in ``text`` or in its other readings, sorted."""
+    hits = set(scan_first(text, scope)) | _hits(text)
+    hidden: set[str] = set()
+    for reading in readings(text):
+        hidden |= (_hits(reading) | set(scan_first(reading, scope))) - {"invisible_unicode"}
+    if hidden - hits:
+        hits |= hidden | {"obfuscated_payload"}
+    return tuple(sorted(hits))
