@@ -50,6 +50,7 @@ from stages.log.events import (
     Waited,
 )
 from stages.log.state import State
+from stages.prompt.untrusted import screened_outcome
 from stages.recovery.backoff import backoff_delay
 
 log = get_logger(__name__)
@@ -257,6 +258,8 @@ class Performers:
         assert state.turn is not None
         outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
                                           task_id=state.turn.task_id)
+        if state.settings is not None and state.settings.rule_set.untrusted_marked:
+            outcomes = [screened_outcome(o) for o in outcomes]
         return [ToolRan(outcome=o) for o in outcomes]
 
     def _summarise(self, effect: d.Summarise, state: State) -> Sequence[Event]:

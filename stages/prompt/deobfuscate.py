@@ -22,11 +22,11 @@ _MAX_RUN = 20_000
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){14,}(?![0-9A-Fa-f])")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-_INVISIBLE = {ord(ch): None for ch in INVISIBLE} | {cp: None for cp in range(0xE0000, 0xE0080)}
+_INVISIBLE = {ord(ch): None for ch in INVISIBLE} | dict.fromkeys(range(0xE0000, 0xE0080))
 
 # Letters of other scripts drawn like Latin ones (Unicode's confusables, the common subset).
 _HOMOGLYPHS = str.maketrans(
-    "АВЕЅІЈКМНОРСТХУаеѕіјорсхуԁһӏʏΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιρνϲ",
+    "АВЕЅІЈКМНОРСТХУаеѕіјорсхуԁһӏʏΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιρνϲ",  # noqa: RUF001
     "ABESIJKMHOPCTXYaesijopcxydhlyABEZHIKMNOPTYXaoipvc",
 )
 

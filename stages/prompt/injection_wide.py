@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from stages.prompt.deobfuscate import readings
+from stages.prompt.injection import blocked_note
 from stages.prompt.injection import scan as scan_first
 
 _G = r"[^.!?\n]{0,80}?"  # a gap inside one sentence
@@ -111,8 +112,8 @@ _ENGLISH: tuple[tuple[str, str], ...] = (
      r"invoke-restmethod)"
      r"|\b(?:base64\s+(?:-d|--decode|-D)|xxd\s+-r(?:\s+-p)?)\b[^\n]{0,40}\|\s*(?:ba|z)?sh\b"),
     ("conceal",
-     r"(?<=[a-z,] )(?:quietly|silently|secretly|covertly)\s+(?:run|execute|send|upload|append|delete|"
-     r"install|add|post|forward|copy)\b"
+     r"(?<=[a-z,] )(?:quietly|silently|secretly|covertly)\s+(?:run|execute|send|upload|append|"
+     r"delete|install|add|post|forward|copy)\b"
      r"|\b(?:and\s+)?(?:say\s+nothing|do\s+not\s+mention\s+(?:it|this|that)|don't\s+mention\s+"
      r"(?:it|this|that)|keep\s+(?:it|this)\s+(?:a\s+)?secret\s+from\s+the\s+user)\b"
      r"|\bapprove\s+(?:this|the)\s+(?:pr|pull\s+request|merge\s+request|change)s?\s+without\b"
@@ -134,14 +135,16 @@ _FOREIGN = (
     r"|\bohne\s+(?:den|die)\s+(?:benutzer|nutzer|anwender)\w*\s+zu\s+(?:informieren|fragen|"
     r"benachrichtigen)"
     # French
-    r"|\b(?:ignore[zs]?|oublie[zs]?|ne\s+tiens?\s+pas\s+compte\s+d\w*|fais\s+abstraction\s+d\w*)"
-    r"\b[^.!?\n]{0,60}?(?:instructions|consignes|règles|directives)"
+    r"|\b(?:ignore[zs]?|oublie[zs]?|ne\s+tiens?\s+pas\s+compte|fais\s+abstraction)\s+"
+    r"(?:de\s+|d['\u2019])?(?:toutes\s+|tous\s+)?(?:les|tes|vos|ces)\s+[^.!?\n]{0,40}?"
+    r"(?:instructions|consignes|règles|directives)"
     r"|\btu\s+es\s+(?:désormais|maintenant|dorénavant)\s+(?:un|une)\b"
-    r"|\b(?:note|message|instruction|consigne)s?\s+(?:pour|à)\s+l['’](?:assistant|ia|agent)"
-    r"|\bne\s+(?:dis|dites)\s+rien\s+à\s+l['’]utilisateur"
-    r"|\bsans\s+(?:prévenir|informer|avertir)\s+l['’]utilisateur"
+    r"|\b(?:note|message|instruction|consigne)s?\s+(?:pour|à)\s+l['\u2019](?:assistant|ia|agent)"
+    r"|\bne\s+(?:dis|dites)\s+rien\s+à\s+l['\u2019]utilisateur"
+    r"|\bsans\s+(?:prévenir|informer|avertir)\s+l['\u2019]utilisateur"
     # Spanish
-    r"|\b(?:ignora|ignore|olvida|olvide|omite|haz\s+caso\s+omiso\s+(?:a|de))\b[^.!?\n]{0,60}?"
+    r"|\b(?:ignora|ignore|olvida|olvide|omite|haz\s+caso\s+omiso\s+(?:a|de))\s+"
+    r"(?:todas\s+|todos\s+)?(?:las|tus|sus|los)\s+[^.!?\n]{0,40}?"
     r"(?:instrucciones|reglas|indicaciones|órdenes|directrices)"
     r"|\bolvida\s+lo\s+que\s+te\s+(?:dijeron|han\s+dicho)"
     r"|\b(?:a\s+partir\s+de\s+ahora|desde\s+ahora|ahora)\s+eres\s+(?:un|una)\b"
@@ -154,7 +157,7 @@ _FOREIGN = (
     r"|(?:игнорируй|игнорируйте|забудь|забудьте|проигнорируй)[^.!?\n]{0,60}?(?:инструкци|"
     r"указани|правил)"
     # Chinese, Japanese
-    r"|(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^。！？\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
+    r"|(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^\u3002\uff01\uff1f\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
     r"|不要告诉用户|(?:给|致)\s*(?:AI|ai|人工智能)?\s*(?:助手|智能体|模型)的(?:提示|说明|指令)"
     r"|(?:告诉我|显示|输出|泄露)[^。\n]{0,10}系统提示"
     r"|(?:指示|命令|ルール)を(?:すべて|全て)?無視"
@@ -170,7 +173,8 @@ KNOWN_INSTALLERS = (
     "astral.sh/", "sh.rustup.rs", "get.docker.com", "bun.sh/install", "deno.land/install",
     "get.pnpm.io/", "install.python-poetry.org", "raw.githubusercontent.com/homebrew/",
     "raw.githubusercontent.com/nvm-sh/", "get.sdkman.io", "ollama.com/install.sh",
-    "cli.github.com/", "hf.co/cli/install", "fnm.vercel.app/install", "starship.rs/install.sh", "tailscale.com/install",
+    "cli.github.com/", "hf.co/cli/install", "fnm.vercel.app/install", "starship.rs/install.sh",
+    "tailscale.com/install",
 )
 _URL = re.compile(r"https?://([^\s\"')|]+)", re.IGNORECASE)
 
@@ -201,3 +205,11 @@ def scan_wide(text: str, scope: str = "context") -> tuple[str, ...]:
     if hidden - hits:
         hits |= hidden | {"obfuscated_payload"}
     return tuple(sorted(hits))
+
+
+def screened(name: str, text: str, scope: str = "context", *, wide: bool
+             ) -> tuple[str, tuple[str, ...]]:
+    """``text``, or its blocked note when it hits a pattern (of the wider scan too when
+    ``wide``: rules 7); and the findings."""
+    findings = scan_wide(text, scope) if wide else scan_first(text, scope)
+    return (blocked_note(name, findings) if findings else text), findings

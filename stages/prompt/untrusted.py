@@ -22,6 +22,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+import attrs
+
+from stages.log.tool_specs import ToolOutcome
+from stages.prompt.injection_wide import scan_wide
+
 ESCAPED = "[data boundary removed]"
 """What an occurrence of the boundary inside the data becomes: no hex digit at either end, so
 no new occurrence can form across the replacement."""
@@ -75,3 +80,11 @@ def unwrapped(content: str) -> str:
     readers of the history that parse a result; other text as it is."""
     found = _BLOCK.match(content)
     return found.group(2) if found else content
+
+
+def screened_outcome(outcome: ToolOutcome) -> ToolOutcome:
+    """``outcome`` with what the wider scan finds in it. The performer records it with the
+    result (an observation, like the result itself): a replay marks the result as the live
+    run did, whatever a later version of the scan would find."""
+    findings = scan_wide(outcome.content)
+    return attrs.evolve(outcome, findings=findings) if findings else outcome
