@@ -23,14 +23,16 @@ from __future__ import annotations
 import re
 
 from stages.prompt.deobfuscate import readings
-from stages.prompt.injection import blocked_note
+from stages.prompt.injection import blocked_note, scan_with
 from stages.prompt.injection import scan as scan_first
+from stages.prompt.scan_windows import Windows
 
 _G = r"[^.!?\n]{0,80}?"  # a gap inside one sentence
-_AI = (r"(?:ai|a\.i\.|llms?|language\s+models?|large\s+language\s+models?|assistants?|"
+_AI = (r"(?:ai|llms?|language\s+models?|large\s+language\s+models?|assistants?|"
        r"(?:ai\s+|coding\s+|automated\s+|autonomous\s+|llm[- ]based\s+)+(?:agents?|assistants?|"
        r"reviewers?|bots?|tools?)|agents?|chatbots?|copilots?|gpts?|claude|chatgpt)")
-_TEAM = (r"(?:openai|anthropic|google|microsoft|github|gitlab|meta|the\s+[\w ]{1,30}?\s+team|"
+_TEAM = (r"(?:openai|anthropic|google|microsoft|github|gitlab|meta|the\s+[\w .-]{1,30}?\s+"
+         r"(?:team|vendor|maintainers|developers|staff|support)|your\s+vendor|"
          r"your\s+(?:developers?|creators?|operators?|administrators?|admins?)|the\s+"
          r"(?:maintainers|developers|administrators?|system|platform))")
 _SECRET = (r"(?:private\s+(?:ssh\s+)?keys?|ssh\s+(?:private\s+)?keys?|~/\.ssh\b|\.ssh/|"
@@ -92,18 +94,21 @@ _ENGLISH: tuple[tuple[str, str], ...] = (
      r"|\bdisable\s+(?:their|its|your|all)\s+(?:safety|approval|confirmation)"
      rf"|\byou\s+are\s+authori[sz]ed\s+to\s+(?:skip|bypass|ignore|run|execute)"),
     ("exfil_request",
-     rf"{_NOT}\b(?:upload|send|post|transmit|forward|e-?mail|mail|copy|paste|push|exfiltrate|"
+     rf"{_NOT}\b(?:upload|send|post|transmit|forward|email|mail|copy|paste|push|exfiltrate|"
      rf"leak|submit|share|append|include|put|dump|print|output)\b[^\n]{{0,80}}?{_SECRET}"
-     rf"[^\n]{{0,100}}?{_WHERE}"
-     rf"|{_SECRET}[^\n|]{{0,60}}\|\s*(?:curl|wget|nc|ncat|netcat)\b"
+     rf"[^\n]{{0,100}}?{_WHERE}"),
+    ("exfil_request:pipe",
+     rf"{_SECRET}[^\n|]{{0,60}}\|\s*(?:curl|wget|nc|ncat|netcat)\b"
      r"|\b(?:tar|zip|cat)\b[^\n|]{0,40}(?:~/\.ssh|\.aws|\.gnupg|\.env\b)[^\n]{0,40}\|\s*"
-     r"(?:curl|wget|nc)\b"
-     r"|\b(?:urlopen|requests\.(?:post|put)|httpx\.(?:post|put)|fetch)\s*\([^\n]{0,200}"
-     r"\b(?:os\.environ|process\.env)\b"
-     r"|\b(?:print|output|list|reveal|show|display|dump)\s+(?:out\s+)?(?:the\s+)?(?:contents?\s+"
+     r"(?:curl|wget|nc)\b"),
+    ("exfil_request:code",
+     r"\b(?:urlopen|requests\.(?:post|put)|httpx\.(?:post|put)|fetch)\s*\([^\n]{0,200}"
+     r"\b(?:os\.environ|process\.env)\b"),
+    ("exfil_request:all",
+     r"\b(?:print|output|list|reveal|show|display|dump)\s+(?:out\s+)?(?:the\s+)?(?:contents?\s+"
      r"of\s+)?(?:every|all|each)\s+(?:\.env|credentials?|secrets?|passwords?|api\s+keys?)"
-     rf"|\b(?:collect|gather|harvest|find)\s+(?:every|all|any)\s+(?:the\s+)?(?:passwords?|"
-     rf"credentials|secrets|api\s+keys|tokens)\b"),
+     r"|\b(?:collect|gather|harvest|find)\s+(?:every|all|any)\s+(?:the\s+)?(?:passwords?|"
+     r"credentials|secrets|api\s+keys|tokens)\b"),
     ("pipe_to_shell",
      r"\b(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n|;]{0,200}\|\s*"
      r"(?:sudo\s+(?:-\w+\s+)*)?(?:ba|z|k|da|fi)?sh\b"
@@ -156,14 +161,15 @@ _FOREIGN = (
     # Russian
     r"|(?:игнорируй|игнорируйте|забудь|забудьте|проигнорируй)[^.!?\n]{0,60}?(?:инструкци|"
     r"указани|правил)"
-    # Chinese, Japanese
-    r"|(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^\u3002\uff01\uff1f\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
+)
+_FOREIGN_CJK = (
+    r"(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^\u3002\uff01\uff1f\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
     r"|不要告诉用户|(?:给|致)\s*(?:AI|ai|人工智能)?\s*(?:助手|智能体|模型)的(?:提示|说明|指令)"
     r"|(?:告诉我|显示|输出|泄露)[^。\n]{0,10}系统提示"
     r"|(?:指示|命令|ルール)を(?:すべて|全て)?無視"
 )
 
-_WIDE = (*_ENGLISH, ("foreign_override", _FOREIGN))
+_WIDE = (*_ENGLISH, ("foreign_override", _FOREIGN), ("foreign_override:cjk", _FOREIGN_CJK))
 _FLAGS = re.IGNORECASE | re.MULTILINE
 _COMPILED = tuple((pid, re.compile(rx, _FLAGS)) for pid, rx in _WIDE)
 
@@ -178,7 +184,78 @@ KNOWN_INSTALLERS = (
 )
 _URL = re.compile(r"https?://([^\s\"')|]+)", re.IGNORECASE)
 
-WIDE_IDS = (*(pid for pid, _ in _WIDE), "obfuscated_payload")
+WIDE_IDS = (*dict.fromkeys(pid.split(":")[0] for pid, _ in _WIDE), "obfuscated_payload")
+
+
+# The words each pattern cannot match without (``stages.prompt.scan_windows``): for the first
+# scan's patterns too, read off each regex (its triggers are substrings, too common to help).
+_AI_WORDS = ("ai", "llm", "language", "assistant", "agent", "chatbot", "copilot", "gpt",
+             "claude", "coding", "automated", "autonomous")
+ANCHORS: dict[str, tuple[str, ...]] = {
+    "override_paraphrase": ("instruction", "guidance", "directive", "rules", "orders", "prompt",
+                            "what", "set", "abandon", "discard", "throw", "stop", "follow",
+                            "disregard", "your", "instead"),
+    "agent_addressed": _AI_WORDS,
+    "fake_notice": (*_AI_WORDS, "system", "sys", "admin", "developer", "message", "restriction",
+                    "safety", "guardrail", "approval", "filter", "disable", "authori"),
+    "exfil_request": ("upload", "send", "post", "transmit", "forward", "email", "mail",
+                      "copy", "paste", "push", "exfiltrate", "leak", "submit", "share", "append",
+                      "include", "put", "dump", "print", "output"),
+    "exfil_request:pipe": ("curl", "wget", "nc", "ncat", "netcat"),
+    "exfil_request:code": ("urlopen", "requests", "httpx", "fetch"),
+    "exfil_request:all": ("print", "output", "list", "reveal", "show", "display", "dump",
+                          "collect", "gather", "harvest", "find"),
+    "pipe_to_shell": ("curl", "wget", "fetch", "iwr", "irm", "invoke", "iex", "base64", "xxd"),
+    "conceal": ("quietly", "silently", "secretly", "covertly", "say", "mention", "keep",
+                "approve", "mark", "report", "flag", "without", "skip"),
+    "foreign_override": (
+        "ignor", "vergiss", "vergessen", "missacht", "übergeh", "verwirf", "bist", "hinweis",
+        "nachricht", "anweisung", "notiz", "ohne", "oublie", "tiens", "fais", "désormais",
+        "maintenant", "dorénavant", "note", "message", "instruction", "consigne", "rien",
+        "sans", "olvid", "omite", "haz", "eres", "digas", "instrucci", "игнор", "проигнор",
+        "забуд"),
+    "foreign_override:cjk": ("*忽略", "*无视", "*忽视", "*忘记", "*忘掉", "*不要", "*助手",
+                             "*智能体", "*模型", "*系统提示", "*無視"),
+    # the first scan's
+    "prompt_injection": ("ignor", "forget", "skip", "drop"),
+    "sys_prompt_override": ("system", "instruction"),
+    "disregard_rules": ("disregard",),
+    "bypass_restrictions": ("bypass", "circumvent", "evade", "around"),
+    "html_comment_injection": ("*<!--",),
+    "hidden_div": ("style",),
+    "translate_execute": ("translate", "decode", "decipher", "base64"),
+    "deception_hide": ("tell", "inform", "notif", "alert", "mention", "reveal", "let"),
+    "role_hijack": ("you", "act"),
+    "role_pretend": ("pretend",),
+    "chat_template_tokens": ("*<|", "*inst]", "*<<sys>>", "system", "assistant"),
+    "leak_system_prompt": ("system", "instruction", "developer"),
+    "remove_filters": ("filter", "censorship", "safety", "guardrail", "moderation"),
+    "fake_update": ("update", "notice", "override", "message", "alert"),
+    "identity_override": ("yourself", "name"),
+    "c2_task_pull": ("task", "command", "instruction", "order", "payload"),
+    "c2_heartbeat": ("heartbeat", "beacon", "check", "phone"),
+    "c2_node_registration": ("register",),
+    "c2_network_connect": ("*/dev/tcp", "nc", "netcat", "bash", "socat"),
+    "known_c2_framework": ("cobalt", "meterpreter", "metasploit", "brainworm", "havoc",
+                           "mythic", "sliver", "msfvenom"),
+    "anti_forensic": ("history", "histfile", "rm", "shred", "wipefs", "dd"),
+    "env_var_unset_agent": ("unset",),
+    "exfil_curl": ("curl",),
+    "exfil_wget": ("wget",),
+    "read_secrets": ("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "env", "netrc", "pgpass",
+                     "credentials", "shadow", "npmrc", "pypirc"),
+    "env_dump": ("printenv", "env", "set"),
+    "send_to_url": ("send", "post", "upload", "forward", "exfiltrate", "transmit", "leak"),
+    "context_exfil": ("include", "append", "embed", "encode"),
+    "ssh_backdoor": ("authorized_keys",),
+    "ssh_access": ("ssh",),
+    "agent_config_mod": ("mibyan", "config", "soul", "memory", "user", "bashrc", "zshrc",
+                         "profile"),
+    "hardcoded_secret": ("sk", "gh", "akia", "xox"),
+}
+_REACH = 400
+REACH = {"html_comment_injection": 4200, "hidden_div": 700}
+"""How far from its anchor a pattern's match may reach, where it is more than ``_REACH``."""
 
 
 def _installer_only(match: str) -> bool:
@@ -186,22 +263,31 @@ def _installer_only(match: str) -> bool:
     return bool(urls) and all(any(u.startswith(k) for k in KNOWN_INSTALLERS) for u in urls)
 
 
-def _hits(text: str) -> set[str]:
-    found = set()
-    for pid, rx in _COMPILED:
-        for match in rx.finditer(text):
-            if pid != "pipe_to_shell" or not _installer_only(match.group()):
-                found.add(pid)
-                break
-    return found
+def _found(windows: Windows, pid: str, rx: re.Pattern[str]) -> bool:
+    if pid == "pipe_to_shell":  # all of its matches, for the one that is no known installer
+        return windows.search(_PIPED, ANCHORS[pid], _REACH) and any(
+            not _installer_only(m.group()) for m in rx.finditer(windows.text))
+    return windows.search(rx, ANCHORS[pid], REACH.get(pid, _REACH))
+
+
+_PIPED = _COMPILED[[pid for pid, _ in _COMPILED].index("pipe_to_shell")][1]
+
+
+_PREFIXES = frozenset(a for anchors in ANCHORS.values() for a in anchors if a[0] != "*")
+
+
+def _hits(text: str, scope: str) -> set[str]:
+    windows = Windows(text, _PREFIXES)
+    first = scan_with(text, scope, lambda pid, triggers, rx: _found(windows, pid, rx))
+    return set(first) | {pid.split(":")[0] for pid, rx in _COMPILED if _found(windows, pid, rx)}
 
 
 def scan_wide(text: str, scope: str = "context") -> tuple[str, ...]:
     """The ids both scans find in ``text`` or in its other readings, sorted."""
-    hits = set(scan_first(text, scope)) | _hits(text)
+    hits = _hits(text, scope)
     hidden: set[str] = set()
     for reading in readings(text):
-        hidden |= (_hits(reading) | set(scan_first(reading, scope))) - {"invisible_unicode"}
+        hidden |= _hits(reading, scope) - {"invisible_unicode"}
     if hidden - hits:
         hits |= hidden | {"obfuscated_payload"}
     return tuple(sorted(hits))

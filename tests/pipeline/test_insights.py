@@ -387,7 +387,8 @@ def test_summarise_counts_everything(sample: Sample, tmp_path: Path) -> None:
     assert found.tokens == {"input_tokens": 4061, "output_tokens": 838,
                             "cache_read_tokens": 500, "cache_write_tokens": 0,
                             "reasoning_tokens": 2, "total_tokens": 5399}
-    assert found.tool_calls == {"calls": 3, "errors": 1, "rejected": 0, "error_rate": 0.3333}
+    assert found.tool_calls == {"calls": 3, "errors": 1, "rejected": 0, "flagged": 0,
+                                "error_rate": 0.3333}
     assert {k: found.recoveries[k] for k in ("retries", "interrupts", "budget_exhaustions")} == {
         "retries": 1, "interrupts": 1, "budget_exhaustions": 1}
     assert found.compressions["count"] == 2 and found.compressions["saved_tokens"] > 0
