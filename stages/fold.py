@@ -17,7 +17,7 @@ from stages.log.history import History
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
-from stages.prompt.untrusted import boundary, escape, wrap
+from stages.prompt.untrusted import boundary, escape, unwrapped, wrap
 
 
 def _digest(digest: str, messages: Iterable[Message]) -> str:
@@ -99,9 +99,16 @@ def _session_resumed(state: State, e: ev.SessionResumed) -> State:
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    return evolve(state, messages=History(e.messages),
-                        history_chars=sum(m.chars for m in e.messages),
-                        history_digest=_digest("", e.messages))
+    messages = e.messages
+    if state.settings is not None and state.settings.rule_set.untrusted_marked:
+        # Rules 7: the caller's tool results are data as much as the session's own.
+        code = boundary(state.session_id)
+        messages = tuple(evolve(m, content=wrap(unwrapped(m.content or ""), name=m.name,
+                                                code=code)) if m.role == "tool" else m
+                         for m in messages)
+    return evolve(state, messages=History(messages),
+                        history_chars=sum(m.chars for m in messages),
+                        history_digest=_digest("", messages))
 
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
