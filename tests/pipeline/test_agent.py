@@ -18,8 +18,8 @@ from pipeline.tools import tool
 from stages.errors import LogConflictError, UsageError
 from stages.log.alternation import violations
 from stages.log.messages import from_openai
-from tests.fake_openai import Reply, Usage
 from stages.prompt.untrusted import boundary, wrap
+from tests.fake_openai import Reply, Usage
 
 KEY = "sk-proj-ThisIsASecretKey0123456789"
 
