@@ -129,8 +129,7 @@ _ENGLISH: tuple[tuple[str, str], ...] = (
      r"|\bskip\s+(?:any|all|the)\s+(?:confirmation|approval)s?\b"),
 )
 
-_FOREIGN = (
-    # German
+_GERMAN = (
     r"\b(?:ignorier\w*|vergiss|vergessen\s+sie|missacht\w*|übergeh\w*|verwirf)\b[^.!?\n]{0,60}?"
     r"(?:anweisung\w*|instruktion\w*|regeln|vorgaben|befehle|richtlinien)"
     r"|\bvergiss,?\s+was\s+man\s+dir\s+(?:vorher|zuvor|bisher)"
@@ -138,30 +137,28 @@ _FOREIGN = (
     r"|\b(?:hinweis|nachricht|anweisung|notiz)\s+an\s+(?:den|die|das)\s+(?:ki|assistent\w*|"
     r"agent\w*|sprachmodell|modell|bot)"
     r"|\bohne\s+(?:den|die)\s+(?:benutzer|nutzer|anwender)\w*\s+zu\s+(?:informieren|fragen|"
-    r"benachrichtigen)"
-    # French
-    r"|\b(?:ignore[zs]?|oublie[zs]?|ne\s+tiens?\s+pas\s+compte|fais\s+abstraction)\s+"
+    r"benachrichtigen)")
+_FRENCH = (
+    r"\b(?:ignore[zs]?|oublie[zs]?|ne\s+tiens?\s+pas\s+compte|fais\s+abstraction)\s+"
     r"(?:de\s+|d['\u2019])?(?:toutes\s+|tous\s+)?(?:les|tes|vos|ces)\s+[^.!?\n]{0,40}?"
     r"(?:instructions|consignes|règles|directives)"
     r"|\btu\s+es\s+(?:désormais|maintenant|dorénavant)\s+(?:un|une)\b"
     r"|\b(?:note|message|instruction|consigne)s?\s+(?:pour|à)\s+l['\u2019](?:assistant|ia|agent)"
     r"|\bne\s+(?:dis|dites)\s+rien\s+à\s+l['\u2019]utilisateur"
-    r"|\bsans\s+(?:prévenir|informer|avertir)\s+l['\u2019]utilisateur"
-    # Spanish
-    r"|\b(?:ignora|ignore|olvida|olvide|omite|haz\s+caso\s+omiso\s+(?:a|de))\s+"
+    r"|\bsans\s+(?:prévenir|informer|avertir)\s+l['\u2019]utilisateur")
+_SPANISH = (
+    r"\b(?:ignora|ignore|olvida|olvide|omite|haz\s+caso\s+omiso\s+(?:a|de))\s+"
     r"(?:todas\s+|todos\s+)?(?:las|tus|sus|los)\s+[^.!?\n]{0,40}?"
     r"(?:instrucciones|reglas|indicaciones|órdenes|directrices)"
     r"|\bolvida\s+lo\s+que\s+te\s+(?:dijeron|han\s+dicho)"
     r"|\b(?:a\s+partir\s+de\s+ahora|desde\s+ahora|ahora)\s+eres\s+(?:un|una)\b"
     r"|\bno\s+le\s+digas\s+(?:nada\s+)?al\s+usuario"
-    r"|\binstrucci[oó]n(?:es)?\s+para\s+el\s+(?:asistente|agente|modelo)"
-    # Italian, Portuguese
-    r"|\bignora\s+(?:tutte\s+)?(?:le\s+)?(?:istruzioni|regole)"
+    r"|\binstrucci[oó]n(?:es)?\s+para\s+el\s+(?:asistente|agente|modelo)")
+_OTHERS = (  # Italian, Portuguese, Russian
+    r"\bignora\s+(?:tutte\s+)?(?:le\s+)?(?:istruzioni|regole)"
     r"|\bignore\s+(?:todas\s+)?(?:as\s+)?(?:instruções|regras)"
-    # Russian
     r"|(?:игнорируй|игнорируйте|забудь|забудьте|проигнорируй)[^.!?\n]{0,60}?(?:инструкци|"
-    r"указани|правил)"
-)
+    r"указани|правил)")
 _FOREIGN_CJK = (
     r"(?:忽略|无视|忽视|忘记|忘掉|不要理会|不要遵守)[^\u3002\uff01\uff1f\n]{0,30}?(?:指令|指示|规则|提示|说明|要求)"
     r"|不要告诉用户|(?:给|致)\s*(?:AI|ai|人工智能)?\s*(?:助手|智能体|模型)的(?:提示|说明|指令)"
@@ -169,7 +166,9 @@ _FOREIGN_CJK = (
     r"|(?:指示|命令|ルール)を(?:すべて|全て)?無視"
 )
 
-_WIDE = (*_ENGLISH, ("foreign_override", _FOREIGN), ("foreign_override:cjk", _FOREIGN_CJK))
+_WIDE = (*_ENGLISH, ("foreign_override", _GERMAN), ("foreign_override:fr", _FRENCH),
+         ("foreign_override:es", _SPANISH), ("foreign_override:other", _OTHERS),
+         ("foreign_override:cjk", _FOREIGN_CJK))
 _FLAGS = re.IGNORECASE | re.MULTILINE
 _COMPILED = tuple((pid, re.compile(rx, _FLAGS)) for pid, rx in _WIDE)
 
@@ -208,12 +207,12 @@ ANCHORS: dict[str, tuple[str, ...]] = {
     "pipe_to_shell": ("curl", "wget", "fetch", "iwr", "irm", "invoke", "iex", "base64", "xxd"),
     "conceal": ("quietly", "silently", "secretly", "covertly", "say", "mention", "keep",
                 "approve", "mark", "report", "flag", "without", "skip"),
-    "foreign_override": (
-        "ignor", "vergiss", "vergessen", "missacht", "übergeh", "verwirf", "bist", "hinweis",
-        "nachricht", "anweisung", "notiz", "ohne", "oublie", "tiens", "fais", "désormais",
-        "maintenant", "dorénavant", "note", "message", "instruction", "consigne", "rien",
-        "sans", "olvid", "omite", "haz", "eres", "digas", "instrucci", "игнор", "проигнор",
-        "забуд"),
+    "foreign_override": ("ignorier", "vergiss", "vergessen", "missacht", "übergeh", "verwirf",
+                         "bist", "hinweis", "nachricht", "anweisung", "notiz", "ohne"),
+    "foreign_override:fr": ("ignore", "oublie", "tiens", "fais", "tu", "*l'", "*l\u2019"),
+    "foreign_override:es": ("ignora", "ignore", "olvid", "omite", "haz", "eres", "digas",
+                            "instrucci"),
+    "foreign_override:other": ("ignora", "ignore", "игнор", "проигнор", "забуд"),
     "foreign_override:cjk": ("*忽略", "*无视", "*忽视", "*忘记", "*忘掉", "*不要", "*助手",
                              "*智能体", "*模型", "*系统提示", "*無視"),
     # the first scan's
@@ -253,6 +252,13 @@ ANCHORS: dict[str, tuple[str, ...]] = {
                          "profile"),
     "hardcoded_secret": ("sk", "gh", "akia", "xox"),
 }
+# A second word set every match holds one of: the sparser one is searched around.
+ALSO: dict[str, tuple[str, ...]] = {
+    "exfil_request": ("private", "ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", "env",
+                      "aws", "credential", "api", "access", "auth", "secret", "bearer", "token",
+                      "password", "cookies", "chat", "conversation", "system", "*_key",
+                      "*_token", "*_secret"),
+}
 _REACH = 400
 REACH = {"html_comment_injection": 4200, "hidden_div": 700}
 """How far from its anchor a pattern's match may reach, where it is more than ``_REACH``."""
@@ -267,7 +273,7 @@ def _found(windows: Windows, pid: str, rx: re.Pattern[str]) -> bool:
     if pid == "pipe_to_shell":  # all of its matches, for the one that is no known installer
         return windows.search(_PIPED, ANCHORS[pid], _REACH) and any(
             not _installer_only(m.group()) for m in rx.finditer(windows.text))
-    return windows.search(rx, ANCHORS[pid], REACH.get(pid, _REACH))
+    return windows.search(rx, ANCHORS[pid], REACH.get(pid, _REACH), ALSO.get(pid, ()))
 
 
 _PIPED = _COMPILED[[pid for pid, _ in _COMPILED].index("pipe_to_shell")][1]

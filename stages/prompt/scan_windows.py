@@ -62,12 +62,18 @@ class Windows:
                 at = folded.find(anchor, at + 1)
         return sorted(found)
 
-    def search(self, rx: re.Pattern[str], anchors: tuple[str, ...], reach: int) -> bool:
+    def search(self, rx: re.Pattern[str], anchors: tuple[str, ...], reach: int,
+               also: tuple[str, ...] = ()) -> bool:
+        """Whether ``rx`` matches; ``also`` is a second set of anchors every match holds one
+        of too (the sparser set's windows are searched)."""
         text = self.text
         if self.folded is None or len(text) <= 4 * reach:
             return rx.search(text) is not None
+        positions = self._positions(anchors)
+        if also:
+            positions = min(positions, self._positions(also), key=len)
         spans: list[list[int]] = []
-        for at in self._positions(anchors):
+        for at in positions:
             start, end = max(0, at - reach), min(len(text), at + reach)
             if spans and start <= spans[-1][1]:
                 spans[-1][1] = end
