@@ -17,7 +17,7 @@ from stages.log.history import History
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
-from stages.prompt.untrusted import boundary, escape, unwrapped, wrap
+from stages.prompt.untrusted import data_code, escape, unwrapped, wrap
 
 
 def _digest(digest: str, messages: Iterable[Message]) -> str:
@@ -64,7 +64,7 @@ def _answer(state: State, call_id: str, name: str, content: str,
     code = None
     if state.settings is not None and state.settings.rule_set.untrusted_marked:
         # Rules 7: the history (which every request shares) holds the result as data.
-        code = boundary(state.session_id)
+        code = data_code(state)
         content = wrap(content, name=name, code=code, findings=findings)
     if hint is not None:
         content = f"{content}\n\n{hint if code is None else escape(hint, code)}"
@@ -90,6 +90,7 @@ def _tool_ran(state: State, e: ev.ToolRan) -> State:
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
     return evolve(state, session_id=e.session_id, started_at=e.started_at,
+                        data_boundary=e.data_boundary,
                         parent_session_id=e.parent_session_id, settings=e.settings,
                         pools=pools.pools_for(e.settings, ()))
 
@@ -102,7 +103,7 @@ def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
     messages = e.messages
     if state.settings is not None and state.settings.rule_set.untrusted_marked:
         # Rules 7: the caller's tool results are data as much as the session's own.
-        code = boundary(state.session_id)
+        code = data_code(state)
         messages = tuple(evolve(m, content=wrap(unwrapped(m.content or ""), name=m.name,
                                                 code=code)) if m.role == "tool" else m
                          for m in messages)

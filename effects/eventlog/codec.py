@@ -16,6 +16,7 @@ from stages.log.events import (
     Event,
     ProviderEntry,
     SessionSettings,
+    SessionStarted,
     TurnStarted,
     Usage,
 )
@@ -33,6 +34,7 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
     ToolOutcome: ("findings",),
+    SessionStarted: ("data_boundary",),
 }
 
 

@@ -35,7 +35,7 @@ from stages.prompt.context_files import IDENTITY_MAX_CHARS, context_section, tru
 from stages.prompt.injection_wide import screened
 from stages.prompt.memory import memory_block, sanitize, snapshot_block
 from stages.prompt.skills import skills_index
-from stages.prompt.untrusted import boundary, data_notice
+from stages.prompt.untrusted import data_code, data_notice
 
 DEFAULT_IDENTITY = (
     "You are mibyan, a capable assistant. Use the tools you are given when they help, "
@@ -115,7 +115,7 @@ def _guidance(state: State, config: SessionSettings) -> str:
         parts.append(SKILLS_GUIDANCE)
     parts.append(PLATFORM_HINTS[config.platform])
     if names and config.rule_set.untrusted_marked:
-        parts.append(data_notice(boundary(state.session_id)))
+        parts.append(data_notice(data_code(state)))
     return " ".join(parts)
 
 

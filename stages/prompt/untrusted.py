@@ -24,6 +24,7 @@ import re
 
 import attrs
 
+from stages.log.state import State
 from stages.log.tool_specs import ToolOutcome
 from stages.prompt.injection_wide import scan_wide
 
@@ -39,6 +40,12 @@ _BLOCK = re.compile(r"\A<<data ([0-9a-f]{16}) tool=[^\n]*>>\n(?:\[mibyan warning
 def boundary(session_id: str | None) -> str:
     """The session's marker code: 16 hex digits of SHA-256 over its id."""
     return hashlib.sha256(f"mibyan data boundary\0{session_id or ''}".encode()).hexdigest()[:16]
+
+
+def data_code(state: State) -> str:
+    """The session's marker code: the one it started with (a fork keeps its origin's), else
+    the one its id gives."""
+    return state.data_boundary or boundary(state.session_id)
 
 
 def data_notice(code: str) -> str:
