@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 
-from stages.prompt.injection import scan
+from stages.prompt.injection_wide import scan_wide as scan
 from stages.prompt.memory import ENTRY_SEPARATOR, SEPARATOR_LINE, TARGETS, entries
 
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}

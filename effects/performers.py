@@ -58,6 +58,7 @@ from stages.log.events import (
     Waited,
 )
 from stages.log.state import State
+from stages.prompt.untrusted import boundary, screened_outcome
 from stages.recovery.backoff import backoff_delay
 from stages.tools.checkpoints import rollback_to
 
@@ -164,8 +165,10 @@ class Performers:
     # --- the session ------------------------------------------------------------------------
     def _start(self, effect: d.StartSession, state: State) -> Sequence[Event]:
         assert effect.settings is not None, "a live start names its settings"
-        return (SessionStarted(session_id=effect.session_id or self.effects.ids.session_id(),
-                               started_at=self.effects.clock.now(), settings=effect.settings,
+        session_id = effect.session_id or self.effects.ids.session_id()
+        code = boundary(session_id) if effect.settings.rule_set.untrusted_marked else None
+        return (SessionStarted(session_id=session_id, started_at=self.effects.clock.now(),
+                               settings=effect.settings, data_boundary=code,
                                parent_session_id=effect.parent_session_id),)
 
     def _restore(self, effect: d.RestoreTools, state: State) -> Sequence[Event]:
@@ -341,6 +344,8 @@ class Performers:
         assert state.turn is not None
         outcomes = self.effects.tools.run(step.calls, concurrent=step.concurrent,
                                           task_id=state.turn.task_id)
+        if state.settings is not None and state.settings.rule_set.untrusted_marked:
+            outcomes = tuple(screened_outcome(o) for o in outcomes)
         return [ToolRan(outcome=o) for o in outcomes]
 
     def _summarise(self, effect: d.Summarise, state: State) -> Sequence[Event]:

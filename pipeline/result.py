@@ -11,6 +11,7 @@ from stages.log.events import Usage
 from stages.log.messages import Message
 from stages.log.ratelimits import format_usage
 from stages.log.state import State
+from stages.prompt.untrusted import unwrapped
 from stages.recovery.reasoning import last_reasoning
 
 
@@ -64,7 +65,7 @@ class TurnResult:
         ``reasoning_tokens``, ``total_tokens``."""
         return {
             "final_response": self.final_response,
-            "messages": [m.to_openai() for m in self.messages],
+            "messages": [_returned(m) for m in self.messages],
             "api_calls": self.api_calls,
             "completed": self.completed,
             "interrupted": self.interrupted,
@@ -86,3 +87,13 @@ class TurnResult:
 def turn_result(state: State) -> dict[str, Any]:
     """The finished turn of ``state`` as the dict ``run_conversation`` returns."""
     return TurnResult.from_state(state).as_dict()
+
+
+def _returned(message: Message) -> dict[str, Any]:
+    """A message in OpenAI format as the caller gets it: a tool result as the tool returned
+    it, not as the session sent it (rules 7 marks it as data; loaded back, it is marked
+    again)."""
+    out = message.to_openai()
+    if message.role == "tool" and message.content is not None:
+        out["content"] = unwrapped(message.content)
+    return out

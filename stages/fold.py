@@ -17,6 +17,7 @@ from stages.log.history import History
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
+from stages.prompt.untrusted import data_code, escape, unwrapped, wrap
 
 
 def _digest(digest: str, messages: Iterable[Message]) -> str:
@@ -55,13 +56,18 @@ def _called_name(state: State, call_id: str, name: str) -> str:
     return next((c.name for c in calls if c.id == call_id), name)
 
 
-def _answer(state: State, call_id: str, name: str, content: str, **turn_changes: Any
-            ) -> State:
+def _answer(state: State, call_id: str, name: str, content: str,
+            findings: tuple[str, ...] = (), **turn_changes: Any) -> State:
     turn = _current(state)
     name = _called_name(state, call_id, name)
     hint = dict(turn.hints).get(call_id)
+    code = None
+    if state.settings is not None and state.settings.rule_set.untrusted_marked:
+        # Rules 7: the history (which every request shares) holds the result as data.
+        code = data_code(state)
+        content = wrap(content, name=name, code=code, findings=findings)
     if hint is not None:
-        content = f"{content}\n\n{hint}"
+        content = f"{content}\n\n{hint if code is None else escape(hint, code)}"
     pending = list(turn.pending)
     index = next((i for i, c in enumerate(pending) if c.id == call_id), None)
     if index is not None:
@@ -78,11 +84,13 @@ def _tool_ran(state: State, e: ev.ToolRan) -> State:
         call = next((c for c in turn.pending if c.id == e.outcome.call_id), None)
         if call is not None:
             failed["failed_calls"] = (*turn.failed_calls, call_key(call))
-    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content, **failed)
+    return _answer(state, e.outcome.call_id, e.outcome.name, e.outcome.content,
+                   e.outcome.findings, **failed)
 
 
 def _session_started(state: State, e: ev.SessionStarted) -> State:
     return evolve(state, session_id=e.session_id, started_at=e.started_at,
+                        data_boundary=e.data_boundary,
                         parent_session_id=e.parent_session_id, settings=e.settings,
                         pools=pools.pools_for(e.settings, ()))
 
@@ -92,9 +100,16 @@ def _session_resumed(state: State, e: ev.SessionResumed) -> State:
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    return evolve(state, messages=History(e.messages),
-                        history_chars=sum(m.chars for m in e.messages),
-                        history_digest=_digest("", e.messages))
+    messages = e.messages
+    if state.settings is not None and state.settings.rule_set.untrusted_marked:
+        # Rules 7: the caller's tool results are data as much as the session's own.
+        code = data_code(state)
+        messages = tuple(evolve(m, content=wrap(unwrapped(m.content or ""), name=m.name,
+                                                code=code)) if m.role == "tool" else m
+                         for m in messages)
+    return evolve(state, messages=History(messages),
+                        history_chars=sum(m.chars for m in messages),
+                        history_digest=_digest("", messages))
 
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:

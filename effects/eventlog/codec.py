@@ -16,10 +16,12 @@ from stages.log.events import (
     Event,
     ProviderEntry,
     SessionSettings,
+    SessionStarted,
     TurnStarted,
     Usage,
 )
 from stages.log.messages import Message
+from stages.log.tool_specs import ToolOutcome
 from stages.log.upcast import upcast
 
 # Fields added after logs existed: left out of a payload while unset, so an event that does
@@ -32,6 +34,8 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
                       "allow_unconfined"),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
+    ToolOutcome: ("findings",),
+    SessionStarted: ("data_boundary",),
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from effects.tools.workspace import ToolError
 from stages.log.messages import Message
+from stages.prompt.untrusted import unwrapped
 
 __all__ = ["TODO_STATUSES", "Clarifier", "ClarifyCallback", "TodoList"]
 
@@ -70,7 +71,7 @@ class TodoList:
         last = None
         for message in messages:
             if message.role == "tool" and message.name == "todo" and message.content:
-                last = message.content
+                last = unwrapped(message.content)  # rules 7 sends results as data blocks
         if last is None:
             return
         try:

@@ -86,8 +86,8 @@ def _tables(found: Insights) -> list[Any]:
          m["cache_read_tokens"], m["cache_write_tokens"], m["reasoning_tokens"],
          "unpriced" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}"]
         for m in found.models])
-    tools = _table("Tools", ["tool", "calls", "errors", "rejected", "error rate", "p50 ms",
-                             "p90 ms"], [list(row.values()) for row in found.tools])
+    tools = _table("Tools", ["tool", "calls", "errors", "rejected", "flagged", "error rate",
+                             "p50 ms", "p90 ms"], [list(row.values()) for row in found.tools])
     latency = _table("Latency (ms)", ["of", "p50", "p90", "p99", "max"],
                      [[k, *v.values()] for k, v in found.latency_ms.items()])
     resilience = _table("Recoveries and compressions", ["", "count"], [

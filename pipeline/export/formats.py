@@ -34,6 +34,7 @@ import attrs
 from pipeline.export.trajectory import Entry
 from stages.log.messages import Message
 from stages.log.tool_specs import ToolSpec
+from stages.prompt.untrusted import unwrapped
 
 __all__ = ["FORMATS", "Sample", "hermes_system_prompt", "openai", "sharegpt", "trl"]
 
@@ -109,9 +110,15 @@ def _gpt_value(message: Message) -> str:
     return "\n".join(parts).rstrip()
 
 
+def _returned(content: str | None) -> str | None:
+    """A tool result as the tool returned it: a trajectory is the conversation's data, not
+    the session's marking of it (rules 7 sends each result as a data block)."""
+    return None if content is None else unwrapped(content)
+
+
 def _tool_response(message: Message) -> str:
     body = {"tool_call_id": message.tool_call_id, "name": message.name,
-            "content": _parsed(message.content)}
+            "content": _parsed(_returned(message.content))}
     return f"<tool_response>\n{_dumps(body)}\n</tool_response>"
 
 
@@ -142,7 +149,8 @@ def _weight(entry: Entry) -> int:
 def _openai_message(entry: Entry) -> dict[str, Any]:
     message = entry.message
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        return {"role": "tool", "tool_call_id": message.tool_call_id,
+                "content": _returned(message.content)}
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.role == "assistant":
         if message.tool_calls:
@@ -172,7 +180,7 @@ def _trl_message(entry: Entry) -> dict[str, Any]:
     message = entry.message
     if message.role == "tool":
         return {"role": "tool", "name": message.name, "tool_call_id": message.tool_call_id,
-                "content": message.content or ""}
+                "content": _returned(message.content) or ""}
     out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.role == "assistant":
         out["weight"] = _weight(entry)

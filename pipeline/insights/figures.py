@@ -185,6 +185,7 @@ def _tools(con: Any) -> list[dict[str, Any]]:
     return _rows(con, """
         SELECT tool, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS errors,
                count(*) FILTER (WHERE NOT ran) AS rejected,
+               count(*) FILTER (WHERE flagged) AS flagged,
                round(count(*) FILTER (WHERE NOT ok) / count(*), 4) AS error_rate,
                round(quantile_cont(duration_ms, 0.5), 3) AS p50_ms,
                round(quantile_cont(duration_ms, 0.9), 3) AS p90_ms
@@ -195,6 +196,7 @@ def _tool_totals(con: Any) -> dict[str, Any]:
     return _one(con, """
         SELECT count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS errors,
                count(*) FILTER (WHERE NOT ran) AS rejected,
+               count(*) FILTER (WHERE flagged) AS flagged,
                coalesce(round(count(*) FILTER (WHERE NOT ok) / nullif(count(*), 0), 4), 0.0)
                    AS error_rate
         FROM s_tool_calls""")

@@ -173,7 +173,9 @@ SELECT e.session_id, e.seq, t.turn, {_AT.format('e.recorded_at')} AS ts,
        e.kind = 'tool_ran' AS ran,
        coalesce(CAST(e.payload->'outcome'->>'ok' AS BOOLEAN), false) AS ok,
        coalesce(e.payload->'outcome'->>'error', e.payload->>'reason') AS error,
-       CAST(e.payload->'outcome'->>'duration_ms' AS DOUBLE) AS duration_ms
+       CAST(e.payload->'outcome'->>'duration_ms' AS DOUBLE) AS duration_ms,
+       -- rules 7: what the injection scan found in the result (the model was warned)
+       coalesce(json_array_length(e.payload->'outcome'->'findings'), 0) > 0 AS flagged
 FROM src e
 ASOF LEFT JOIN starts t ON e.session_id = t.session_id AND e.seq >= t.seq
 WHERE e.kind IN ('tool_ran', 'tool_call_rejected')

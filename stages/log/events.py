@@ -201,6 +201,10 @@ class SessionStarted:
     started_at: str
     settings: SessionSettings
     parent_session_id: str | None = None
+    # Rules 7: the code of the markers around tool results (``stages.prompt.untrusted``),
+    # drawn from the id when the session starts; a fork repeats its origin's start, so its
+    # records before the fork stay the origin's.
+    data_boundary: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -97,6 +97,13 @@ class RuleSet:
     # terminal command that is not plainly read-only, unless the session runs in full access
     # or allows unconfined commands (``stages.tools.unconfined``).
     unconfined_asks: bool = _since(7)
+    # Tool results are sent as data between the session's markers, the system prompt says
+    # that instructions never come from them, and a result the scan flags carries a warning
+    # line (``stages.prompt.untrusted``).
+    untrusted_marked: bool = _since(7)
+    # Context files, hints, skills and memory are scanned by the wider scan too
+    # (paraphrases, other languages, encoded payloads: ``stages.prompt.injection_wide``).
+    wide_injection_scan: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

@@ -84,6 +84,8 @@ class TurnState:
 @attrs.frozen(kw_only=True, slots=False)
 class State:
     session_id: str | None = None
+    # Rules 7: the code of the markers around tool results, as the session started with it.
+    data_boundary: str | None = None
     started_at: str | None = None
     parent_session_id: str | None = None
     settings: SessionSettings | None = None

@@ -51,6 +51,10 @@ class ToolOutcome:
     ok: bool
     error: str | None = None
     duration_ms: float = 0.0
+    # Rules 7: what the injection scan found in ``content`` when it was returned. Recorded
+    # with the result, so that a replay marks it as the live run did whatever the scan of
+    # the replaying version finds.
+    findings: tuple[str, ...] = ()
 
 
 def call_key(call: ToolCall) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from stages.prompt.injection import screened
+from stages.prompt.injection_wide import screened
 from stages.prompt.memory import sanitize
 
 CONTEXT_NAMES = ("MIBYAN.md", ".mibyan.md", "AGENTS.md", "agents.md", "CLAUDE.md", "claude.md")
@@ -54,8 +54,8 @@ def strip_frontmatter(text: str) -> str:
     return "" if after < 0 else text[after + 1:].lstrip("\n")
 
 
-def context_section(files: tuple[tuple[str, str], ...], *, cap: int = CONTEXT_FILE_MAX_CHARS
-                    ) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+def context_section(files: tuple[tuple[str, str], ...], *, cap: int = CONTEXT_FILE_MAX_CHARS,
+                    wide: bool = False) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """The ``# Project Context`` section for the prompt, and the notices (name, detail) for the
     files that were blocked or truncated."""
     sections: list[str] = []
@@ -66,7 +66,7 @@ def context_section(files: tuple[tuple[str, str], ...], *, cap: int = CONTEXT_FI
             continue
         # Only what reaches the prompt is scanned: a cut middle is never read.
         size = len(text)
-        text, findings = screened(name, truncate(text, cap, name))
+        text, findings = screened(name, truncate(text, cap, name), wide=wide)
         if findings:
             notices.append((name, "blocked: " + ", ".join(findings)))
         elif size > cap:
@@ -131,8 +131,8 @@ def reached_dirs(paths: list[str], cwd: str, seen: frozenset[str]) -> list[str]:
     return out
 
 
-def hint_text(name: str, raw: str) -> tuple[str, tuple[str, ...]]:
+def hint_text(name: str, raw: str, *, wide: bool = False) -> tuple[str, tuple[str, ...]]:
     """A subdirectory's context file as it is appended to a tool result, and its findings."""
     text = truncate(sanitize(strip_frontmatter(raw)).strip(), HINT_MAX_CHARS, name)
-    text, findings = screened(name, text)
+    text, findings = screened(name, text, wide=wide)
     return f"[Subdirectory context discovered: {name}]\n{text}", findings

@@ -71,7 +71,7 @@ def decide_hints(state: State, *, config: SessionSettings) -> Decision:
                      calls[0] if calls else None)
         if owner is None:
             continue
-        text, findings = hint_text(name, raw)
+        text, findings = hint_text(name, raw, wide=config.rule_set.wide_injection_scan)
         if findings:
             notices.append(ContextNotice(source="hint", name=name,
                                          detail="blocked: " + ", ".join(findings)))

@@ -14,6 +14,7 @@ they hide text from the person reviewing the file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 SCOPES = ("context", "strict")
 
@@ -205,13 +206,23 @@ def _invisible(text: str) -> bool:
     return any(ch in INVISIBLE or ord(ch) in _TAGS for ch in body)
 
 
+Finder = Callable[[str, tuple[str, ...], "re.Pattern[str]"], bool]
+"""Whether a pattern (its id, its triggers, its regex) hits: how a scan searches the text."""
+
+
 def scan(text: str, scope: str = "context") -> tuple[str, ...]:
     """The pattern ids ``text`` hits, sorted; empty when it looks ordinary."""
+    folded = text.casefold()
+    return scan_with(text, scope, lambda pid, triggers, rx: (
+        any(t in folded for t in triggers) and rx.search(text) is not None))
+
+
+def scan_with(text: str, scope: str, found: Finder) -> tuple[str, ...]:
+    """:func:`scan` with another way of searching (the wider scan searches around the
+    triggers only: ``stages.prompt.injection_wide``)."""
     if scope not in _COMPILED:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    folded = text.casefold()
-    hits = {pid for pid, triggers, rx in _COMPILED[scope]
-            if any(t in folded for t in triggers) and rx.search(text)}
+    hits = {pid for pid, triggers, rx in _COMPILED[scope] if found(pid, triggers, rx)}
     if hits & {"exfil_curl", "exfil_wget"} and _header_use_only(text):
         hits -= {"exfil_curl", "exfil_wget"}
     if _invisible(text):

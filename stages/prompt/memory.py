@@ -17,7 +17,7 @@ from stages.decision import NOTHING, Decision
 from stages.log.events import SessionSettings
 from stages.log.messages import Message
 from stages.log.state import State
-from stages.prompt.injection import screened
+from stages.prompt.injection_wide import screened
 
 MEMORY_FENCE_OPEN = "<memory-context>"
 MEMORY_FENCE_CLOSE = "</memory-context>"
@@ -66,7 +66,8 @@ def entries(text: str) -> list[str]:
     return [e.strip() for e in SEPARATOR_LINE.split(text) if e.strip()]
 
 
-def snapshot_section(target: str, text: str) -> tuple[str | None, tuple[str, ...]]:
+def snapshot_section(target: str, text: str, *, wide: bool = False
+                     ) -> tuple[str | None, tuple[str, ...]]:
     """One store's section (header with its fill, then its entries, each scanned); and the
     findings of the entries that were blocked."""
     title, limit = TARGETS.get(target, (target.upper(), MEMORY_CHAR_LIMIT))
@@ -77,21 +78,21 @@ def snapshot_section(target: str, text: str) -> tuple[str | None, tuple[str, ...
     shown: list[str] = []
     findings: list[str] = []
     for item in items:
-        safe, hits = screened(f"a {target} entry", item)
+        safe, hits = screened(f"a {target} entry", item, wide=wide)
         shown.append(safe)
         findings.extend(hits)
     header = f"{title} [{min(100, used * 100 // limit)}% — {used}/{limit} chars]"
     return "\n".join([_RULE, header, _RULE, ENTRY_SEPARATOR.join(shown)]), tuple(findings)
 
 
-def snapshot_block(memory: tuple[tuple[str, str], ...]
+def snapshot_block(memory: tuple[tuple[str, str], ...], *, wide: bool = False
                    ) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """The fenced snapshot of the built-in stores; and notices (name, detail) for blocked
     entries."""
     sections: list[str] = []
     notices: list[tuple[str, str]] = []
     for target, text in memory:
-        section, findings = snapshot_section(target, text)
+        section, findings = snapshot_section(target, text, wide=wide)
         if section is not None:
             sections.append(section)
         if findings:

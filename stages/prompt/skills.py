@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stages.log.events import SkillCard
 from stages.prompt.injection import scan
+from stages.prompt.injection_wide import scan_wide
 
 SKILLS_INDEX_MAX_CHARS = 6_000
 _MORE = "    ... (more skills: skills_list shows them all)"
@@ -110,10 +111,12 @@ def available(card: SkillCard, *, platform: str, tools: frozenset[str]) -> bool:
 
 
 def skills_index(cards: tuple[SkillCard, ...], *, platform: str, tools: frozenset[str],
-                 cap: int = SKILLS_INDEX_MAX_CHARS) -> tuple[str | None, tuple[str, ...]]:
+                 cap: int = SKILLS_INDEX_MAX_CHARS, wide: bool = False
+                 ) -> tuple[str | None, tuple[str, ...]]:
     """The ``## Skills`` section, sorted by category then name, within ``cap`` characters;
     and the names of skills left out because their card looks like an injection."""
-    blocked = tuple(c.name for c in cards if scan(f"{c.name}\n{c.description}", "strict"))
+    check = scan_wide if wide else scan
+    blocked = tuple(c.name for c in cards if check(f"{c.name}\n{c.description}", "strict"))
     shown = sorted((c for c in cards if c.name not in blocked
                     and available(c, platform=platform, tools=tools)),
                    key=lambda c: (c.category, c.name))

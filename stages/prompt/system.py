@@ -32,9 +32,10 @@ from stages.log.events import (
 )
 from stages.log.state import State
 from stages.prompt.context_files import IDENTITY_MAX_CHARS, context_section, truncate
-from stages.prompt.injection import screened
+from stages.prompt.injection_wide import screened
 from stages.prompt.memory import memory_block, sanitize, snapshot_block
 from stages.prompt.skills import skills_index
+from stages.prompt.untrusted import data_code, data_notice
 
 DEFAULT_IDENTITY = (
     "You are mibyan, a capable assistant. Use the tools you are given when they help, "
@@ -75,9 +76,9 @@ Notice = tuple[str, str, str]  # source, name, detail
 
 
 @functools.lru_cache(maxsize=16)
-def _soul(identity: str) -> tuple[str, tuple[Notice, ...]]:
+def _soul(identity: str, wide: bool) -> tuple[str, tuple[Notice, ...]]:
     text = truncate(sanitize(identity).strip(), IDENTITY_MAX_CHARS, "SOUL.md")
-    text, findings = screened("SOUL.md", text)
+    text, findings = screened("SOUL.md", text, wide=wide)
     if findings:
         return text, (("identity", "SOUL.md", "blocked: " + ", ".join(findings)),)
     return text, ()
@@ -86,19 +87,19 @@ def _soul(identity: str) -> tuple[str, tuple[Notice, ...]]:
 def _identity(inputs: PromptInputsRead | None, config: SessionSettings
               ) -> tuple[str, tuple[Notice, ...]]:
     if inputs is not None and inputs.identity and inputs.identity.strip():
-        return _soul(inputs.identity)
+        return _soul(inputs.identity, config.rule_set.wide_injection_scan)
     return config.identity or DEFAULT_IDENTITY, ()
 
 
 @functools.lru_cache(maxsize=16)
-def _file_layers(inputs: PromptInputsRead, platform: str, tools: frozenset[str]
+def _file_layers(inputs: PromptInputsRead, platform: str, tools: frozenset[str], wide: bool
                  ) -> tuple[tuple[str | None, str | None, str | None], tuple[Notice, ...]]:
     """The skills index, the context section and the memory snapshot, with their notices.
     Scanning is the costly part of a prompt: a process does it once per set of inputs."""
-    index, blocked = (skills_index(inputs.skills, platform=platform, tools=tools)
+    index, blocked = (skills_index(inputs.skills, platform=platform, tools=tools, wide=wide)
                       if "skill_view" in tools else (None, ()))
-    context, context_notices = context_section(inputs.context_files)
-    memory, memory_notices = snapshot_block(inputs.memory)
+    context, context_notices = context_section(inputs.context_files, wide=wide)
+    memory, memory_notices = snapshot_block(inputs.memory, wide=wide)
     notices = [("skill", name, "blocked: prompt injection in its card") for name in blocked]
     notices += [("context_file", n, d) for n, d in context_notices]
     notices += [("memory", n, d) for n, d in memory_notices]
@@ -113,6 +114,8 @@ def _guidance(state: State, config: SessionSettings) -> str:
     if "skill_view" in names:
         parts.append(SKILLS_GUIDANCE)
     parts.append(PLATFORM_HINTS[config.platform])
+    if names and config.rule_set.untrusted_marked:
+        parts.append(data_notice(data_code(state)))
     return " ".join(parts)
 
 
@@ -126,7 +129,8 @@ def assemble(state: State, config: SessionSettings) -> tuple[str, tuple[ContextN
     parts: list[str | None] = [identity, _guidance(state, config)]
     if inputs is not None:
         tools = frozenset(spec.name for spec in state.tools)
-        (index, context, memory), more = _file_layers(inputs, config.platform, tools)
+        (index, context, memory), more = _file_layers(inputs, config.platform, tools,
+                                                  config.rule_set.wide_injection_scan)
         notices += more
         parts += [index, system_message, context, memory]
     else:

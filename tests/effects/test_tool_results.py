@@ -20,6 +20,7 @@ from pipeline.tools import ToolRegistry
 from pipeline.toolsets import builtin_tools
 from stages.log.events import SessionSettings
 from stages.log.tool_specs import ToolInvocation
+from stages.prompt.untrusted import unwrapped
 
 MARKER = re.compile(r"\[output truncated: (\d+) characters, (\d+) lines in all; the whole "
                     r"output is in (\S+); read it with read_file and offset/limit\]$")
@@ -55,7 +56,8 @@ def test_a_user_tool_returning_10_mb_grows_the_log_by_a_preview(tmp_path) -> Non
                effects=Effects(clock=FakeClock(), ids=CountingIds(), model=model)) as agent:
         agent.chat("make it big")
         session = agent.session_id
-        [result] = [m.content for m in agent._runner.state.messages if m.role == "tool"]
+        [result] = [unwrapped(m.content) for m in agent._runner.state.messages
+                    if m.role == "tool"]
         assert len(result) < 3_000 and MARKER.search(result)
         assert Path(MARKER.search(result)[3]).read_text() == big()
     assert session_path(home / "sessions", session).stat().st_size < 30_000
@@ -155,7 +157,8 @@ def test_an_agent_redacts_its_keys_in_the_file_and_removes_it_at_the_end(tmp_pat
                agent_settings=AgentSettings(home=tmp_path, max_tool_result_chars=50_000),
                effects=Effects(clock=FakeClock(), ids=CountingIds(), model=model)) as agent:
         agent.chat("leak it")
-        [result] = [m.content for m in agent._runner.state.messages if m.role == "tool"]
+        [result] = [unwrapped(m.content) for m in agent._runner.state.messages
+                    if m.role == "tool"]
         path = Path(MARKER.search(result)[3])
         assert "pool-key-123456789" not in path.read_text()
     assert not path.exists()

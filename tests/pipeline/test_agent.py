@@ -18,6 +18,7 @@ from pipeline.tools import tool
 from stages.errors import LogConflictError, UsageError
 from stages.log.alternation import violations
 from stages.log.messages import from_openai
+from stages.prompt.untrusted import boundary, wrap
 from tests.fake_openai import Reply, Usage
 
 KEY = "sk-proj-ThisIsASecretKey0123456789"
@@ -360,7 +361,8 @@ def test_an_agent_from_values_reads_no_config_and_runs_on_test_doubles(home):
         result = agent.run("2 + 3?")
     model.assert_complete()
     assert result.final_response == "It is 5." and result.session_id == "session_0001"
-    assert model.requests[1].messages[-1].content == "5"
+    assert model.requests[1].messages[-1].content == wrap("5", name="add",
+                                                          code=boundary("session_0001"))
     assert replay(home / "sessions", "session_0001").identical
 
 

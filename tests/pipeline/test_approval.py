@@ -17,6 +17,7 @@ from pipeline.toolsets import builtin_tools
 from stages.decision import AskApproval
 from stages.errors import UsageError
 from stages.log import events as ev
+from stages.prompt.untrusted import unwrapped
 
 ASK = AskApproval(call_id="c1", tool="terminal", command="rm -rf build",
                   pattern="recursive_delete", description="deletes files recursively")
@@ -95,7 +96,8 @@ def test_without_a_callback_the_model_reads_why_it_was_denied(tmp_path) -> None:
         agent.chat("clean up")
         result = next(m for m in agent._runner.state.messages if m.role == "tool").content
     assert (work / "build").exists()
-    assert json.loads(result)["error"].startswith("denied: this command deletes files recursively")
+    assert json.loads(unwrapped(result))["error"].startswith(
+        "denied: this command deletes files recursively")
     assert replay(tmp_path / "home" / "sessions", agent.session_id).identical
 
 
@@ -105,7 +107,7 @@ def test_a_hard_block_ignores_even_an_always_approval(tmp_path) -> None:
     with agent:
         agent.chat("wipe it")
         result = next(m for m in agent._runner.state.messages if m.role == "tool").content
-    assert json.loads(result)["error"].startswith("blocked:")
+    assert json.loads(unwrapped(result))["error"].startswith("blocked:")
 
 
 def test_the_default_answers_without_a_callback() -> None:

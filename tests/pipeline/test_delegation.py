@@ -15,6 +15,7 @@ from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock
 from stages.log import events as ev
 from stages.log.messages import Message, ToolCall
+from stages.prompt.untrusted import unwrapped
 
 
 def note(text: str) -> str:
@@ -80,7 +81,7 @@ def _parent(tmp_path, client) -> tuple[Agent, Delegation]:
 
 def _tool_result(agent: Agent) -> dict:
     [content] = [m.content for m in agent._runner.state.messages if m.role == "tool"]
-    return json.loads(content)
+    return json.loads(unwrapped(content))  # what the tool returned, not its data block
 
 
 def test_a_parent_gets_the_summaries_of_two_parallel_children(tmp_path) -> None:

@@ -394,10 +394,11 @@ def test_sql_reindex_rebuilds_as_insights_does(copy: Path, sample: Sample, capsy
 def test_summarise_counts_everything(sample: Sample, tmp_path: Path) -> None:
     found = summarise(sample.root, index=tmp_path / "i.duckdb")
     assert found.sessions == 3 and found.turns["turns"] == 8
-    assert found.tokens == {"input_tokens": 4061, "output_tokens": 838,
+    assert found.tokens == {"input_tokens": 5142, "output_tokens": 838,
                             "cache_read_tokens": 500, "cache_write_tokens": 0,
-                            "reasoning_tokens": 2, "total_tokens": 5399}
-    assert found.tool_calls == {"calls": 3, "errors": 1, "rejected": 0, "error_rate": 0.3333}
+                            "reasoning_tokens": 2, "total_tokens": 6480}
+    assert found.tool_calls == {"calls": 3, "errors": 1, "rejected": 0, "flagged": 0,
+                                "error_rate": 0.3333}
     assert {k: found.recoveries[k] for k in ("retries", "interrupts", "budget_exhaustions")} == {
         "retries": 1, "interrupts": 1, "budget_exhaustions": 1}
     assert found.compressions["count"] == 2 and found.compressions["saved_tokens"] > 0
@@ -405,7 +406,7 @@ def test_summarise_counts_everything(sample: Sample, tmp_path: Path) -> None:
     assert [h["hour"] for h in found.by_hour] == [9, 14]
     mini = PriceTable().find("gpt-4o-mini")
     assert mini is not None and found.models[0]["cost_usd"] == round(mini.cost(
-        input_tokens=3780, output_tokens=830, cache_read_tokens=500), 6)
+        input_tokens=4559, output_tokens=830, cache_read_tokens=500), 6)
 
 
 def test_summarise_by_days_and_model(sample: Sample, tmp_path: Path) -> None:
@@ -436,16 +437,16 @@ def test_the_command_prints_json_and_takes_prices(sample: Sample, tmp_path: Path
     home = tmp_path / "home"
     copy_home(sample.root, home / "sessions")
     out = _cli_json(capsys, "--home", str(home), "insights", "--json")
-    assert out["sessions"] == 3 and out["tokens"]["total_tokens"] == 5399
+    assert out["sessions"] == 3 and out["tokens"]["total_tokens"] == 6480
     assert out["index"]["logs"] == 4 and (home / "insights.duckdb").exists()
     (home / "config.toml").write_text('[prices."claude-sonnet-4-5"]\ninput = 1000\n'
                                       'output = 0\n')
     out = _cli_json(capsys, "--home", str(home), "insights", "--json", "--model",
                     "claude-sonnet-4-5")
-    assert out["cost_usd"] == pytest.approx(281 * 1000 / 1e6)
+    assert out["cost_usd"] == pytest.approx(583 * 1000 / 1e6)
     out = _cli_json(capsys, "--home", str(home), "insights", "--json", "--price",
                     "claude-sonnet-4-5=0,1000", "--reindex")
-    assert [m["cost_usd"] for m in out["models"]] == [0.001102, 0.008]
+    assert [m["cost_usd"] for m in out["models"]] == [0.001219, 0.008]
 
 
 def test_the_command_prints_tables(sample: Sample, tmp_path: Path, capsys) -> None:

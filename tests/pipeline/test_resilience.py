@@ -20,6 +20,7 @@ from pipeline.shell.replay import replay
 from pipeline.testing import FakeClock
 from stages.fold import fold
 from stages.log.state import State
+from stages.prompt.untrusted import unwrapped
 from tests.fake_anthropic import FakeAnthropicServer
 from tests.fake_anthropic import Reply as AReply
 from tests.fake_openai import Reply
@@ -508,8 +509,9 @@ def test_codex_responses_tool_round_trip(responses, home, stream):
     assert ("".join(deltas) == "It is 42.") if stream else deltas == []
     second = responses.requests[1]
     assert second["store"] is False and "instructions" in second
-    assert {"type": "function_call_output", "call_id": "call_r1",
-            "output": "42"} in second["input"]
+    [sent] = [i for i in second["input"] if i["type"] == "function_call_output"]
+    assert (sent["call_id"], unwrapped(sent["output"])) == ("call_r1", "42")
+    assert sent["output"].startswith("<<data ")  # rules 7: sent as a data block
     assert responses.request_headers[0]["authorization"] == f"Bearer {PLAIN_KEY}"
     last = payloads(home, sid, "model_replied")[-1]["usage"]
     assert last == {"input_tokens": 30, "output_tokens": 8, "cache_read_tokens": 20,

@@ -12,11 +12,14 @@ from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from pipeline.toolsets import TOOLSETS, builtin_tools
 from stages.errors import UsageError
+from stages.prompt.untrusted import unwrapped
 
 
 def _tool_results(agent: Agent) -> list:
     assert agent._runner is not None
-    contents = [m.content or "" for m in agent._runner.state.messages if m.role == "tool"]
+    # What the tools returned (rules 7 sends each as a data block).
+    contents = [unwrapped(m.content or "") for m in agent._runner.state.messages
+                if m.role == "tool"]
     return [json.loads(c) if c.startswith("{") else c for c in contents]
 
 
@@ -86,7 +89,7 @@ def test_a_resumed_session_takes_up_its_todo_list_and_close_stops_processes(tmp_
                home=home, session_id=session) as agent:
         agent.chat("what is left?")
         last = [m.content for m in agent._runner.state.messages if m.role == "tool"][-1]
-    assert json.loads(last)["todos"] == items
+    assert json.loads(unwrapped(last))["todos"] == items
 
 
 def test_repaired_and_repeated_calls_through_a_session_replay(tmp_path) -> None:

@@ -15,6 +15,7 @@ from stages.log import events as ev
 from stages.log.tool_specs import ToolOutcome
 from stages.prompt.context_files import candidate_paths, reached_dirs
 from stages.prompt.hints import decide_hints, dirs_to_read
+from stages.prompt.untrusted import boundary, wrap
 from stages.tools.plan import decide_tool_plan
 from tests.stages.helpers import SETTINGS, call, reply, requested, session, spec, then, turn
 
@@ -59,8 +60,10 @@ def test_a_call_reaching_a_new_directory_reads_it_once() -> None:
     assert decide_hints(state, config=LOADING) == NOTHING
     state = then(state, ev.ToolRan(outcome=ToolOutcome(
         call_id="c1", name="read", content="data", ok=True)))
-    assert state.messages[-1].content == ("data\n\n[Subdirectory context discovered: "
-                                          "pkg/AGENTS.md]\nUse tabs.")
+    # Rules 7: the result is sent as data, the hint (a scanned context file) after its block.
+    assert state.messages[-1].content == (
+        wrap("data", name="read", code=boundary("s1"))
+        + "\n\n[Subdirectory context discovered: pkg/AGENTS.md]\nUse tabs.")
     again = _planned(state, call("c2", "terminal", json.dumps({"command": "ls pkg/y.py"})))
     assert dirs_to_read(again, LOADING) == ("/repo/pkg/y.py",)
 

@@ -20,6 +20,7 @@ from stages.prompt.system import (
     mark_stale,
     needs_inputs,
 )
+from stages.prompt.untrusted import boundary, data_notice
 from tests.stages.helpers import SETTINGS, session, spec, then, turn
 
 RULES2 = attrs.evolve(SETTINGS, rules=2)
@@ -77,6 +78,11 @@ def test_identity_then_platform_hint_without_tools() -> None:
 def test_tool_guidance_when_tools_are_declared_and_the_platform_is_a_setting() -> None:
     cron = attrs.evolve(SETTINGS, platform="cron", identity="You are a pirate.")
     text = _prompt(turn(session(spec("read"), settings=cron)), cron)
+    assert text == ("You are a pirate.\n\n" + TOOL_GUIDANCE + " " + PLATFORM_HINTS["cron"]
+                    + " " + data_notice(boundary("s1")))
+    # Before rules 7 no notice: tool results were not marked.
+    rules6 = attrs.evolve(cron, rules=6)
+    text = _prompt(turn(session(spec("read"), settings=rules6)), rules6)
     assert text == "You are a pirate.\n\n" + TOOL_GUIDANCE + " " + PLATFORM_HINTS["cron"]
 
 

@@ -25,6 +25,7 @@ SINCE = {
     "checkpoints": 7,
     "shell_parser_check": 7,
     "unconfined_asks": 7,
+    "untrusted_marked": 7, "wide_injection_scan": 7,
 }
 
 

@@ -20,6 +20,7 @@ from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.state import State
 from stages.log.tool_specs import ToolOutcome
+from stages.prompt.untrusted import boundary, wrap
 from stages.turn import machine as turn
 from tests.stages.helpers import SETTINGS, call, drive_turn, reply, spec
 
@@ -75,7 +76,9 @@ def test_inputs_prefetch_and_hints_are_asked_in_order() -> None:
     assert "Be tidy." in requests[0].system_prompt
     assert requests[0].messages[0].content.endswith("It is in pkg.\n</memory-context>")
     assert state.messages[0].content == "where is it?"
-    assert state.messages[2].content == "ok\n\n[Subdirectory context discovered: pkg/AGENTS.md]\nTabs."
+    assert state.messages[2].content == (wrap("ok", name="read", code=boundary("s"))
+                                         + "\n\n[Subdirectory context discovered: pkg/AGENTS.md]"
+                                         "\nTabs.")
     assert requests[1].system_prompt == requests[0].system_prompt
     # The next turn reads no inputs and asks the provider again, for its own message.
     replies_next = _serve(replies, requests)

@@ -18,6 +18,7 @@ from stages.log.context_window import session_window
 from stages.log.messages import Message, ToolCall
 from stages.log.tool_specs import ToolOutcome
 from stages.prompt.memory import recall_block
+from stages.prompt.untrusted import screened_outcome
 from stages.recovery.backoff import backoff_delay
 from stages.tools.checks import shares_a_path
 from stages.tools.dangerous import detector
@@ -133,10 +134,13 @@ class Play:
         for invocation in step.calls:
             ok = _cycled(self.script.tool_ok, self.runs)
             self.runs += 1
-            events.append(ev.ToolRan(outcome=ToolOutcome(
-                call_id=invocation.call_id, name=invocation.name, ok=ok,
-                content=f"result of {invocation.arguments}" if ok else '{"error":"failed"}',
-                error=None if ok else "failed")))
+            text = self.script.tool_text or f"result of {invocation.arguments}"
+            outcome = ToolOutcome(call_id=invocation.call_id, name=invocation.name, ok=ok,
+                                  content=text if ok else '{"error":"failed"}',
+                                  error=None if ok else "failed")
+            if settings.rule_set.untrusted_marked:
+                outcome = screened_outcome(outcome)
+            events.append(ev.ToolRan(outcome=outcome))
         return tuple(events)
 
     def recover(self, effect: d.Wait | d.RefreshCredential | d.AskApproval | d.PrefetchMemory,

@@ -124,6 +124,9 @@ class TurnScript:
     fork_at_poll: int | None = None
     """This poll of the turn (0: its first) is answered by a fork taking up its own settings
     (``SessionForked``; pure driver only)."""
+    tool_text: str | None = None
+    """What each successful tool run returns, scanned as the performer scans it (pure driver
+    only; default: a text naming the call's arguments)."""
 
 
 @attrs.frozen(kw_only=True)

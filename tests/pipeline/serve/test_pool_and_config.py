@@ -117,7 +117,8 @@ def test_after_a_restart_a_session_describes_itself_from_its_logs_as_before(upst
                     Reply.text("fine"), Reply.text("after"))
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    small_window = {"context_length": 2048, "preflight_threshold": 0.99, "protect_last_n": 2}
+    # Room for one compression: rules 7 adds the data notice to the prompt (was 2048).
+    small_window = {"context_length": 2400, "preflight_threshold": 0.99, "protect_last_n": 2}
     first = start_gateway(upstream, home, work, **small_window)
     with next(first).client() as client:
         sid = client.post("/v1/sessions", json={"platform": "api"}).json()["id"]

@@ -1,0 +1,79 @@
+"""The readings of a text that a scan must see besides the text itself (rules 7).
+
+Payloads hide from patterns by encoding (base64, hex, URL escapes) and by characters that look
+like or vanish into others (zero-width joiners, Cyrillic and Greek letters shaped like Latin
+ones, fullwidth forms). Each reading undoes one trick; the scanner runs its patterns over
+every reading and reports that the text was obfuscated when only a reading hits. All of it is
+pure, bounded and deterministic: runs are capped in number and size.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import unicodedata
+from urllib.parse import unquote_plus
+
+from stages.prompt.injection import INVISIBLE
+
+_MAX_RUNS = 32  # decoded runs per text: enough for a payload, bounded for a huge output
+_MAX_RUN = 20_000
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
+_HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){14,}(?![0-9A-Fa-f])")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_INVISIBLE = {ord(ch): None for ch in INVISIBLE} | dict.fromkeys(range(0xE0000, 0xE0080))
+
+# Letters of other scripts drawn like Latin ones (Unicode's confusables, the common subset).
+_HOMOGLYPHS = str.maketrans(
+    "АВЕЅІЈКМНОРСТХУаеѕіјорсхуԁһӏʏΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιρνϲ",  # noqa: RUF001
+    "ABESIJKMHOPCTXYaesijopcxydhlyABEZHIKMNOPTYXaoipvc",
+)
+
+
+def _printable(raw: bytes) -> str | None:
+    """``raw`` as text when it reads as words (mostly printable, with spaces), else None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text or " " not in text:
+        return None
+    shown = sum(ch.isprintable() or ch in "\n\t" for ch in text)
+    return text if shown >= 0.95 * len(text) else None
+
+
+def _base64(run: str) -> str | None:
+    body = run.rstrip("=")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _decoded(text: str) -> list[str]:
+    found: list[str] = []
+    for rx, decode in ((_BASE64, _base64), (_HEX, lambda run: _printable(bytes.fromhex(run)))):
+        for n, match in enumerate(rx.finditer(text)):
+            if n >= _MAX_RUNS:
+                break
+            plain = decode(match.group()[:_MAX_RUN])
+            if plain is not None:
+                found.append(plain)
+    return found
+
+
+def readings(text: str) -> tuple[str, ...]:
+    """The other readings of ``text`` (none when it hides nothing): folded (compatibility
+    forms, invisible characters dropped, homoglyphs made Latin), URL-unescaped, and the
+    decoded base64 and hex runs."""
+    out: list[str] = []
+    folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_HOMOGLYPHS)
+    if folded != text:
+        out.append(folded)
+    if len(_PERCENT.findall(text, 0, _MAX_RUN * 4)) >= 3:
+        out.append(unquote_plus(text))
+    out.extend(_decoded(text))
+    return tuple(out)
