@@ -7,6 +7,7 @@ host application's handlers and levels decide what is shown. Every line is redac
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -105,14 +106,22 @@ def redact_loggers(names: tuple[str, ...], known: tuple[str, ...] = ()) -> None:
             present.known = tuple(dict.fromkeys((*present.known, *known)))
 
 
+LOG_FORMAT_ENV = "MIBYAN_LOG_FORMAT"
+"""``json`` makes every line a JSON object (with ``timestamp`` and ``level``) for a log
+pipeline; anything else keeps the ``key=value`` lines."""
+
+
 def _structlog_logger(name: str) -> Any:
     import structlog
 
+    renderer: list[Any] = [
+        structlog.processors.KeyValueRenderer(key_order=["event"], sort_keys=True)]
+    if os.environ.get(LOG_FORMAT_ENV, "").lower() == "json":
+        renderer = [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                    structlog.processors.JSONRenderer(sort_keys=True)]
     return structlog.wrap_logger(
         logging.getLogger(name),
         wrapper_class=structlog.stdlib.BoundLogger,
-        processors=[structlog.stdlib.filter_by_level, _redact_fields,
-                    structlog.processors.KeyValueRenderer(key_order=["event"], sort_keys=True),
-                    _redact_line],
+        processors=[structlog.stdlib.filter_by_level, _redact_fields, *renderer, _redact_line],
         cache_logger_on_first_use=True,
     )

@@ -90,3 +90,17 @@ def test_every_table_mibyan_reads_is_known(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         cfg.load_file(tmp_path)
     assert "unknown section" not in caplog.text
+
+
+def test_log_lines_are_json_on_request(home, tmp_path):
+    # Issue 25: log lines were key=value only; a log pipeline wants JSON.
+    import json
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text('[modle]\nname = "x"\n')
+    done = _run(home, tmp_path, "insights", "--json", env={"MIBYAN_LOG_FORMAT": "json"})
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert line["event"] == "config.unknown_section" and line["level"] == "warning"
+    assert "did you mean [model]" in line["detail"] and line["timestamp"].startswith("20")
+    plain = _run(home, tmp_path, "insights", "--json")
+    assert "event='config.unknown_section'" in plain.stderr
