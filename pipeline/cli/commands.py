@@ -185,7 +185,7 @@ def log_command(args: argparse.Namespace) -> int:
     if args.log_command == "export-key":
         key_id = export_key(_root(args), args.file)
         print(f"wrote the signing key {key_id} of {_root(args).parent} to {args.file}; "
-              "keep it secret: whoever holds it can sign logs this home accepts")
+              "keep it private: whoever holds it can sign logs this home accepts")
         return EXIT_OK
     key_id = import_key(_root(args), args.file)
     print(f"imported key {key_id}: the logs it signed verify in {_root(args).parent}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import hmac
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -134,10 +135,20 @@ async def session_of(request: Request, owner: str, session_id: str) -> ServedSes
             session = await unless_gone(request, pool.submit(pool.get, owner, session_id))
         except LogError as exc:  # its text names the log's path on the server
             raise oa.ApiError(500, f"Session {oa.echoed(session_id)!r} cannot be opened: its "
-                              f"log is damaged or held by another process (error "
-                              f"{_logged(exc)}).", type="server_error",
-                              code="session_log_unreadable") from exc
+                              f"log is {_damage(exc)} (error {_logged(exc)}).",
+                              type="server_error", code="session_log_unreadable") from exc
     return session
+
+
+_AT = re.compile(r"is corrupt at (line \d+ \(seq \d+\): .*)", re.S)
+
+
+def _damage(exc: LogError) -> str:
+    """Where and how the log is damaged, without its path (a forged record is named by its
+    seq, as ``log verify`` names it); what else kept it from opening otherwise."""
+    found = _AT.search(str(exc))
+    return (f"damaged at {found.group(1)}" if found
+            else "damaged or held by another process")
 
 
 async def drain(queue: asyncio.Queue[Any], worker: asyncio.Future[Any],

@@ -248,7 +248,8 @@ def test_mibyan_sessions_shows_the_lineage(summarising, home, capsys) -> None:
     assert "parent" in header and "continued_in" in header
     by_id = {row.split()[0]: row for row in rows if row.startswith("session_")}
     assert first in by_id and last in by_id and last != first
-    assert by_id[first].rstrip().endswith(newest_child(home, first))
+    # The row names its continuation (then the log's signature state, the last column).
+    assert by_id[first].split()[-2:] == [newest_child(home, first), "signed"]
 
 
 def newest_child(home, sid: str) -> str:

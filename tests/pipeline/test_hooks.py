@@ -15,6 +15,7 @@ from pipeline.hooks import Hooks, refresh_plugins
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel, tool_calls
 from stages.errors import UsageError
+from stages.prompt.untrusted import unwrapped
 
 
 def shout(text: str) -> str:
@@ -42,7 +43,9 @@ def test_pre_tool_call_blocks_with_a_reason_the_model_reads(tmp_path) -> None:
     model = ScriptedModel(tool_calls(("shout", {"text": "boo"}), ("shout", {"text": "hi"})), "ok")
     with _agent(tmp_path, model, hooks) as agent:
         agent.chat("shout")
-        results = [m.content for m in agent._runner.state.messages if m.role == "tool"]
+        # The history holds tool results marked as data (rules 7): the tool's own text inside.
+        results = [unwrapped(m.content or "") for m in agent._runner.state.messages
+                   if m.role == "tool"]
         session = agent.session_id
     assert json.loads(results[0]) == {"error": "blocked by a plugin: no shouting at night"}
     assert results[1] == "HI"
