@@ -7,6 +7,7 @@ section is kept in the new one (``merge_done``), whatever the summariser wrote.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from stages.context.compression_plan import DROPPED_TAG, SUMMARY_PREFIX, prune_line
@@ -40,6 +41,23 @@ def dropped_marker(count: int, previous: str | None) -> str:
     """What replaces the middle when no summary could be written."""
     marker = f"[{count} {DROPPED_TAG}; no summary of them could be written.]"
     return marker if previous is None else f"{marker}\n{summary_text(previous)}"
+
+
+_MARKER = re.compile(r"\[\d+ " + re.escape(DROPPED_TAG) + r"; no summary of them could be "
+                     r"written\.\]\n?")
+
+
+def without_compaction(text: str) -> str:
+    """``text`` without the summary or the dropped-middle marker a compression joined to it
+    (and without the blank line that joined them)."""
+    start = text.find(SUMMARY_PREFIX)
+    if start >= 0:
+        end = text.find(SUMMARY_END, start)
+        text = text[:start] + (text[end + len(SUMMARY_END):] if end >= 0 else "")
+    text = _MARKER.sub("", text)
+    if text.startswith("\n\n"):
+        return text[2:]
+    return text[:-2] if text.endswith("\n\n") else text
 
 
 def _strip_summary(text: str) -> str:

@@ -93,6 +93,10 @@ class RuleSet:
     # backslashes, variables, substitutions, ``sh -c``, ``eval``, pipes into a shell and
     # interpreter code are seen; under 3 to 6, a table of regular expressions.
     shell_parser_check: bool = _since(7)
+    # Compression keeps going inside one turn: the latest user message is kept apart from the
+    # middle (``CompressionPlanned.kept``), the calls after it are summarised too, and the
+    # updated summary replaces the previous one wherever it stood (``stages.context.apply``).
+    iterative_compression: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

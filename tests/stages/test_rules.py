@@ -24,6 +24,7 @@ SINCE = {
     "spaced_continuations": 6, "cut_answer_partial": 6,
     "checkpoints": 7,
     "shell_parser_check": 7,
+    "iterative_compression": 7,
 }
 
 
