@@ -152,5 +152,38 @@ def merge_done(previous: str | None, new: str) -> str:
     return "\n".join([*lines[:at + 1], *lost, *lines[at + 1:]])
 
 
+_FOLDED = re.compile(r"^- \((\d+) earlier finished items folded")
+
+
+def bounded(summary: str, max_chars: int) -> str:
+    """Rules 7: ``summary`` within ``max_chars`` when its Done section can make it so.
+
+    ``merge_done`` puts back every Done item a summariser lost, so in a turn compressed a
+    hundred times the summary would outgrow a small window; past the bound the oldest Done
+    items fold into one counting line (the newest stay whole)."""
+    if len(summary) <= max_chars:
+        return summary
+    lines = summary.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip().lower() == "## done"), None)
+    if at is None:
+        return summary
+    end = next((i for i in range(at + 1, len(lines)) if lines[i].strip().startswith("## ")),
+               len(lines))
+    items = [line for line in lines[at + 1:end] if line.strip()]
+    folded = 0
+    if items and (match := _FOLDED.match(items[0].strip())):
+        folded, items = int(match.group(1)), items[1:]
+    rest = sum(len(line) + 1 for line in (*lines[:at + 1], *lines[end:]))
+    size = rest + sum(len(item) + 1 for item in items)
+    while len(items) > 1 and size + len(_fold_line(folded)) + 1 > max_chars:
+        size -= len(items[0]) + 1
+        items, folded = items[1:], folded + 1
+    return "\n".join([*lines[:at + 1], _fold_line(folded), *items, *lines[end:]])
+
+
+def _fold_line(count: int) -> str:
+    return f"- ({count} earlier finished items folded to keep the summary short)"
+
+
 def text_tokens(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN

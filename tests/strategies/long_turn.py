@@ -19,21 +19,23 @@ from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.session.machine import Opening, Turn
 from tests.strategies.answers import Play
 from tests.strategies.scripts import CallStep, ReplyStep, SessionScript, TurnScript
-from tests.strategies.simulation import Driver, settings_of
+from tests.strategies.simulation import Driver, history, settings_of
 
 __all__ = ["WindowedPlay", "long_turn", "request_tokens", "run_long_turn", "summary_update"]
 
 FINAL = "all done"
 
 
-def long_turn(calls: int, *, result_chars: int = 300, window: int = 4_000,
-              user: str = "do the long task") -> SessionScript:
-    """One turn: ``calls`` replies of one ``read`` call each (its result about ``result_chars``
-    long), then the answer."""
-    steps = tuple(ReplyStep(content=f"step {n}", calls=(CallStep(
-        name="read", arguments=f'{{"path":"{"p" * result_chars}{n}"}}'),)) for n in range(calls))
-    return SessionScript(max_turns=calls + 5, context_length=window, turns=(TurnScript(
-        user=user, steps=(*steps, ReplyStep(content=FINAL))),))
+def long_turn(replies: int, *, result_chars: int = 300, window: int = 4_000,
+              user: str = "do the long task", batches: tuple[int, ...] = (1,),
+              history: tuple[tuple[str, str], ...] | None = None) -> SessionScript:
+    """One turn (after ``history``): ``replies`` replies of ``read`` calls (as many as
+    ``batches`` says, cycled), each result about ``result_chars`` long, then the answer."""
+    steps = tuple(ReplyStep(content=f"step {n}", calls=tuple(CallStep(
+        name="read", arguments=f'{{"path":"{"p" * result_chars}{n}.{k}"}}')
+        for k in range(batches[n % len(batches)]))) for n in range(replies))
+    return SessionScript(max_turns=replies + 5, context_length=window, history=history,
+                         turns=(TurnScript(user=user, steps=(*steps, ReplyStep(content=FINAL))),))
 
 
 def request_tokens(request: d.ModelRequest) -> int:
@@ -57,6 +59,8 @@ class WindowedPlay(Play):
     script's step is not used), a summary request gets ``summary_update``."""
 
     window: int = 4_000
+    failing: tuple[bool, ...] = (False,)
+    """Whether each summary call fails, cycled."""
     refused: int = 0
     summaries: int = 0
     largest: int = 0
@@ -65,6 +69,8 @@ class WindowedPlay(Play):
     def answer(self, effect: d.Effect, driver: Driver) -> tuple[ev.Event, ...]:
         if isinstance(effect, d.Summarise):
             self.summaries += 1
+            if self.failing[(self.summaries - 1) % len(self.failing)]:
+                return (ev.SummaryFailed(error_type="ProviderHTTPError", message="overloaded"),)
             return (ev.ContextSummarised(text=summary_update(effect.request, self.summaries),
                                          model="m"),)
         if isinstance(effect, d.CallModel):
@@ -80,15 +86,18 @@ class WindowedPlay(Play):
         return super().answer(effect, driver)
 
 
-def run_long_turn(script: SessionScript) -> tuple[Driver, WindowedPlay]:
-    """The script's one turn through the session machine, against a windowed model."""
+def run_long_turn(script: SessionScript, *, failing: tuple[bool, ...] = (False,),
+                  driver_type: type[Driver] = Driver) -> tuple[Driver, WindowedPlay]:
+    """The script's one turn through the session machine, against a windowed model whose
+    summary calls fail as ``failing`` says."""
     config = settings_of(script)
-    driver = Driver(settings=config)
+    driver = driver_type(settings=config)
     driver.open(Opening(settings=config, session_id="s", tools=driver.tools))
     (turn,) = script.turns
     assert script.context_length is not None
-    play = WindowedPlay(index=0, script=turn, window=script.context_length)
+    play = WindowedPlay(index=0, script=turn, window=script.context_length, failing=failing)
     driver.consumed.append(play.used)
-    driver.command(Turn(user_message=turn.user, system_message=None, history=None), play)
+    driver.command(Turn(user_message=turn.user, system_message=None,
+                        history=history(script.history)), play)
     driver.end()
     return driver, play
