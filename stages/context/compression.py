@@ -20,6 +20,8 @@ from stages.log.events import ContextCompressed, ContextSummarised, SessionSetti
 from stages.log.state import State
 
 INEFFECTIVE_LIMIT = 2
+# A summary may take this many times its budget (the summary call may write 1.3 times it).
+SUMMARY_ROOM = 1.5
 DISABLED_NOTICE = ("Context compression saved under 10% twice in a row, so it is off for the "
                    "rest of this session; start a new session if the context fills up.")
 
@@ -61,6 +63,8 @@ def _middle(state: State) -> tuple[str | None, str | None, float | None]:
     if isinstance(ctx.result, ContextSummarised) and plan.summarise:
         assert state.settings is not None
         summary = engine_for(state.settings).summary(ctx.summary, ctx.result.text)
+        if plan.iterative:  # rules 7: a turn compressed again and again keeps it bounded
+            summary = sm.bounded(summary, int(plan.summary_budget * CHARS_PER_TOKEN * SUMMARY_ROOM))
         return summary, sm.summary_text(summary), None
     cooldown = plan.at + SUMMARY_FAILURE_COOLDOWN if plan.summarise else ctx.cooldown_until
     return ctx.summary, sm.dropped_marker(dropped, ctx.summary), cooldown

@@ -4,6 +4,11 @@ the same defaults work for a 2,048-token local model and a 1M-token hosted one.
 
 Invariants (property-tested): a tool call is never separated from its results, the latest
 user message stays, and the result alternates as the history did.
+
+Under rules 7 (``keep_user``) the latest user message is kept on its own when it lies before
+the protected tail, so the calls that followed it are summarised too: a turn of hundreds of
+tool calls compresses again and again (before, the tail began at that message, and a turn's
+own calls were only ever pruned).
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ class Boundaries:
     # From here on messages stay whole; between ``tail_start`` and here old tool results are
     # pruned to one line.
     protected_from: int
+    # The latest user message, kept although it lies between ``head`` and ``tail_start``.
+    kept: int | None = None
 
 
 def _head(messages: Sequence[Message], budget: int, latest_user: int) -> int:
@@ -95,7 +102,8 @@ def _group_start(messages: Sequence[Message], index: int) -> int:
     return index
 
 
-def boundaries(messages: Sequence[Message], *, window: int, protect_last_n: int) -> Boundaries:
+def boundaries(messages: Sequence[Message], *, window: int, protect_last_n: int,
+               keep_user: bool = False) -> Boundaries:
     budgets = Budgets(window=window)
     n = len(messages)
     latest_user = next((i for i in range(n - 1, -1, -1) if messages[i].role == "user"), -1)
@@ -112,6 +120,9 @@ def boundaries(messages: Sequence[Message], *, window: int, protect_last_n: int)
     if start == n and n > head:
         start = max(head, _group_start(messages, n - 1))
     protected = max(start, head)
+    if keep_user:
+        kept = latest_user if head <= latest_user < protected else None
+        return Boundaries(head=head, tail_start=protected, protected_from=protected, kept=kept)
     tail_start = protected if latest_user < head else min(protected, latest_user)
     return Boundaries(head=head, tail_start=max(head, tail_start), protected_from=protected)
 
@@ -145,4 +156,4 @@ def cut_text(text: str, limit: int) -> str:
 
 
 def middle_tokens(messages: Sequence[Message], b: Boundaries) -> int:
-    return sum(message_tokens(messages[i]) for i in range(b.head, b.tail_start))
+    return sum(message_tokens(messages[i]) for i in range(b.head, b.tail_start) if i != b.kept)

@@ -60,10 +60,12 @@ class Compressor:
     def plan(self, state: State, config: SessionSettings, *, reason: str, window: int,
              estimate: int, now: float) -> CompressionPlanned | None:
         messages = state.messages
-        b = boundaries(messages, window=window, protect_last_n=config.protect_last_n)
+        iterative = config.rule_set.iterative_compression
+        b = boundaries(messages, window=window, protect_last_n=config.protect_last_n,
+                       keep_user=iterative)
         if middle_tokens(messages, b) < MIN_MIDDLE_TOKENS:
             # Too little to summarise: a summary would not be smaller than what it replaces.
-            b = attrs.evolve(b, tail_start=b.head)
+            b = attrs.evolve(b, tail_start=b.head, kept=None)
         budgets = Budgets(window=window)
         pruned = pruned_indices(messages, b.tail_start, b.protected_from)
         cut = cut_indices(messages, b.protected_from, budgets.tool_result_chars)
@@ -76,7 +78,8 @@ class Compressor:
             message_count=len(messages), head=b.head, tail_start=b.tail_start, pruned=pruned,
             cut=cut, cut_chars=budgets.tool_result_chars,
             summarise=b.tail_start > b.head and not cooling,
-            summary_budget=budgets.summary(middle_tokens(messages, b)), at=now)
+            summary_budget=budgets.summary(middle_tokens(messages, b)), at=now, kept=b.kept,
+            iterative=iterative)
 
     def summary_request(self, state: State, config: SessionSettings,
                         plan: CompressionPlanned) -> ModelRequest:

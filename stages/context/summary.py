@@ -7,6 +7,7 @@ section is kept in the new one (``merge_done``), whatever the summariser wrote.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from stages.context.compression_plan import DROPPED_TAG, SUMMARY_PREFIX, prune_line
@@ -40,6 +41,23 @@ def dropped_marker(count: int, previous: str | None) -> str:
     """What replaces the middle when no summary could be written."""
     marker = f"[{count} {DROPPED_TAG}; no summary of them could be written.]"
     return marker if previous is None else f"{marker}\n{summary_text(previous)}"
+
+
+_MARKER = re.compile(r"\[\d+ " + re.escape(DROPPED_TAG) + r"; no summary of them could be "
+                     r"written\.\]\n?")
+
+
+def without_compaction(text: str) -> str:
+    """``text`` without the summary or the dropped-middle marker a compression joined to it
+    (and without the blank line that joined them)."""
+    start = text.find(SUMMARY_PREFIX)
+    if start >= 0:
+        end = text.find(SUMMARY_END, start)
+        text = text[:start] + (text[end + len(SUMMARY_END):] if end >= 0 else "")
+    text = _MARKER.sub("", text)
+    if text.startswith("\n\n"):
+        return text[2:]
+    return text[:-2] if text.endswith("\n\n") else text
 
 
 def _strip_summary(text: str) -> str:
@@ -132,6 +150,39 @@ def merge_done(previous: str | None, new: str) -> str:
     if at is None:
         return "\n".join([*lines, "## Done", *lost])
     return "\n".join([*lines[:at + 1], *lost, *lines[at + 1:]])
+
+
+_FOLDED = re.compile(r"^- \((\d+) earlier finished items folded")
+
+
+def bounded(summary: str, max_chars: int) -> str:
+    """Rules 7: ``summary`` within ``max_chars`` when its Done section can make it so.
+
+    ``merge_done`` puts back every Done item a summariser lost, so in a turn compressed a
+    hundred times the summary would outgrow a small window; past the bound the oldest Done
+    items fold into one counting line (the newest stay whole)."""
+    if len(summary) <= max_chars:
+        return summary
+    lines = summary.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip().lower() == "## done"), None)
+    if at is None:
+        return summary
+    end = next((i for i in range(at + 1, len(lines)) if lines[i].strip().startswith("## ")),
+               len(lines))
+    items = [line for line in lines[at + 1:end] if line.strip()]
+    folded = 0
+    if items and (match := _FOLDED.match(items[0].strip())):
+        folded, items = int(match.group(1)), items[1:]
+    rest = sum(len(line) + 1 for line in (*lines[:at + 1], *lines[end:]))
+    size = rest + sum(len(item) + 1 for item in items)
+    while len(items) > 1 and size + len(_fold_line(folded)) + 1 > max_chars:
+        size -= len(items[0]) + 1
+        items, folded = items[1:], folded + 1
+    return "\n".join([*lines[:at + 1], _fold_line(folded), *items, *lines[end:]])
+
+
+def _fold_line(count: int) -> str:
+    return f"- ({count} earlier finished items folded to keep the summary short)"
 
 
 def text_tokens(text: str) -> int:

@@ -624,7 +624,11 @@ class CompressionPlanned:
     """What compression keeps: ``head`` messages, then (from ``tail_start``) the rest; the
     middle in between is summarised (``summarise``) or dropped. ``pruned`` tool results after
     the middle become one-line summaries, ``cut`` ones (larger than the window allows) are cut
-    with a marker."""
+    with a marker.
+
+    Rules 7 (``iterative``): the latest user message at ``kept`` stays although it lies between
+    ``head`` and ``tail_start``, and a previous summary is taken out of every kept message, so
+    that the history holds one summary, the updated one."""
 
     kind: ClassVar[str] = "compression_planned"
     schema_version: ClassVar[int] = 1
@@ -641,6 +645,8 @@ class CompressionPlanned:
     summarise: bool = True
     summary_budget: int = 0
     at: float = 0.0
+    kept: int | None = None
+    iterative: bool = False
 
 
 @attrs.frozen(kw_only=True)

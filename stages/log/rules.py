@@ -104,6 +104,10 @@ class RuleSet:
     # Context files, hints, skills and memory are scanned by the wider scan too
     # (paraphrases, other languages, encoded payloads: ``stages.prompt.injection_wide``).
     wide_injection_scan: bool = _since(7)
+    # Compression keeps going inside one turn: the latest user message is kept apart from the
+    # middle (``CompressionPlanned.kept``), the calls after it are summarised too, and the
+    # updated summary replaces the previous one wherever it stood (``stages.context.apply``).
+    iterative_compression: bool = _since(7)
 
 
 def _build(version: int) -> RuleSet:

@@ -26,6 +26,7 @@ SINCE = {
     "shell_parser_check": 7,
     "unconfined_asks": 7,
     "untrusted_marked": 7, "wide_injection_scan": 7,
+    "iterative_compression": 7,
 }
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import attrs
 
 from stages import decision as d
+from stages.context.summary import without_compaction
 from stages.fold import apply_event
 from stages.log import events as ev
 from stages.log.alternation import violations
@@ -146,8 +147,9 @@ class Driver:
 
     # --- checks on every event ---------------------------------------------------------------
     def add(self, event: ev.Event) -> None:
-        latest = next((m.content for m in reversed(self.state.messages) if m.role == "user"),
-                      None)
+        # The user's own text: a summary a compression joined to it is replaced by the next.
+        latest = next((without_compaction(m.content or "") for m in reversed(self.state.messages)
+                       if m.role == "user"), None)
         if isinstance(event, ev.TurnStarted):
             self.reissued = 0
         elif isinstance(event, ev.RecoveryDecided) and event.action in REISSUED and (
