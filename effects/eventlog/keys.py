@@ -26,8 +26,19 @@ import attrs
 
 from stages.errors import LogError, UsageError
 
-__all__ = ["KEY_ID_LEN", "MAC_LEN", "NO_KEYS", "Keyring", "SigningKey", "export_key",
-           "import_key", "keyring_of", "keys_dir"]
+__all__ = [
+    "KEY_ID_LEN",
+    "MAC_LEN",
+    "NO_KEYS",
+    "Keyring",
+    "SigningKey",
+    "export_key",
+    "import_key",
+    "install_key",
+    "keyring_of",
+    "keys_dir",
+    "signing_key_file",
+]
 
 KEY_ID_LEN = 16
 MAC_LEN = 64
@@ -183,6 +194,23 @@ def _create_signing_key(directory: Path) -> None:
         _write_new(directory / SIGNING_FILE, _text(_key_of(secrets.token_bytes(_SECRET_BYTES))))
     except OSError as exc:
         raise LogError(f"cannot make the log key in {directory}: {exc}") from exc
+
+
+def signing_key_file(root: Path) -> bytes:
+    """The signing key of the home of ``root`` as its file holds it (made if there is none):
+    for a worker of that home elsewhere (a Ray node) to sign with, see :func:`install_key`."""
+    keyring_of(root, create=True)
+    return (keys_dir(root) / SIGNING_FILE).read_bytes()
+
+
+def install_key(root: Path, data: bytes) -> None:
+    """Make ``data`` (:func:`signing_key_file`'s) the signing key of the new home of ``root``,
+    so that the logs written there verify in the home the key came from."""
+    _parse(data.decode("ascii"), "a signing key")
+    directory = keys_dir(root)
+    _private_dir(directory)
+    if not _write_new(directory / SIGNING_FILE, data):
+        raise LogError(f"{directory} has a signing key already")
 
 
 def export_key(root: Path, out: Path) -> str:

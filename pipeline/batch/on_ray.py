@@ -17,15 +17,18 @@ from typing import Any
 import attrs
 
 from effects.eventlog.envelope import SUFFIX
+from effects.eventlog.keys import install_key, signing_key_file
 from pipeline.batch.task import BatchJob, Task, TaskResult, run_task
 from stages.errors import LogConflictError, UsageError
 
 __all__ = ["run_ray", "start_local_ray", "write_back"]
 
 
-def _remote_task(job: BatchJob, task: Task) -> TaskResult:
+def _remote_task(job: BatchJob, task: Task, key: bytes) -> TaskResult:
     with tempfile.TemporaryDirectory(prefix="mibyan-batch-") as scratch:
         home = Path(scratch)
+        # Signed with the batch home's key: the logs come back to a home that verifies them.
+        install_key(home / "sessions", key)
         result = run_task(job, task, home=home)
         logs = tuple((path.name, path.read_bytes())
                      for path in sorted((home / "sessions").glob(f"*{SUFFIX}")))
@@ -81,11 +84,12 @@ def run_ray(job: BatchJob, tasks: list[Task],
     pending: dict[Any, Task] = {}
     results: list[TaskResult] = []
     root = job.out / "sessions"
+    key = ray.put(signing_key_file(root))
     while queue or pending:
         # At most ``workers`` tasks in flight, on a cluster of any size.
         while queue and len(pending) < job.workers:
             task = queue.pop(0)
-            pending[remote.remote(job, task)] = task
+            pending[remote.remote(job, task, key)] = task
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             pending.pop(ref)

@@ -42,7 +42,7 @@ def test_fork_diff_sessions_and_replay_all(server, home):
 
     listed = mibyan(home, "sessions")
     row = next(line for line in listed.stdout.splitlines() if line.startswith(fid))
-    assert row.endswith(f"{sid}@{at}")
+    assert row.split()[-2:] == [f"{sid}@{at}", "signed"]  # then the log's signature state
 
     compared = mibyan(home, "diff", sid, fid)
     assert compared.returncode == 0, compared.stderr

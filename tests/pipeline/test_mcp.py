@@ -23,6 +23,7 @@ from pipeline.config import SECTIONS
 from pipeline.mcp_tools import McpServerSpec, mcp_tools, servers_from_config, tool_name
 from pipeline.shell.replay import replay
 from stages.errors import UsageError
+from stages.prompt.untrusted import unwrapped
 from tests.fake_openai import FakeOpenAIServer, Reply
 from tests.pipeline.test_cli import mibyan
 
@@ -110,7 +111,10 @@ def test_streamable_http_server_with_headers(http_url: str) -> None:
                    ) as mcp:
         by_name = {t.name: t for t in mcp}
         assert by_name["web__add"].invoke('{"a": 1, "b": 2}') == "3"
-        assert by_name["web__header"].invoke('{"name": "X-Test"}') == "yes"
+        # The header reached the server; its value comes back masked, as every configured
+        # header value is (it may be a token), whatever its length.
+        assert by_name["web__header"].invoke('{"name": "X-Test"}') == "***"
+        assert by_name["web__header"].invoke('{"name": "X-Absent"}') == "<none>"
 
 
 def test_an_http_server_gone_is_an_error_result_not_a_hang() -> None:
@@ -273,6 +277,6 @@ def test_mibyan_run_calls_a_server_declared_in_config(tmp_path: Path) -> None:
     assert "calc__add" in offered and "calc__crash" not in offered
     assert "read_file" in offered  # the built-in tools stay
     results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
-    assert results[-1]["content"] == "11"
+    assert unwrapped(results[-1]["content"]) == "11"  # marked as data (rules 7)
     assert "Eleven." in done.stdout
     assert _gone(int(pid_file.read_text()))  # the server went with the CLI
