@@ -41,6 +41,10 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_cli_log.py": "subprocess",
     "pipeline/test_cli_output.py": "subprocess",
     "pipeline/test_conventions.py": "subprocess",
+    "pipeline/test_signed_logs.py": "subprocess",
+    "pipeline/test_rollback_commands.py": "subprocess",
+    # slow clients are cut after deadlines of seconds
+    "pipeline/serve/test_slow_clients.py": "slow",
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
     "pipeline/test_mcp.py": "subprocess",
@@ -56,6 +60,10 @@ TEST_LANES: dict[str, str] = {
     "pipeline/serve/test_serve_command.py::"
     "test_serve_refuses_to_start_without_tokens_or_off_loopback_without_auth": "subprocess",
     # hypothesis properties and stateful machines with many, long examples
+    "stages/test_compression_in_turn.py::"
+    "test_any_number_of_compressions_in_a_turn_keeps_the_history_sound": "slow",
+    "stages/test_shell_danger.py::test_strings_run_as_code_are_read_to_a_depth_then_asked_about":
+        "slow",
     "stages/test_compression_properties.py::"
     "test_compression_keeps_the_rules_and_the_latest_user_message": "slow",
     "stages/test_properties.py::test_turn_loop_keeps_alternation_budget_and_fold_equality": "slow",
