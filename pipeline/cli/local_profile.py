@@ -16,8 +16,8 @@ from pipeline.toolsets import DEFAULT_TOOLSETS
 __all__ = ["TOOLS_OFF_NOTICE", "offered_toolsets", "runs_embedded", "show_progress"]
 
 TOOLS_OFF_NOTICE = ("mibyan: no tools are offered to the bundled 135M model, which cannot use "
-                    "them (--toolsets offers them anyway; [local] tools = true for a larger "
-                    "GGUF model)")
+                    "them (--toolsets offers them anyway, as [local] tools = true does; a GGUF "
+                    "file of your own gets them)")
 
 
 def runs_embedded(args: argparse.Namespace) -> bool:
