@@ -80,6 +80,28 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _turn_options(command: argparse.ArgumentParser) -> None:
+    """The options ``run`` and ``chat`` share: the endpoint, the session, the budgets and
+    the tools."""
+    command.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
+    command.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
+    command.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
+    command.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
+                                                "anthropic_messages"),
+                         help="the provider API (else detected from provider and endpoint)")
+    command.add_argument("--resume", metavar="SESSION", help="continue this session")
+    command.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
+                         help="model calls per turn (500)")
+    command.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
+                         help="output cap per model call")
+    command.add_argument("--no-tools", action="store_true", help="offer the model no tools")
+    command.add_argument("--toolsets", type=_toolsets, default=None,
+                         help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
+                              f"default {','.join(DEFAULT_TOOLSETS)})")
+    command.add_argument("--workdir", type=_directory, help="the working tree the tools work "
+                         "in (the current directory); the file tools refuse paths outside it")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mibyan", description="An event-sourced LLM agent loop with deterministic replay.")
@@ -89,24 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run one agent turn and print the answer")
     run.add_argument("message", help="the user message ('-': read it from stdin)")
-    run.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
-    run.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
-    run.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
-    run.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
-                                            "anthropic_messages"),
-                     help="the provider API (else detected from provider and endpoint)")
-    run.add_argument("--resume", metavar="SESSION", help="continue this session")
     run.add_argument("--system", help="system prompt for this turn")
-    run.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
-                     help="model calls per turn (500)")
-    run.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
-                     help="output cap per model call")
-    run.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    run.add_argument("--toolsets", type=_toolsets, default=None,
-                     help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)}; "
-                          f"default {','.join(DEFAULT_TOOLSETS)})")
-    run.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
-                     "(the current directory); the file tools refuse paths outside it")
 
     commands.add_parser("sessions", help="list sessions")
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")
@@ -162,25 +167,11 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("b", metavar="B")
     chat = commands.add_parser("chat", help="an interactive session (plain, line by line, when "
                                "stdin is not a terminal)")
-    chat.add_argument("--model", help="model name (else $MIBYAN_MODEL or config.toml)")
-    chat.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
-    chat.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
-    chat.add_argument("--api-mode", choices=("chat_completions", "codex_responses",
-                                             "anthropic_messages"), help="the provider API")
-    chat.add_argument("--resume", metavar="SESSION", help="continue this session")
     chat.add_argument("--system", help="system prompt added to every turn")
-    chat.add_argument("--max-turns", type=_at_most(MAX_TURNS), default=None,
-                      help="model calls per turn (500)")
-    chat.add_argument("--max-tokens", type=_at_most(MAX_TOKENS),
-                      help="output cap per model call")
-    chat.add_argument("--no-tools", action="store_true", help="offer the model no tools")
-    chat.add_argument("--toolsets", type=_toolsets, default=None,
-                      help=f"built-in toolsets, comma-separated (of {', '.join(TOOLSETS)})")
-    chat.add_argument("--workdir", type=_directory, help="the working tree the tools work in "
-                      "(the current directory); the file tools refuse paths outside it")
     chat.add_argument("--plain", action="store_true", help="plain text, line by line, even on "
                       "a terminal")
     for command in (run, chat):
+        _turn_options(command)
         _model_call_options(command)
         command.add_argument("--sandbox", choices=SANDBOX_MODES, default=None,
                              help="how tool commands are confined (else [sandbox] mode, or "
