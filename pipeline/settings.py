@@ -321,7 +321,7 @@ def configure(
         refresh_hook=credential_refresh, endpoints=endpoints,
         userinfo={settings.base_url: userinfo} if settings.base_url and userinfo else None)
     effects = attrs.evolve(effects, model=router, refresh=router.refresh,
-                           window_probe=window_probe(resolved.provider, resolved.api_key))
+                           window_probe=window_probe(resolved.api_key))
     return Configured(settings, agent_settings, effects, router.secrets)
 
 

@@ -6,6 +6,7 @@ is no answer, and the table of known models remains."""
 from __future__ import annotations
 
 import json
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -70,18 +71,21 @@ def probe_context_window(base_url: str, model: str, *, api_key: str | None = Non
     return None
 
 
-HOSTED = ("openai", "anthropic", "openrouter")
+# The hosted APIs whose windows the table knows; any other endpoint (a llama.cpp or vLLM server
+# behind the default "openai" provider included) is asked.
+HOSTED_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "openrouter.ai"})
 
 
-def window_probe(provider: str, api_key: str | None
-                 ) -> Callable[[str, str | None], tuple[int, str] | None] | None:
-    """A probe for the local model and self-hosted OpenAI-compatible servers; the hosted
-    providers' windows come from the table."""
-    if provider in HOSTED:
-        return None
+def self_hosted(base_url: str | None) -> bool:
+    return bool(base_url) and urllib.parse.urlsplit(base_url).hostname not in HOSTED_HOSTS
+
+
+def window_probe(api_key: str | None) -> Callable[[str, str | None], tuple[int, str] | None]:
+    """A probe for self-hosted endpoints, whatever the provider is called; the hosted APIs'
+    windows come from the table."""
 
     def probe(model: str, base_url: str | None) -> tuple[int, str] | None:
-        if not base_url:
+        if base_url is None or not self_hosted(base_url):
             return None
         return probe_context_window(base_url, model, api_key=api_key or None)
     return probe

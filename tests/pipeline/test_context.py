@@ -220,8 +220,7 @@ def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tm
     from pipeline.testing import ScriptedModel
     base_url, answers = props_server
     answers["/props"] = {"default_generation_settings": {"n_ctx": 4096}}
-    probe = window_probe("selfhosted", None)
-    assert window_probe("openai", "k") is None  # hosted windows come from the table
+    probe = window_probe(None)
     agent = Agent(client=ScriptedModel("hi"), home=tmp_path, clock=FakeClock(),
                   ids=CountingIds(), base_url=base_url, provider="selfhosted")
     agent._effects.window_probe = probe
@@ -233,6 +232,38 @@ def test_the_probed_window_is_recorded_with_its_source_and_used(props_server, tm
     assert replay(tmp_path / "sessions", sid).identical
 
 
+
+def test_a_self_hosted_server_behind_the_default_provider_is_asked(tmp_path) -> None:
+    """The provider is called "openai" (the default) but the base URL is a llama.cpp server:
+    its window is asked, not assumed from the table."""
+    from tests.fake_openai import FakeOpenAIServer, Reply
+
+    def do_get(handler: Any) -> None:
+        props = {"default_generation_settings": {"n_ctx": 3072}}
+        if handler.path == "/props":
+            handler._send(200, "application/json", json.dumps(props).encode(), [])
+        else:
+            handler._not_found(handler.server.fake)
+
+    class LlamaServer(FakeOpenAIServer):
+        handler = type("Handler", (FakeOpenAIServer.handler,), {"do_GET": do_get})
+
+    with LlamaServer(default=Reply.text("hi")) as server:
+        agent = Agent(model="m", base_url=server.base_url, api_key="k", home=tmp_path,
+                      clock=FakeClock(), ids=CountingIds())
+        with agent:
+            agent.run_conversation("hello")
+            sid = agent.session_id
+    [probed] = [e for e in _events(tmp_path, sid) if isinstance(e, ev.ContextWindowProbed)]
+    assert (probed.provider, probed.tokens, probed.source) == ("openai", 3072, "provider:/props")
+
+
+def test_the_hosted_apis_are_not_asked() -> None:
+    from effects.providers.window_probe import self_hosted
+    assert not self_hosted("https://api.openai.com/v1")
+    assert not self_hosted("https://api.anthropic.com")
+    assert not self_hosted("https://openrouter.ai/api/v1")
+    assert self_hosted("http://127.0.0.1:8080/v1") and self_hosted("https://vllm.corp.example/v1")
 
 def test_mibyan_sessions_shows_the_lineage(summarising, home, capsys) -> None:
     from pipeline.cli.main import main
