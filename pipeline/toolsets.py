@@ -19,7 +19,7 @@ directories in ``allowed``, and the one where oversized results are kept
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -71,7 +71,7 @@ class BuiltinTools:
         """Run the terminal's commands under the session's sandbox policy."""
         return self.terminal.confine(policy)
 
-    def restore(self, messages: Iterable[Message]) -> None:
+    def restore(self, messages: Sequence[Message]) -> None:
         """Take up a resumed session's todo list from its history."""
         self.todos.restore(messages)
 

@@ -8,13 +8,12 @@ of the log and :meth:`TodoList.restore` rebuilds it from a resumed session's his
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from effects.tools.workspace import ToolError
+from stages.context.tasks import latest_tasks
 from stages.log.messages import Message
-from stages.prompt.untrusted import unwrapped
 
 __all__ = ["TODO_STATUSES", "Clarifier", "ClarifyCallback", "TodoList"]
 
@@ -66,21 +65,14 @@ class TodoList:
         open_items = sum(item["status"] in ("pending", "in_progress") for item in items)
         return {"todos": items, "open": open_items}
 
-    def restore(self, messages: Iterable[Message]) -> None:
-        """Take the list from the last successful ``todo`` result in ``messages``."""
-        last = None
-        for message in messages:
-            if message.role == "tool" and message.name == "todo" and message.content:
-                last = unwrapped(message.content)  # rules 7 sends results as data blocks
-        if last is None:
-            return
-        try:
-            items = json.loads(last).get("todos")
-        except (ValueError, AttributeError):
-            return
-        if isinstance(items, list):
+    def restore(self, messages: Sequence[Message]) -> None:
+        """Take the latest list in ``messages``: the last ``todo`` result, or the copy a
+        compression's summary carried (rules 8)."""
+        found = latest_tasks(messages)
+        if found is not None:
             with self._lock:
-                self._items = [_checked(item) for item in items if isinstance(item, dict)]
+                self._items = [_checked(item) for item in found[1] if item.get("id")
+                               and item.get("content") and item.get("status") in TODO_STATUSES]
 
 
 def _checked(item: object, *, partial: bool = False) -> dict[str, str]:

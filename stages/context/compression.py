@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from stages.context import summary as sm
 from stages.context.engine import SUMMARY_FAILURE_COOLDOWN, engine_for
+from stages.context.tasks import carried_tasks, with_tasks
 from stages.decision import NOTHING, Decision, Summarise
 from stages.log.context_fold import INEFFECTIVE_SAVING
 from stages.log.context_tokens import CHARS_PER_TOKEN, context_tokens, window_of
@@ -77,6 +78,9 @@ def decide_compressed(state: State, *, config: SessionSettings) -> Decision:
     if plan is None:
         return NOTHING
     summary, inserted, cooldown = _middle(state)
+    if (inserted is not None and config.rule_set.todo_in_summary
+            and (lines := carried_tasks(state.messages, plan))):
+        inserted = with_tasks(inserted, lines)
     new = engine_for(config).compacted(state.messages, plan, inserted)
     removed = state.history_chars - sum(m.chars for m in new)
     before = context_tokens(state)
