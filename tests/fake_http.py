@@ -45,6 +45,8 @@ __all__ = ["FakeHTTPServer", "FakeHandler", "Headers", "MAX_HANG", "LAST_CHUNK",
            "dumps", "http_chunk"]
 
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# What mibyan's window probe asks a self-hosted endpoint (effects.providers.window_probe).
+_WINDOW_PROBES = frozenset({"/props", "/models", "/v1/models"})
 MAX_HANG = 60.0  # hangs are bounded so a broken test cannot wedge the suite
 LAST_CHUNK = b"0\r\n\r\n"
 SLICE = 64  # bytes per write of a slowly sent (chunk_delay) plain body
@@ -133,7 +135,16 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
         self._handle(self._post)
 
     def do_GET(self) -> None:  # noqa: N802
-        self._handle(self._not_found)
+        self._handle(self._window_probe if self.path in _WINDOW_PROBES else self._not_found)
+
+    def _window_probe(self, fake: FakeHTTPServer) -> None:
+        """mibyan asks a self-hosted endpoint for its window once per session: the fakes answer
+        as a hosted API does, with no window (no ``/props``, a models listing without sizes)."""
+        fake._probed(self.path)
+        if self.path == "/props":
+            self._send(404, "application/json", self._not_found_body(), self.error_headers)
+        else:
+            self._send(200, "application/json", b'{"object":"list","data":[]}', ())
 
     def _handle(self, serve: Any) -> None:
         fake = self.server.fake
@@ -336,6 +347,7 @@ class FakeHTTPServer:
         self._requests: list[dict[str, Any] | None] = []
         self._headers: list[dict[str, str]] = []
         self._unexpected_list: list[str] = []
+        self._window_probes: list[str] = []
         self._rejections: list[str] = []
         self._seconds = 0.0
         self._ids = itertools.count(1)
@@ -415,6 +427,7 @@ class FakeHTTPServer:
             self._headers.clear()
             self._rejections.clear()
             self._unexpected_list.clear()
+            self._window_probes.clear()
 
     # ---- inspection ----
 
@@ -516,6 +529,16 @@ class FakeHTTPServer:
     def _unexpected(self, what: str) -> None:
         with self._lock:
             self._unexpected_list.append(what)
+
+    def _probed(self, path: str) -> None:
+        with self._lock:
+            self._window_probes.append(path)
+
+    @property
+    def window_probes(self) -> list[str]:
+        """The window probes answered (``GET /props``, ``GET /v1/models``)."""
+        with self._lock:
+            return list(self._window_probes)
 
     def _add_seconds(self, dt: float) -> None:
         with self._lock:

@@ -302,9 +302,10 @@ def test_close_does_not_wait_for_hanging_reply():
 
 
 def test_unknown_route_and_bad_json_are_unexpected(srv, client):
+    # GET /props and /v1/models are the window probe's, answered as a hosted API does.
     with pytest.raises(openai.NotFoundError):
-        client.models.list()
-    with pytest.raises(AssertionError, match="unexpected request.*GET /v1/models"):
+        client.files.list()
+    with pytest.raises(AssertionError, match="unexpected request.*GET /v1/files"):
         srv.assert_done()
 
     with FakeOpenAIServer(default=Reply.text("x")) as s:

@@ -112,6 +112,10 @@ class RuleSet:
     # A compression that takes the latest todo list out of the history (the tool's last
     # result, or a previous summary's copy) ends the summary with it (``stages.context.tasks``).
     todo_in_summary: bool = _since(8)
+    # The calls of a batch that runs in sequence are planned one at a time (``ToolsPlanned`` per
+    # call), so a process killed during one call leaves the later ones "never started", not
+    # "started, outcome unknown" (``stages.tools.plan``).
+    sequential_one_by_one: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

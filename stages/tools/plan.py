@@ -101,17 +101,18 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     cut_off = _cut_off(state, config)
     if not config.rule_set.tool_checks:
         return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
-                     same_path_in_order=False)
+                     same_path_in_order=False, one_by_one=False)
     calls, repairs = repaired_calls(state)
     halt = halt_on_repeats(state, calls)
     if halt is not None:
         return halt
     checked = [_check_rules3(state, call, cut_off, config) for call in calls]
-    return _plan(state, checked, repairs, same_path_in_order=True)
+    return _plan(state, checked, repairs, same_path_in_order=True,
+                 one_by_one=config.rule_set.sequential_one_by_one)
 
 
 def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
-          same_path_in_order: bool) -> Decision:
+          same_path_in_order: bool, one_by_one: bool) -> Decision:
     rejected: list[ToolCallRejected] = []
     while checked and isinstance(head := checked[0], ToolCallRejected):
         rejected.append(head)
@@ -127,6 +128,10 @@ def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
     specs = [spec for c in valid if (spec := state.tool(c.name)) is not None]
     concurrent = len(valid) > 1 and not any(s.interactive for s in specs) and not (
         same_path_in_order and shares_a_path(valid))
+    if one_by_one and not concurrent and len(valid) > 1:
+        # Each result is recorded before the next call starts, so after a kill the log knows
+        # which calls never started.
+        valid, specs = valid[:1], specs[:1]
     planned = ToolsPlanned(call_ids=tuple(c.call_id for c in valid), concurrent=concurrent)
     return Decision(events=(*before, *rejected, planned),
                     next=RunTools(calls=tuple(valid), concurrent=concurrent,

@@ -135,6 +135,22 @@ def test_a_session_resumed_inside_a_tool_batch_replays() -> None:
     assert replayed(resumed.events) == resumed.events
 
 
+def test_a_kill_during_a_sequential_batch_leaves_the_later_calls_never_started() -> None:
+    """Three writes of one path run one after another; the process dies after the first
+    result. Measured before rules 8: the whole batch was planned at once, so the two calls that
+    never ran were reported "started, outcome unknown" (25 of 42 cut-off calls from outside)."""
+    writes = ReplyStep(content=None, calls=tuple(
+        CallStep(name="write", arguments=f'{{"path":"a","n":{n}}}') for n in range(3)))
+    log = drive(SessionScript(max_turns=3, turns=(TurnScript(user="go", steps=(writes,)),))).events
+    planned = [e.call_ids for e in log if isinstance(e, ev.ToolsPlanned)]
+    assert [len(ids) for ids in planned] == [1, 1, 1]
+    first = next(i for i, e in enumerate(log) if isinstance(e, ev.ToolRan))
+    resumed = Driver.resuming(log[:first + 2])  # the second call's plan is durable, not its result
+    rejected = [(e.call.id, e.reason) for e in resumed.events
+                if isinstance(e, ev.ToolCallRejected)]
+    assert [reason for _, reason in rejected] == ["abandoned_started", "abandoned"]
+    assert replayed(resumed.events) == resumed.events
+
 def _terminal(command: str) -> CallStep:
     return CallStep(name="terminal", arguments=canonical_json({"command": command}))
 

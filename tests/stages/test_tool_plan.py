@@ -108,11 +108,21 @@ def test_several_calls_run_concurrently() -> None:
 
 
 def test_an_interactive_tool_forces_sequential() -> None:
+    """Under rules 3 to 7 the sequential batch is planned whole; from rules 8
+    (``sequential_one_by_one``) one call at a time, the next once the first has its result."""
     tools = (spec("read", read_only=True), spec("ask", interactive=True))
-    decision = decide_tool_plan(_pending(call("c1", "read"), call("c2", "ask"), tools=tools),
-                                config=SETTINGS)
+    calls = (call("c1", "read"), call("c2", "ask"))
+    old = attrs.evolve(SETTINGS, rules=7)
+    decision = decide_tool_plan(_pending(*calls, tools=tools), config=old)
     assert decision.next.concurrent is False
     assert decision.events[-1] == ev.ToolsPlanned(call_ids=("c1", "c2"), concurrent=False)
+    state = _pending(*calls, tools=tools)
+    decision = decide_tool_plan(state, config=SETTINGS)
+    assert decision.next.concurrent is False
+    assert decision.events[-1] == ev.ToolsPlanned(call_ids=("c1",), concurrent=False)
+    state = then(state, decision, ran(calls[0]))
+    assert decide_tool_plan(state, config=SETTINGS).events[-1] == ev.ToolsPlanned(
+        call_ids=("c2",), concurrent=False)
 
 
 @pytest.mark.parametrize("names, sync_first", [
