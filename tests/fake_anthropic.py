@@ -110,7 +110,8 @@ class Reply:
     def tool_use(cls, calls: Iterable[tuple[str, str]], content: str | None = None,
                  ids: Sequence[str] | None = None, *, thinking: str | None = None,
                  stop_reason: str = "tool_use", usage: Usage | None = None,
-                 headers: Mapping[str, str] | None = None, redacted: bool = False) -> Reply:
+                 headers: Mapping[str, str] | None = None, redacted: bool = False,
+                 unsigned: bool = False) -> Reply:
         """``tool_use`` blocks for ``[(name, input_json_text), ...]``; ids default ``toolu_<n>``."""
         calls = list(calls)
         ids = list(ids) if ids is not None else [f"toolu_{next(_tool_ids):04d}" for _ in calls]
@@ -119,7 +120,7 @@ class Reply:
         return cls(kind="message", content=content, thinking=thinking,
                    calls=tuple((i, n, a) for i, (n, a) in zip(ids, calls)),
                    stop_reason=stop_reason, usage=usage, headers=tuple((headers or {}).items()),
-                   redacted=redacted)
+                   redacted=redacted, unsigned=unsigned)
 
     @classmethod
     def error(cls, status: int, message: str, *, type: str | None = None,  # noqa: A002

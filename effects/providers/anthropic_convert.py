@@ -37,6 +37,7 @@ from effects.providers.anthropic_thinking import (
     replay_provider,
     thinking_blocks,
     thinking_config,
+    unsigned_thinking,
 )
 from effects.providers.wire import WireCache, arguments_object
 from stages.decision import ModelRequest
@@ -61,9 +62,10 @@ def _text(text: str) -> dict:
     return {"type": "text", "text": text}
 
 
-def _blocks(message: Message, provider: str | None = None) -> tuple[str, list[dict]]:
+def _blocks(message: Message, provider: str | None = None, *,
+            reasoning_text: str | None = None) -> tuple[str, list[dict]]:
     """The Anthropic role and content blocks of one canonical message (an assistant's with
-    the thinking blocks ``provider`` issued first, when given)."""
+    the thinking blocks ``provider`` issued first, when given, or its reasoning as text)."""
     if message.role == "tool":
         return "user", [{"type": "tool_result", "tool_use_id": _tool_id(message.tool_call_id),
                          "content": message.content or "(no output)"}]
@@ -71,6 +73,8 @@ def _blocks(message: Message, provider: str | None = None) -> tuple[str, list[di
     if message.role == "user":
         return "user", [_text(message.content or "" if has_text else "(empty message)")]
     blocks = [_text(message.content or "")] if has_text else []
+    if reasoning_text:
+        blocks.insert(0, _text(f"<thinking>\n{reasoning_text}\n</thinking>"))
     blocks += [{"type": "tool_use", "id": _tool_id(c.id), "name": c.name,
                 "input": arguments_object(c.arguments)} for c in message.tool_calls]
     thinking = thinking_blocks(message, provider) if provider is not None else []
@@ -174,11 +178,12 @@ class _Converted:
     by_id: tuple[tuple[int, tuple[str, str | None]], ...]  # the texts, keyed for one update
 
 
-def _convert(message: Message, provider: str | None = None) -> _Converted:
+def _convert(message: Message, provider: str | None = None, *,
+             reasoning_text: str | None = None) -> _Converted:
     if message.role == "system":
         role, blocks = None, [_text(message.content)] if message.content else []
     else:
-        role, blocks = _blocks(message, provider)
+        role, blocks = _blocks(message, provider, reasoning_text=reasoning_text)
     texts = tuple((canonical_json(b), json.dumps(b["text"], ensure_ascii=False)
                    if b["type"] == "text" else None) for b in blocks)
     return _Converted(role=role, blocks=tuple(blocks), texts=texts,
@@ -190,7 +195,18 @@ _converted: WireCache[Message, _Converted] = WireCache(_convert)
 _converted_thinking: dict[str, WireCache[Message, _Converted]] = {}
 
 
-def _converted_for(message: Message, provider: str | None) -> _Converted:
+# With the unsigned thinking a provider issued, as text: one cache per provider.
+_converted_unsigned: dict[str, WireCache[Message, _Converted]] = {}
+
+
+def _converted_for(message: Message, provider: str | None, text_for: str | None) -> _Converted:
+    if text_for is not None and message.reasoning_parts \
+            and unsigned_thinking(message, text_for) is not None:
+        cache = _converted_unsigned.get(text_for)
+        if cache is None:
+            cache = _converted_unsigned.setdefault(text_for, WireCache(
+                lambda m: _convert(m, reasoning_text=unsigned_thinking(m, text_for))))
+        return cache(message)
     if provider is None or not message.reasoning_parts:
         return _converted(message)
     cache = _converted_thinking.get(provider)
@@ -246,6 +262,7 @@ def _settled_end(turn: tuple[str, list[dict]]) -> bool:
 def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
     """Convert the messages after ``prefix`` (whose messages start ``request.messages``)."""
     thinking_from = replay_provider(request, _thinking(request)[0])
+    text_for = request.provider if request.replay_reasoning else None
     system = [_text(request.system_prompt)] if request.system_prompt else []
     system.extend(prefix.system)
     turns: list[tuple[str, list[dict]]] = []
@@ -254,7 +271,7 @@ def _plan(request: ModelRequest, prefix: _Prefix = _NO_PREFIX) -> _Plan:
     known, cuts = prefix.texts, []
     start = len(prefix.messages)
     for index, message in enumerate(request.messages[start:], start):
-        converted = _converted_for(message, thinking_from)
+        converted = _converted_for(message, thinking_from, text_for)
         blocks = converted.blocks
         if blocks and (id(blocks[0]) in texts or id(blocks[0]) in known):
             blocks = tuple(dict(b) for b in blocks)  # the same message again: marks go by id
@@ -382,14 +399,16 @@ class _Prefixes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # Keyed by the first message and whose thinking blocks are sent back.
-        self._entries: OrderedDict[tuple[int, str | None], _Prefix] = OrderedDict()
+        # Keyed by the first message, whose thinking blocks are sent back, and whether
+        # reasoning goes back at all (as text where no block can carry it).
+        self._entries: OrderedDict[tuple[int, str | None, bool], _Prefix] = OrderedDict()
 
     def plan(self, request: ModelRequest) -> _Plan:
         messages = request.messages
         if not messages:
             return _plan(request)
-        key = (id(messages[0]), replay_provider(request, _thinking(request)[0]))
+        key = (id(messages[0]), replay_provider(request, _thinking(request)[0]),
+               request.replay_reasoning)
         with self._lock:
             prefix = self._entries.get(key, _NO_PREFIX)
         size = len(prefix.messages)

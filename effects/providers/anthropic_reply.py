@@ -31,10 +31,12 @@ def finish_reason(stop_reason: str | None) -> str:
 
 
 def _part(block: Mapping, provider: str) -> ReasoningPart | None:
-    """The block as a part to send back: signed thinking, or redacted thinking."""
-    if block.get("type") == "thinking" and block.get("signature"):
+    """The block as a part to send back: signed thinking, redacted thinking, or the unsigned
+    thinking of a compatible endpoint (sent back to it as text)."""
+    if block.get("type") == "thinking" and (block.get("signature") or block.get("thinking")):
         return ReasoningPart(type="thinking", api_mode="anthropic_messages", provider=provider,
-                             text=block.get("thinking") or "", signature=block["signature"])
+                             text=block.get("thinking") or "",
+                             signature=block.get("signature") or None)
     if block.get("type") == "redacted_thinking" and block.get("data"):
         return ReasoningPart(type="redacted_thinking", api_mode="anthropic_messages",
                              provider=provider, data=block["data"])
@@ -44,7 +46,7 @@ def _part(block: Mapping, provider: str) -> ReasoningPart | None:
 def message_from(blocks: Sequence[Mapping], provider: str = "") -> Message:
     """A canonical assistant message from Anthropic content blocks (``tool_use`` inputs as
     dicts, or as JSON text under ``arguments`` when assembled from a stream); thinking blocks
-    ``provider`` signed are kept as parts, to be sent back unmodified."""
+    are kept as parts, the signed ones to be sent back unmodified."""
     text: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []

@@ -18,9 +18,13 @@ fits, and thinking is not sent: a warning says so, once per model and limit.
 
 When thinking is on, every assistant message sends back the thinking and ``redacted_thinking``
 blocks this provider issued (exactly as received: text, signature, data), first in its content;
-unsigned thinking, and thinking from another provider or API (a fallback), is never sent (the
-plain reasoning text stays in the history). Earlier turns' blocks are accepted and ignored by
-the API, so what a message becomes does not depend on its position: it is converted once.
+thinking from another provider or API (a fallback) is never sent (the plain reasoning text
+stays in the history). The thinking of an Anthropic-compatible endpoint that does not sign its
+blocks cannot go back as a thinking block: unless the reasoning-replay switch is off, it goes
+back to that endpoint as text, a ``<thinking>`` text block before the message's own text, so
+the model keeps the reasoning it built its calls on. Earlier turns' blocks are accepted and
+ignored by the API, so what a message becomes does not depend on its position: it is
+converted once.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from stages.log.messages import Message
 from stages.recovery.reasoning import EFFORT_BUDGETS
 
 __all__ = ["MIN_BUDGET", "MIN_MAX_TOKENS", "THINKING_BUDGET", "THINKING_SHARE", "THINKING_TYPES",
-           "replay_provider", "thinking_blocks", "thinking_config"]
+           "replay_provider", "thinking_blocks", "thinking_config",
+           "unsigned_thinking"]
 
 log = get_logger(__name__)
 THINKING_BUDGET = EFFORT_BUDGETS
@@ -137,3 +142,15 @@ def thinking_blocks(message: Message, provider: str) -> list[dict]:
         elif part.type == "redacted_thinking":
             blocks.append({"type": "redacted_thinking", "data": part.data})
     return blocks
+
+
+def unsigned_thinking(message: Message, provider: str) -> str | None:
+    """The thinking ``provider`` issued for an assistant message without signing it (an
+    Anthropic-compatible endpoint that does not sign), which goes back as text; None when
+    there is none, or when any of the message's thinking from ``provider`` is signed."""
+    if message.role != "assistant" or not message.reasoning_parts:
+        return None
+    own = [p for p in message.reasoning_parts if (p.api_mode, p.provider) == (API_MODE, provider)]
+    if not own or any(p.type != "thinking" or p.signature for p in own):
+        return None
+    return "\n".join(p.text for p in own if p.text) or None

@@ -166,6 +166,17 @@ def test_anthropic_budget_and_unsigned_thinking():
     body = to_anthropic(req("anthropic_messages", USER, called(unsigned), RESULT,
                             reasoning_effort="high"))
     assert "thinking" not in body
+    # The endpoint's own unsigned thinking goes back as text, before the call it led to, and
+    # not when reasoning replay is off; another provider's never.
+    turn = body["messages"][1]["content"]
+    assert turn[0] == {"type": "text", "text": "<thinking>\nt\n</thinking>"}
+    assert [b["type"] for b in turn] == ["text", "tool_use"]
+    off = to_anthropic(req("anthropic_messages", USER, called(unsigned), RESULT,
+                           replay_reasoning=False))
+    assert "<thinking>" not in json.dumps(off)
+    other = attrs.evolve(unsigned, provider="other")
+    assert "<thinking>" not in json.dumps(to_anthropic(req("anthropic_messages", USER,
+                                                           called(other), RESULT)))
 
 
 # --- the property ----------------------------------------------------------------------------

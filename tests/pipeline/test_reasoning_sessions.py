@@ -99,6 +99,21 @@ def test_anthropic_tool_loop_sends_signed_thinking_back_unmodified(anthropic, tm
     assert_replays(tmp_path, result["session_id"])
 
 
+@STREAM
+def test_a_compatible_endpoints_unsigned_thinking_goes_back_as_text(anthropic, tmp_path, stream):
+    """An Anthropic-compatible endpoint that does not sign its thinking: before, the thinking
+    was dropped from the next request, and the model lost what it built its call on."""
+    anthropic.script(
+        AReply.tool_use([("add", '{"a": 2, "b": 3}')], thinking="Add them first.", unsigned=True),
+        AReply.text("The sum is 5."))
+    with agent(anthropic, tmp_path, "anthropic_messages", stream=stream) as a:
+        result = a.run_conversation("Add 2 and 3.")
+    assert result["completed"], result["error"]
+    turn = anthropic.requests[1]["messages"][1]["content"]
+    assert turn[0] == {"type": "text", "text": "<thinking>\nAdd them first.\n</thinking>"}
+    assert [b["type"] for b in turn] == ["text", "tool_use"]
+    assert_replays(tmp_path, result["session_id"])
+
 def test_anthropic_refuses_a_tool_loop_whose_thinking_was_dropped(anthropic, tmp_path):
     """The fake refuses like the real API: thinking on, the last assistant turn without it."""
     body = {"model": "m", "max_tokens": 5000,
