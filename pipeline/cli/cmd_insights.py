@@ -73,6 +73,16 @@ def _reader_left() -> None:
     raise BrokenPipeError
 
 
+def _reasoning(model: dict[str, Any]) -> str | int:
+    """Reasoning tokens, or that a provider counted them in the output without a count of their
+    own (Anthropic): 0 would claim that nothing was thought."""
+    tokens, hidden = model["reasoning_tokens"], model["reasoning_in_output_calls"]
+    if not hidden:
+        return tokens
+    within = f"in output ({hidden} call{'s' if hidden != 1 else ''})"
+    return f"{tokens} + {within}" if tokens else within
+
+
 def _tables(found: Insights) -> list[Any]:
     t, rec, comp = found.turns, found.recoveries, found.compressions
     overview = _table("Overview", ["", "count"], [
@@ -83,7 +93,7 @@ def _tables(found: Insights) -> list[Any]:
     models = _table("Models", ["model", "calls", "failed", "input", "output", "cache read",
                                "cache write", "reasoning", "cost (USD)"], [
         [m["model"], m["calls"], m["failed"], m["input_tokens"], m["output_tokens"],
-         m["cache_read_tokens"], m["cache_write_tokens"], m["reasoning_tokens"],
+         m["cache_read_tokens"], m["cache_write_tokens"], _reasoning(m),
          "unpriced" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}"]
         for m in found.models])
     tools = _table("Tools", ["tool", "calls", "errors", "rejected", "flagged", "error rate",

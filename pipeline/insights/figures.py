@@ -149,7 +149,8 @@ def _priced(row: dict[str, Any], prices: PriceTable) -> float | None:
 def _models(con: Any, prices: PriceTable) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     rows = _rows(con, f"""
         SELECT model, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed,
-               count(*) FILTER (WHERE purpose = 'summary') AS summaries, {_SUMS}
+               count(*) FILTER (WHERE purpose = 'summary') AS summaries, {_SUMS},
+               count(*) FILTER (WHERE reasoning_in_output) AS reasoning_in_output_calls
         FROM s_model_calls GROUP BY model ORDER BY calls DESC, model""")
     for row in rows:
         row["cost_usd"] = _priced(row, prices)

@@ -50,7 +50,7 @@ __all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_pat
 
 INDEX_NAME = "insights.duckdb"
 NO_RECORD = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
-_VERSION = 6  # of the index's own tables (and what they hold): another version is rebuilt
+_VERSION = 7  # of the index's own tables (and what they hold): another version is rebuilt
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",

@@ -159,6 +159,8 @@ SELECT p.session_id, p.seq, t.turn, {_AT.format('p.recorded_at')} AS ts,
        CAST(p.payload->>'status' AS INTEGER) AS status,
        CAST(p.payload->>'latency_ms' AS DOUBLE) AS latency_ms,
        {_usage('p.payload')},
+       coalesce(CAST(p.payload->'usage'->>'reasoning_in_output' AS BOOLEAN), false)
+           AS reasoning_in_output,
        coalesce(CAST(p.payload->>'streamed' AS BOOLEAN), false) AS streamed
 FROM paired p
 ASOF LEFT JOIN starts t ON p.session_id = t.session_id AND p.seq >= t.seq

@@ -114,6 +114,18 @@ def test_a_compatible_endpoints_unsigned_thinking_goes_back_as_text(anthropic, t
     assert [b["type"] for b in turn] == ["text", "tool_use"]
     assert_replays(tmp_path, result["session_id"])
 
+def test_insights_say_anthropic_reasoning_is_in_the_output_not_zero(anthropic, tmp_path,
+                                                                     capsys) -> None:
+    from pipeline.cli.main import main
+    anthropic.script(AReply.text("Four.", thinking="Two and two."))
+    with agent(anthropic, tmp_path, "anthropic_messages", reasoning="low") as a:
+        assert a.run_conversation("2+2?")["completed"]
+    assert main(["--home", str(tmp_path), "insights", "--json"]) == 0
+    (model,) = json.loads(capsys.readouterr().out)["models"]
+    assert (model["reasoning_tokens"], model["reasoning_in_output_calls"]) == (0, 1)
+    assert main(["--home", str(tmp_path), "insights"]) == 0
+    assert "in output (1 call)" in capsys.readouterr().out
+
 def test_anthropic_refuses_a_tool_loop_whose_thinking_was_dropped(anthropic, tmp_path):
     """The fake refuses like the real API: thinking on, the last assistant turn without it."""
     body = {"model": "m", "max_tokens": 5000,
