@@ -31,7 +31,7 @@ from starlette.routing import Match, Route
 from pipeline.result import TurnResult
 from pipeline.serve import guard, routes, sse
 from pipeline.serve import openai_compat as oa
-from pipeline.serve.gateway_config import ServeConfig
+from pipeline.serve.gateway_config import AGENT_MODEL, ServeConfig
 from pipeline.serve.plumbing import (
     created,
     drain,
@@ -61,12 +61,16 @@ async def health(request: Request) -> Response:
 async def chat_completions(request: Request) -> Response:
     owner = owner_of(request)
     pool: SessionPool = request.app.state.pool
-    chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
+    body = await json_body(request)
     wanted = request.headers.get(SESSION_HEADER)
     if wanted:  # the session's own history is the context: only the last message is new
         session = await session_of(request, owner, wanted)
+        own = session.agent.settings.model
+        chat = oa.parse_chat_request(body, (*request.app.state.models, own))
+        _same_model(session, chat.model)
         history = None
     else:
+        chat = oa.parse_chat_request(body, request.app.state.models)
         session = await created(request, owner, "api")
         history = chat.history
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -82,6 +86,17 @@ async def chat_completions(request: Request) -> Response:
         raise refused
     return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
                         headers=headers)
+
+
+def _same_model(session: ServedSession, named: str) -> None:
+    """A session goes on with the model it recorded; a request naming another model for it is
+    refused rather than answered by a model it did not ask for (``mibyan`` names whichever)."""
+    own = session.agent.settings.model
+    if named not in (AGENT_MODEL, own):
+        raise oa.ApiError(409, f"Session {session.id!r} runs on the model `{own}`, not "
+                               f"`{oa.echoed(named)}`: send `{own}` or `{AGENT_MODEL}` with it, "
+                               "or start a new session for another model.", param="model",
+                          code="session_model_mismatch")
 
 
 def _failed(result: TurnResult) -> oa.ApiError | None:

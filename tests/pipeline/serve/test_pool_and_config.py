@@ -84,6 +84,36 @@ def test_a_session_reopened_by_a_gateway_on_another_model_goes_on_with_its_own(u
     upstream.assert_done()
 
 
+def test_a_request_naming_another_model_for_a_session_is_refused_not_rerouted(upstream,
+                                                                             tmp_path):
+    """Before: the request named the gateway's new model, the session answered on its own
+    recorded one, and the response said it came from the named model. Now a 409 says which
+    model the session runs on; its own name and ``mibyan`` go through."""
+    upstream.script(Reply.text("before"), Reply.text("own"))
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    first = start_gateway(upstream, home, work)
+    with next(first).client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        client.post(f"/v1/sessions/{sid}/messages", json={"content": "hello"})
+    first.close()
+    second = start_gateway(upstream, home, work, model="new-model")
+    with next(second).client() as client:
+        def ask(model: str):
+            return client.post("/v1/chat/completions", headers={"X-Mibyan-Session-Id": sid},
+                               json={"model": model,
+                                     "messages": [{"role": "user", "content": "again"}]})
+        refused = ask("new-model")
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["param"]) == ("session_model_mismatch", "model")
+        assert "`fake-model`" in error["message"]
+        own = ask("fake-model")
+        assert own.status_code == 200 and own.json()["model"] == "fake-model", own.text
+    second.close()
+    assert [r["model"] for r in upstream.requests] == ["fake-model", "fake-model"]
+    upstream.assert_done()
+
 def test_a_session_reopened_by_a_gateway_on_another_endpoint_calls_its_own(upstream, tmp_path,
                                                                           monkeypatch):
     """A session recorded on another endpoint than the gateway's goes on there, with that
