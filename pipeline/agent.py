@@ -296,12 +296,8 @@ class Agent:
         """``run`` for asyncio: the turn's blocking steps run in worker threads. Cancelling
         the awaiting task interrupts the turn, which ends cleanly before the cancellation
         goes on."""
-        async with self.iter(user_message, system_message, conversation_history, task_id,
-                             **options) as run:
-            async for _ in run:
-                pass
-        assert run.result is not None
-        return run.result
+        return await self.iter(user_message, system_message, conversation_history, task_id,
+                               **options).finish()
 
     def stream(self, user_message: str, system_message: str | None = None,
                conversation_history: Sequence[Mapping[str, Any]] | None = None,

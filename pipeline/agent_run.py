@@ -88,19 +88,26 @@ class AgentRun:
         return self
 
     async def __anext__(self) -> Step:
-        step = None if self.done else await _off_loop(self._next, self._interrupt_and_finish)
+        step = None if self.done else await self._off_loop(self._next)
         if step is None:
             raise StopAsyncIteration
         return step
 
-    def _interrupt_and_finish(self) -> None:
-        self._interrupt()
+    async def finish(self) -> TurnResult:
+        """The rest of the turn, in one worker thread (``arun`` and ``stream`` need no pause
+        between steps, and a thread hop per step would cost more than the step)."""
+        if not self.done:
+            await self._off_loop(self._drain)
+        assert self.result is not None
+        return self.result
+
+    def _drain(self) -> None:
         while self._next() is not None:
             pass
 
     async def aclose(self) -> None:
         if not self.done:
-            await _off_loop(self.close, lambda: None)
+            await self._off_loop(self.close)
 
     async def __aenter__(self) -> Self:
         return self
@@ -109,27 +116,27 @@ class AgentRun:
                         tb: TracebackType | None) -> None:
         await self.aclose()
 
+    async def _off_loop(self, work: Callable[[], Any]) -> Any:
+        """``work()`` in a worker thread. Cancelled meanwhile, the turn is interrupted; then
+        ``work`` is waited for (a thread cannot be stopped, and the generator must not be
+        entered twice) and the rest of the turn run, before ``CancelledError`` goes on."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, work)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self._interrupt()
+            ending = asyncio.ensure_future(_then(future, loop, self._drain))
+            while not ending.done():
+                try:
+                    await asyncio.shield(ending)
+                except asyncio.CancelledError:
+                    continue  # cancelled again: the turn still has to end before we leave
+            raise
 
-async def _off_loop(work: Callable[[], Any], then_on_cancel: Callable[[], None]) -> Any:
-    """``work()`` in a worker thread. Cancelled meanwhile, it waits for ``work`` to return
-    (a thread cannot be stopped; the generator must not be entered twice), runs
-    ``then_on_cancel`` (in a thread too) and raises ``CancelledError``."""
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(None, work)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        ending = asyncio.ensure_future(_after(future, loop, then_on_cancel))
-        while not ending.done():
-            try:
-                await asyncio.shield(ending)
-            except asyncio.CancelledError:
-                continue  # cancelled again: the turn still has to end before we leave
-        raise
 
-
-async def _after(future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop,
-                 then: Callable[[], None]) -> None:
+async def _then(future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop,
+                then: Callable[[], None]) -> None:
     try:
         await future
     finally:
@@ -137,30 +144,22 @@ async def _after(future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop,
 
 
 async def stream(run: AgentRun, queue: asyncio.Queue[RunEvent]) -> AsyncIterator[RunEvent]:
-    """The typed events of ``run`` (whose steps put them on ``queue``, from their worker
-    threads) as they come, then ``TurnFinished``. Left early (the consumer stops iterating or
-    is cancelled), the turn is interrupted and ends cleanly."""
+    """The typed events of ``run`` (whose steps put them on ``queue``, from the worker thread
+    that runs them) as they come, then ``TurnFinished``. Left early (the consumer stops
+    iterating or is cancelled), the turn is interrupted and ends cleanly."""
+    turn = asyncio.ensure_future(run.finish())
     try:
-        while True:
-            step = asyncio.ensure_future(run.__anext__())
+        while not (turn.done() and queue.empty()):
+            getter = asyncio.ensure_future(queue.get())
             try:
-                while not (step.done() and queue.empty()):
-                    getter = asyncio.ensure_future(queue.get())
-                    try:
-                        await asyncio.wait((getter, step), return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        if not getter.done():
-                            getter.cancel()
-                    if getter.done() and not getter.cancelled():
-                        yield getter.result()
-            except BaseException:
-                step.cancel()  # interrupts the turn and waits for it to end
-                await asyncio.gather(step, return_exceptions=True)
-                raise
-            if isinstance(step.exception(), StopAsyncIteration):
-                break
-            step.result()  # a step that raised: its exception
-        assert run.result is not None
-        yield TurnFinished(result=run.result)
+                await asyncio.wait((getter, turn), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                yield getter.result()
+        yield TurnFinished(result=turn.result())
     finally:
-        await run.aclose()
+        if not turn.done():
+            turn.cancel()  # interrupts the turn, and waits for it to end
+            await asyncio.gather(turn, return_exceptions=True)

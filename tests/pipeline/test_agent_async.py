@@ -20,11 +20,13 @@ from pipeline.run_events import (
     TurnFinished,
 )
 from pipeline.shell.replay import replay
+from pipeline.tools import tool
 from tests.fake_openai import Reply
 
 KEY = "sk-proj-ThisIsASecretKey0123456789"
 
 
+@tool(read_only=True)  # no checkpoint of the working tree before it runs
 def add(a: int, b: int) -> int:
     """Add two integers.
 
@@ -144,7 +146,7 @@ def test_run_on_event_reports_retries_and_fallbacks(server, home, monkeypatch):
     events = []
     with FakeOpenAIServer() as other:
         other.script(Reply.text("from the fallback"))
-        with make(server, home, max_retries=1,
+        with make(server, home, max_retries=1, retry_base_delay=0.01,
                   fallback_providers=[{"provider": "custom", "model": "other",
                                        "base_url": other.base_url,
                                        "key_env": "FALLBACK_KEY"}]) as agent:
@@ -158,6 +160,7 @@ def test_run_on_event_reports_retries_and_fallbacks(server, home, monkeypatch):
 def test_tool_events_mask_known_secrets(server, home):
     server.script(Reply.tool_calls([("echo", '{"text": "' + KEY + '"}')]), Reply.text("ok"))
 
+    @tool(read_only=True)
     def echo(text: str) -> str:
         """Echo.
 
@@ -173,3 +176,21 @@ def test_tool_events_mask_known_secrets(server, home):
     shown = repr([e.to_dict() for e in events])
     assert KEY not in shown
     assert any(isinstance(e, ToolFinished) for e in events)
+
+
+def test_leaving_a_stream_early_interrupts_the_turn(server, home):
+    server.script(Reply.text("one two three four five six seven eight nine ten " * 20,
+                             piece_size=4, chunk_delay=0.05), Reply.text("next"))
+
+    async def go(agent):
+        async for event in agent.stream("count"):
+            if isinstance(event, TextDelta):
+                break
+
+    with make(server, home) as agent:
+        asyncio.run(go(agent))
+        sid = agent.session_id
+        assert agent.run("again").final_response == "next"
+    logged = kinds(home, sid)
+    assert "interrupted" in logged[:logged.index("turn_finished")]
+    assert replay(home / "sessions", sid).identical
