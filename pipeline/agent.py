@@ -49,6 +49,7 @@ from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner, Step
+from pipeline.telemetry.live import live_spans
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
@@ -217,8 +218,14 @@ class Agent:
         performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
                                 home=self.home, toolset=self._toolset, inherit=inherit,
                                 split=self._split)
-        return SessionRunner(journal, performers, state=state,
-                             listener=self._listener if listener is None else listener)
+        runner = SessionRunner(journal, performers, state=state,
+                               listener=self._listener if listener is None else listener)
+        # Spans of what runs live (a fork's copied prefix is not traced again).
+        spans = None if listener is not None else live_spans(
+            self.home, self._secrets, lambda: runner.state.session_id)
+        if spans is not None:
+            runner.listener = _both(runner.listener, spans)
+        return runner
 
     def open(self) -> str:
         """Start (or resume) the session now, before its first turn; its id."""
