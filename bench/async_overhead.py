@@ -2,10 +2,11 @@
 agent.stream(...)`` against ``agent.run(...)``, the same agent and the same fake OpenAI server on
 loopback, turn for turn. Not part of the test suite; prints the medians.
 
-    uv run python bench/async_overhead.py [--turns 200] [--rounds 5]
+    uv run python bench/async_overhead.py [--turns 20] [--rounds 25]
 
 Each variant runs ``turns`` text turns per round (streamed replies, durability "flush"), the
-variants in turn within a round, so noise on a shared machine hits them alike. The overhead of
+variants in turn within a round and many short rounds, so noise on a shared machine hits them
+alike. The overhead of
 a variant is its median turn time less run()'s.
 """
 
@@ -58,8 +59,8 @@ async def stream_turns(agent: Agent, n: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=25)
     args = parser.parse_args()
     results: dict[str, list[float]] = {"run()": [], "await arun()": [], "async for stream()": []}
     with FakeOpenAIServer(default=Reply.text("ok, done.")) as server, \

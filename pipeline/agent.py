@@ -49,7 +49,7 @@ from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner, Step
-from pipeline.telemetry.live import live_spans
+from pipeline.telemetry.live import configured, live_spans
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
@@ -82,6 +82,7 @@ class Agent:
                  **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
         ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
+        from_config = settings is None
         if settings is None:
             # Today's keyword arguments: the same as ``Agent.from_config`` (checked there).
             parts = configure(model, **overrides)
@@ -110,6 +111,9 @@ class Agent:
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
+        # Where live spans go (``pipeline.telemetry``): an agent built from values reads no
+        # config, so only ``telemetry.instrument`` traces it (or the agent it was made from).
+        self._tracer_provider = configured(self.home if from_config else None)
         # Installed plugins register unless the caller brings its own hooks.
         self.hooks = default_hooks() if hooks is None else hooks
         self._effects = self._completed(effects, approval_callback)
@@ -222,7 +226,7 @@ class Agent:
                                listener=self._listener if listener is None else listener)
         # Spans of what runs live (a fork's copied prefix is not traced again).
         spans = None if listener is not None else live_spans(
-            self.home, self._secrets, lambda: runner.state.session_id)
+            self._tracer_provider, self._secrets, lambda: runner.state.session_id)
         if spans is not None:
             runner.listener = _both(runner.listener, spans)
         return runner
@@ -281,10 +285,7 @@ class Agent:
                 next(steps)
             except StopIteration as end:
                 result: TurnResult = end.value
-                break
-        if on_event is not None:
-            on_event(RunTurnFinished(result=result))
-        return result
+                return result
 
     def iter(self, user_message: str, system_message: str | None = None,
              conversation_history: Sequence[Mapping[str, Any]] | None = None,
@@ -370,6 +371,8 @@ class Agent:
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
+        if on_event is not None:
+            on_event(RunTurnFinished(result=result))
         return result
 
     def compress(self) -> bool:
@@ -461,14 +464,15 @@ class Agent:
         agent_settings = attrs.evolve(
             self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
             **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
-        return Agent(settings=attrs.evolve(self.settings, **session),
-                     agent_settings=agent_settings,
-                     # A child runs its own tools, nobody approves its dangerous commands, and
-                     # its exchanges are not the user's: no memory provider.
-                     effects=attrs.evolve(self._effects, tools=None, approver=Approver(),
-                                          memory=None),
-                     secrets=self._secrets, tools=self.registry if tools is None else tools,
-                     event_listener=event_listener, hooks=self.hooks)
+        child = Agent(settings=attrs.evolve(self.settings, **session),
+                      agent_settings=agent_settings,
+                      # A child runs its own tools, nobody approves its dangerous commands, and
+                      # its exchanges are not the user's: no memory provider.
+                      effects=attrs.evolve(self._effects, tools=None, approver=Approver(),
+                                           memory=None),
+                      secrets=self._secrets, tools=self.registry if tools is None else tools,
+                      event_listener=event_listener, hooks=self.hooks)
+        return self._traced(child)
 
     def fork(self, session_id: str, *, at: int | None = None, restore_tree: bool = False,
              **changes: Any) -> Agent:
@@ -486,12 +490,18 @@ class Agent:
         approvals, hooks and secrets; its own tool runner. The memory providers stay here
         (closing the fork would shut them down), so a fork recalls nothing; the window is the
         origin's, so it asks for none."""
-        return Agent(settings=settings,
-                     agent_settings=attrs.evolve(self.agent_settings, session_id=session_id),
-                     effects=attrs.evolve(self._effects, tools=None, memory=None,
-                                          window_probe=None),
-                     secrets=self._secrets, tools=self.registry, event_listener=self._listener,
-                     hooks=self.hooks)
+        forked = Agent(settings=settings,
+                       agent_settings=attrs.evolve(self.agent_settings, session_id=session_id),
+                       effects=attrs.evolve(self._effects, tools=None, memory=None,
+                                            window_probe=None),
+                       secrets=self._secrets, tools=self.registry, event_listener=self._listener,
+                       hooks=self.hooks)
+        return self._traced(forked)
+
+    def _traced(self, agent: Agent) -> Agent:
+        """``agent`` (a child, a fork) sending its spans where this one sends its own."""
+        agent._tracer_provider = self._tracer_provider
+        return agent
 
     def close(self) -> None:
         with self._lock:

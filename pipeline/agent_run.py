@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from pipeline.result import TurnResult
-from pipeline.run_events import RunEvent, TurnFinished
+from pipeline.run_events import RunEvent
 from pipeline.shell.runner import Step
 
 __all__ = ["AgentRun", "stream"]
@@ -145,7 +145,7 @@ async def _then(future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop,
 
 async def stream(run: AgentRun, queue: asyncio.Queue[RunEvent]) -> AsyncIterator[RunEvent]:
     """The typed events of ``run`` (whose steps put them on ``queue``, from the worker thread
-    that runs them) as they come, then ``TurnFinished``. Left early (the consumer stops
+    that runs them) as they come, ``TurnFinished`` last. Left early (the consumer stops
     iterating or is cancelled), the turn is interrupted and ends cleanly."""
     turn = asyncio.ensure_future(run.finish())
     try:
@@ -157,8 +157,8 @@ async def stream(run: AgentRun, queue: asyncio.Queue[RunEvent]) -> AsyncIterator
                 if not getter.done():
                     getter.cancel()
             if getter.done() and not getter.cancelled():
-                yield getter.result()
-        yield TurnFinished(result=turn.result())
+                yield getter.result()  # the last is the turn's TurnFinished
+        turn.result()  # a turn that raised: its exception
     finally:
         if not turn.done():
             turn.cancel()  # interrupts the turn, and waits for it to end

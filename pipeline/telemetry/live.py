@@ -27,7 +27,7 @@ from pipeline.telemetry.spans import Closed, Opened, SpanPlan
 from stages.errors import UsageError
 from stages.log.events import Event
 
-__all__ = ["LiveSpans", "flush", "instrument", "live_spans", "uninstrument"]
+__all__ = ["LiveSpans", "configured", "flush", "instrument", "live_spans", "uninstrument"]
 
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _lock = threading.Lock()
@@ -103,12 +103,22 @@ def _otlp_provider(endpoint: str | None, headers: Mapping[str, str], service: st
     return provider
 
 
-def live_spans(home: Path, known: Iterable[str], session_id: Callable[[], str | None],
-               env: Mapping[str, str] | None = None) -> LiveSpans | None:
-    """The span listener of an agent's session, or None when no exporter is configured."""
+def configured(home: Path | None, env: Mapping[str, str] | None = None) -> Any:
+    """The tracer provider of an agent: ``instrument``'s, else (for an agent built from
+    config, whose ``home`` is given) the exporter config.toml or the environment name; None
+    when spans go nowhere."""
     with _lock:
         chosen = list(_chosen)
-    provider = chosen[0] if chosen else _from_settings(home, os.environ if env is None else env)
+    if chosen:
+        return chosen[0]
+    if home is None:
+        return None
+    return _from_settings(home, os.environ if env is None else env)
+
+
+def live_spans(provider: Any, known: Iterable[str],
+               session_id: Callable[[], str | None]) -> LiveSpans | None:
+    """The span listener of a session, or None without a provider."""
     if provider is None:
         return None
     return LiveSpans(provider.get_tracer("mibyan"), known, session_id)

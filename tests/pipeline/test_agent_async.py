@@ -128,14 +128,17 @@ def test_iter_shows_each_step_and_the_caller_can_stop(server, home):
 def test_async_iter_steps_the_same_machine(server, home):
     server.script(Reply.text("done"))
 
+    events = []
+
     async def go(agent):
-        async with agent.iter("hi") as run:
+        async with agent.iter("hi", on_event=events.append) as run:
             return [step.stage async for step in run], run.result
 
     with make(server, home) as agent:
         stages, result = asyncio.run(go(agent))
     assert stages[0] == "input" and stages.count("model_call") == 1
     assert result.final_response == "done"
+    assert events[-1] == TurnFinished(result=result)
 
 
 def test_run_on_event_reports_retries_and_fallbacks(server, home, monkeypatch):
