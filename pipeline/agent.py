@@ -16,9 +16,10 @@ one) whose event log lives under ``<home>/sessions``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -34,16 +35,21 @@ from effects.protocols import DeltaSink, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline.agent_run import AgentRun
+from pipeline.agent_run import stream as stream_events
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
+from pipeline.run_events import RunEvent, RunEvents
+from pipeline.run_events import TurnFinished as RunTurnFinished
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.rollback import checkpoint_after
-from pipeline.shell.runner import SessionRunner
+from pipeline.shell.runner import SessionRunner, Step
+from pipeline.telemetry.live import configured, live_spans
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
@@ -76,6 +82,7 @@ class Agent:
                  **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
         ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
+        from_config = settings is None
         if settings is None:
             # Today's keyword arguments: the same as ``Agent.from_config`` (checked there).
             parts = configure(model, **overrides)
@@ -104,6 +111,9 @@ class Agent:
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
+        # Where live spans go (``pipeline.telemetry``): an agent built from values reads no
+        # config, so only ``telemetry.instrument`` traces it (or the agent it was made from).
+        self._tracer_provider = configured(self.home if from_config else None)
         # Installed plugins register unless the caller brings its own hooks.
         self.hooks = default_hooks() if hooks is None else hooks
         self._effects = self._completed(effects, approval_callback)
@@ -212,8 +222,14 @@ class Agent:
         performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
                                 home=self.home, toolset=self._toolset, inherit=inherit,
                                 split=self._split)
-        return SessionRunner(journal, performers, state=state,
-                             listener=self._listener if listener is None else listener)
+        runner = SessionRunner(journal, performers, state=state,
+                               listener=self._listener if listener is None else listener)
+        # Spans of what runs live (a fork's copied prefix is not traced again).
+        spans = None if listener is not None else live_spans(
+            self._tracer_provider, self._secrets, lambda: runner.state.session_id)
+        if spans is not None:
+            runner.listener = _both(runner.listener, spans)
+        return runner
 
     def open(self) -> str:
         """Start (or resume) the session now, before its first turn; its id."""
@@ -254,15 +270,76 @@ class Agent:
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
-            reasoning_budget: int | None = None) -> TurnResult:
+            reasoning_budget: int | None = None,
+            on_event: Callable[[RunEvent], object] | None = None) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's."""
+        provider's; ``on_event`` receives the turn's typed events (``pipeline.run_events``)."""
+        steps = self._turn(user_message, system_message, conversation_history, task_id,
+                           stream_callback, reasoning_callback=reasoning_callback,
+                           reasoning_effort=reasoning_effort, reasoning_budget=reasoning_budget,
+                           on_event=on_event)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as end:
+                result: TurnResult = end.value
+                return result
+
+    def iter(self, user_message: str, system_message: str | None = None,
+             conversation_history: Sequence[Mapping[str, Any]] | None = None,
+             task_id: str | None = None, **options: Any) -> AgentRun:
+        """One turn to step through (``for step in run`` or ``async for``): each step of the
+        session machine is done and logged when the caller sees it, and the caller may stop
+        (the turn then ends as an interrupt ends it). ``options`` are ``run``'s keywords
+        (``stream_callback``, ``on_event``, ``reasoning_effort``, ...); see
+        ``pipeline.agent_run``."""
+        return AgentRun(self._turn(user_message, system_message, conversation_history,
+                                   task_id, **options), self.interrupt)
+
+    async def arun(self, user_message: str, system_message: str | None = None,
+                   conversation_history: Sequence[Mapping[str, Any]] | None = None,
+                   task_id: str | None = None, **options: Any) -> TurnResult:
+        """``run`` for asyncio: the turn's blocking steps run in worker threads. Cancelling
+        the awaiting task interrupts the turn, which ends cleanly before the cancellation
+        goes on."""
+        return await self.iter(user_message, system_message, conversation_history, task_id,
+                               **options).finish()
+
+    def stream(self, user_message: str, system_message: str | None = None,
+               conversation_history: Sequence[Mapping[str, Any]] | None = None,
+               task_id: str | None = None, **options: Any) -> AsyncIterator[RunEvent]:
+        """The turn's typed events as they happen (``pipeline.run_events``: text and
+        reasoning deltas, tools started and finished, approvals, compression, retries,
+        fallbacks), ending with ``TurnFinished``; ``options`` as ``arun``'s. Leaving the loop
+        early interrupts the turn."""
+        queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def put(event: RunEvent) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+        return stream_events(self.iter(user_message, system_message, conversation_history,
+                                       task_id, on_event=put, **options), queue)
+
+    def _turn(self, user_message: str, system_message: str | None,
+              conversation_history: Sequence[Mapping[str, Any]] | None, task_id: str | None,
+              stream_callback: DeltaSink | None = None, *,
+              reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
+              reasoning_budget: int | None = None,
+              on_event: Callable[[RunEvent], object] | None = None
+              ) -> Generator[Step, None, TurnResult]:
+        """The turn, one step of the session machine at a time; returns its result."""
         check_setting(reasoning_effort, reasoning_budget)
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
+        events = text = reasoning = None
+        if on_event is not None:
+            events = RunEvents(on_event, self._secrets)
+            text, reasoning = events.text_sink(), events.reasoning_sink()
+        text = _tee(stream_callback, text)
+        reasoning = _tee(reasoning_callback, reasoning)
         with self._lock:
             runner = self._open()
             if history is not None and history == runner.state.messages:
@@ -274,22 +351,28 @@ class Agent:
             performers = runner.performers
             assert performers is not None
             # What streams is shown masked, as the log keeps it, and once.
-            performers.on_delta = (None if stream_callback is None
-                                   else MaskedStream(stream_callback, self._secrets))
-            performers.on_reasoning = (None if reasoning_callback is None
-                                       else MaskedStream(reasoning_callback, self._secrets))
+            performers.on_delta = None if text is None else MaskedStream(text, self._secrets)
+            performers.on_reasoning = (None if reasoning is None
+                                       else MaskedStream(reasoning, self._secrets))
+            listener = runner.listener
+            if events is not None:
+                runner.on_ask = events.asked
+                runner.listener = _both(listener, events.logged)
             try:
-                state = runner.command(Turn(
+                state = yield from runner.steps(Turn(
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
                     reasoning_budget=reasoning_budget))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None
+                runner.on_ask, runner.listener = None, listener
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
+        if on_event is not None:
+            on_event(RunTurnFinished(result=result))
         return result
 
     def compress(self) -> bool:
@@ -381,14 +464,15 @@ class Agent:
         agent_settings = attrs.evolve(
             self.agent_settings, session_id=None, parent_session_id=self._open().state.session_id,
             **{k: v for k, v in overrides.items() if k in _AGENT_FIELDS})
-        return Agent(settings=attrs.evolve(self.settings, **session),
-                     agent_settings=agent_settings,
-                     # A child runs its own tools, nobody approves its dangerous commands, and
-                     # its exchanges are not the user's: no memory provider.
-                     effects=attrs.evolve(self._effects, tools=None, approver=Approver(),
-                                          memory=None),
-                     secrets=self._secrets, tools=self.registry if tools is None else tools,
-                     event_listener=event_listener, hooks=self.hooks)
+        child = Agent(settings=attrs.evolve(self.settings, **session),
+                      agent_settings=agent_settings,
+                      # A child runs its own tools, nobody approves its dangerous commands, and
+                      # its exchanges are not the user's: no memory provider.
+                      effects=attrs.evolve(self._effects, tools=None, approver=Approver(),
+                                           memory=None),
+                      secrets=self._secrets, tools=self.registry if tools is None else tools,
+                      event_listener=event_listener, hooks=self.hooks)
+        return self._traced(child)
 
     def fork(self, session_id: str, *, at: int | None = None, restore_tree: bool = False,
              **changes: Any) -> Agent:
@@ -406,12 +490,18 @@ class Agent:
         approvals, hooks and secrets; its own tool runner. The memory providers stay here
         (closing the fork would shut them down), so a fork recalls nothing; the window is the
         origin's, so it asks for none."""
-        return Agent(settings=settings,
-                     agent_settings=attrs.evolve(self.agent_settings, session_id=session_id),
-                     effects=attrs.evolve(self._effects, tools=None, memory=None,
-                                          window_probe=None),
-                     secrets=self._secrets, tools=self.registry, event_listener=self._listener,
-                     hooks=self.hooks)
+        forked = Agent(settings=settings,
+                       agent_settings=attrs.evolve(self.agent_settings, session_id=session_id),
+                       effects=attrs.evolve(self._effects, tools=None, memory=None,
+                                            window_probe=None),
+                       secrets=self._secrets, tools=self.registry, event_listener=self._listener,
+                       hooks=self.hooks)
+        return self._traced(forked)
+
+    def _traced(self, agent: Agent) -> Agent:
+        """``agent`` (a child, a fork) sending its spans where this one sends its own."""
+        agent._tracer_provider = self._tracer_provider
+        return agent
 
     def close(self) -> None:
         with self._lock:
@@ -437,6 +527,27 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _tee(first: DeltaSink | None, second: DeltaSink | None) -> DeltaSink | None:
+    """One sink feeding both (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(text: str) -> None:
+        first(text)
+        second(text)
+    return both
+
+
+def _both(first: Listener | None, second: Listener) -> Listener:
+    if first is None:
+        return second
+
+    def both(event: Event) -> None:
+        first(event)
+        second(event)
+    return both
 
 
 def _close_logs(logs: list[SessionLog]) -> None:

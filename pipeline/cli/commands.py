@@ -238,6 +238,9 @@ def dispatch(args: argparse.Namespace) -> int:
         from pipeline.cli import cmd_replay
         return {"replay": cmd_replay.replay, "fork": cmd_replay.fork,
                 "diff": cmd_replay.diff}[args.command](args)
+    if args.command == "traces":
+        from pipeline.cli.cmd_traces import traces
+        return traces(args)
     if args.command == "rollback":
         from pipeline.cli.cmd_rollback import rollback
         return rollback(args)

@@ -162,6 +162,16 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("--turn", type=_at_most(10**9), default=None, metavar="N",
                           help="the turn whose checkpoint to go back to (default: the latest "
                           "turn that took one)")
+    traces = commands.add_parser(
+        "traces", help="a past session's OpenTelemetry spans (GenAI conventions), as OTLP JSON")
+    traces.add_argument("session")
+    traces.add_argument("-o", "--output", type=Path, metavar="FILE",
+                        help="write the OTLP JSON here (default: standard output)")
+    traces.add_argument("--endpoint", metavar="URL",
+                        help="send them to this OTLP/HTTP collector instead (its base URL or "
+                        "its /v1/traces URL)")
+    traces.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                        help="a header for the collector (an API key)")
     diff = commands.add_parser("diff", help="compare two sessions turn by turn")
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")

@@ -25,6 +25,8 @@ import attrs
 from effects.logs import get_logger
 from pipeline.agent import Agent
 from pipeline.result import TurnResult
+from pipeline.run_events import RunEvent
+from pipeline.run_events import TurnFinished as RunTurnFinished
 from pipeline.serve import shown as show
 from pipeline.serve.logged import Logged, SessionLogs
 from pipeline.serve.openai_compat import ApiError, echoed
@@ -121,6 +123,12 @@ class ServedSession:
             shown = show.event(event, self._failure)
             self.publish({"type": "event", "kind": event.kind, "event": encode(shown)})
 
+    def _typed(self, event: RunEvent) -> None:
+        """The turn's typed events (``pipeline.run_events``), as ``Agent.stream`` yields them;
+        its end is published once its result is shown as a client may see it."""
+        if self.subscribers and not isinstance(event, RunTurnFinished):
+            self.publish(event.to_dict())
+
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None) -> TurnResult:
         """One turn, in the calling (worker) thread; the caller holds the claim. Refused
@@ -138,12 +146,15 @@ class ServedSession:
         self._failure = None
         try:
             result = self.agent.run(message, system_message=system_message,
-                                    conversation_history=history, stream_callback=delta)
+                                    conversation_history=history, stream_callback=delta,
+                                    on_event=self._typed)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
                 self.agent.forget_interrupt()
         result = self._shown(result)
+        if self.subscribers:
+            self.publish(RunTurnFinished(result=result).to_dict())
         self.turns += 1
         self.last_result = result
         current = self.agent.session_id

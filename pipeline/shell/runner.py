@@ -1,16 +1,19 @@
 """The imperative shell of one session: the interpreter of the session machine
 (``stages.session.machine``). It performs what the machine asks through the journal (live: the
 performers of ``effects.performers``; a replay: the log), folds every event into the state and
-sends the state back; between commands it waits for the caller's next one."""
+sends the state back; between commands it waits for the caller's next one. ``steps`` runs a
+command one machine step at a time (``Agent.iter``); ``command`` runs it to its end."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+
+import attrs
 
 from effects.model_call import failure
 from effects.performers import Performers
 from pipeline.shell.journal import EndOfLog, Journal
-from stages.decision import CallModel, Decision, Next
+from stages.decision import CallModel, Decision, Effect, Next
 from stages.errors import EventEncodingError, LogError, ModelBehaviourError
 from stages.fold import apply_event
 from stages.log.events import Event
@@ -18,7 +21,17 @@ from stages.log.state import State
 from stages.session.machine import Abort, Await, Command, Cut, Opening, SessionFlow, run_session
 from stages.turn.machine import Perform, Record
 
-__all__ = ["SessionRunner"]
+__all__ = ["SessionRunner", "Step"]
+
+
+@attrs.frozen
+class Step:
+    """One step of the machine, done: the stage that asked, the effect performed (None when
+    the stage only decided) and the events it appended to the log."""
+
+    stage: str
+    effect: Effect | None
+    events: tuple[Event, ...]
 
 
 class SessionRunner:
@@ -28,6 +41,8 @@ class SessionRunner:
         self.journal = journal
         self.performers = performers
         self.listener = listener
+        # Told of each ask before it is performed (tools about to run, an approval awaited).
+        self.on_ask: Callable[[Record | Perform], None] | None = None
         self.state = State() if state is None else state
         self._flow: SessionFlow = run_session(None)
         # The machine returned: the session ended here, or went on in a split's child.
@@ -45,10 +60,31 @@ class SessionRunner:
         """Run one command (a turn, a compression, ...) to its end. A command an exception
         stopped is cut: an open turn is closed (``TurnAborted``), so the next one starts clean;
         if even the log cannot take that, the next process to resume closes it instead."""
+        steps = self.steps(command)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def steps(self, command: Command) -> Generator[Step, None, State]:
+        """``command`` one step at a time (each step is done and logged when it is yielded);
+        returns the state at its end. Closed part way, or stopped by an exception, the command
+        is cut as ``command`` says."""
         if self.ended:
             raise LogError("this session went on in another session")
         try:
-            self._drive(lambda: self._flow.send(command))
+            ask = self._flow.send(command)
+            while not isinstance(ask, Await):
+                assert isinstance(ask, Record | Perform), ask
+                if self.on_ask is not None:
+                    self.on_ask(ask)
+                appended = [self._append_observed(ask, event) for event in self._events(ask)]
+                yield Step(ask.stage, ask.effect if isinstance(ask, Perform) else None,
+                           tuple(appended))
+                ask = self._flow.send(self.state)
+        except StopIteration:
+            self.ended = True
         except BaseException as exc:
             self._cut(exc)
             raise
@@ -92,24 +128,26 @@ class SessionRunner:
         assert len(events) <= 1, events
         return events[0] if events else None
 
-    def _append(self, stage: str, event: Event) -> None:
+    def _append(self, stage: str, event: Event) -> Event:
         """Fold first, then record: an event the fold cannot take never reaches the log."""
         state = apply_event(self.state, event)
         self.journal.record(stage, event)
         self.state = state
         if self.listener is not None:
             self.listener(event)
+        return event
 
-    def _append_observed(self, ask: Record | Perform, event: Event) -> None:
+    def _append_observed(self, ask: Record | Perform, event: Event) -> Event:
         try:
-            self._append(ask.stage, event)
+            return self._append(ask.stage, event)
         except EventEncodingError as exc:
             if not (isinstance(ask, Perform) and isinstance(ask.effect, CallModel)):
                 raise
             # A reply the log could not read back is a failed call (a format error), not a
             # crash; nothing of it was appended.
             unreadable = ModelBehaviourError(f"the provider's reply cannot be recorded: {exc}")
-            self._append(ask.stage, failure(unreadable, getattr(event, "latency_ms", 0) / 1000))
+            return self._append(ask.stage,
+                                failure(unreadable, getattr(event, "latency_ms", 0) / 1000))
 
     def _cut(self, exc: BaseException) -> None:
         """Back to waiting for a command; then close a turn the exception left open."""

@@ -414,3 +414,26 @@ def test_a_404_echoes_no_more_than_80_characters_of_what_it_was_sent(gateway):
         assert response.status_code == 404
         message = response.json()["error"]["message"]
         assert "s" * 80 + "\u2026" in message and "s" * 81 not in message
+
+
+def test_a_streamed_message_sends_the_typed_run_events(gateway):
+    """The same typed events as ``Agent.stream`` (``pipeline.run_events``), by their type."""
+    (gateway.home.parent / "work" / "notes.txt").write_text("ten\n")
+    gateway.upstream.script(
+        Reply.tool_calls([("read_file", '{"path": "notes.txt"}')], ids=["call_r"]),
+        Reply.text("It says ten."))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        with client.stream("POST", f"/v1/sessions/{sid}/messages",
+                           json={"content": "read it", "stream": True}) as response:
+            items = _events_of(response.iter_lines())
+    typed = {name: data for name, data in items
+             if name in ("tool_started", "tool_finished", "turn_finished")}
+    assert typed["tool_started"] == {"type": "tool_started", "call_id": "call_r",
+                                     "name": "read_file", "arguments": '{"path":"notes.txt"}'}
+    assert typed["tool_finished"]["ok"] and "ten" in typed["tool_finished"]["content"]
+    assert typed["turn_finished"]["result"]["final_response"] == "It says ten."
+    text = "".join(d["text"] for n, d in items if n == "text_delta")
+    assert text == "It says ten."
+    names = [name for name, _ in items]
+    assert names.index("tool_started") < names.index("tool_finished") < names.index("result")
