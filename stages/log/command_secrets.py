@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from stages.log.gated import Gated
+
 _AWS_CONFIGURE = re.compile(
     r"(?i)(\baws\s+configure\s+set\s+(?:[\w.-]+\.)?"
     r"(?:aws_secret_access_key|aws_session_token|aws_security_token)\s+)(['\"]?)([^\s'\"]+)\2")
@@ -25,6 +27,15 @@ _QUERY = re.compile(
     r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|"
     r"x-goog-signature|x-goog-credential|access_token|refresh_token|id_token|api_key|apikey|"
     r"client_secret|token|code|key)=)([^&#\s'\"\\]{8,})")
+
+
+# Their RE2 gates (stages.log.gated): flags and query parameters are everywhere in code.
+_GATED_FLAG = Gated(_FLAG, r"(?i)--[^\s]*?(?:password|passwd|secret|token|api-key|apikey|"
+                    r"account-key|access-key|secret-key|sas-token|client-secret|auth-key|"
+                    r"private-key|pat)(?:[ \t]+|=)")
+_GATED_QUERY = Gated(_QUERY, r"(?i)[?&;](?:sig|signature|x-amz-signature|x-amz-security-token|"
+                     r"x-amz-credential|x-goog-signature|x-goog-credential|access_token|"
+                     r"refresh_token|id_token|api_key|apikey|client_secret|token|code|key)=")
 
 
 # A usage text's metavariable (``--password PASSWORD``, ``<token>``, ``$TOKEN``), or markup.
@@ -42,7 +53,7 @@ def hide_in_commands(text: str, hidden: Callable[[str], str]) -> str:
     if "configure" in lowered and "aws_s" in lowered:
         text = _AWS_CONFIGURE.sub(lambda m: m[1] + m[2] + hide(m[3]) + m[2], text)
     if "--" in text:
-        text = _FLAG.sub(lambda m: m[1] + m[2] + hide(m[3]) + m[2], text)
+        text = _GATED_FLAG.sub(lambda m: m[1] + m[2] + hide(m[3]) + m[2], text)
     if "=" in text and ("?" in text or "&" in text):
-        text = _QUERY.sub(lambda m: m[1] + hide(m[2]), text)
+        text = _GATED_QUERY.sub(lambda m: m[1] + hide(m[2]), text)
     return text

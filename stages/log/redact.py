@@ -20,10 +20,18 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 import attrs
+import re2
 
 from stages.log.command_secrets import hide_in_commands
 from stages.log.events import REDACTED_FIELDS, Event
-from stages.log.gitleaks.scan import chunks, find_secrets, named_value_allowed, vendor_token_allowed
+from stages.log.gated import Gated, on_gated_lines
+from stages.log.gitleaks.prefilter import Literals
+from stages.log.gitleaks.scan import (
+    find_secrets,
+    keywords,
+    named_value_allowed,
+    vendor_token_allowed,
+)
 from stages.log.messages import Message
 from stages.log.named_values import is_code
 from stages.log.reasoning_parts import ReasoningPart
@@ -32,7 +40,8 @@ from stages.log.tool_specs import ToolOutcome
 _PREFIXES = (
     r"sk-[A-Za-z0-9_\-]{8,}", r"gh[pousr]_[A-Za-z0-9]{16,}", r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{20,}", r"gl(?:ptt|dt|rt|cbt|imt|agent|oas|ft)-[A-Za-z0-9_\-]{20,}",
-    r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
+    r"AIza[0-9A-Za-z_\-]{30,}",
+    r"ya29\.[0-9A-Za-z_\-]{20,}", r"GOCSPX-[A-Za-z0-9_\-]{20,}",
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
     r"hf_[A-Za-z0-9]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"xai-[A-Za-z0-9]{20,}",
     r"r8_[A-Za-z0-9]{20,}", r"npm_[A-Za-z0-9]{20,}", r"pypi-[A-Za-z0-9_\-]{20,}",
@@ -87,7 +96,8 @@ _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
     r"private_key|credentials?)\"\s*:\s*\")((?:[^\"\\]|\\.){4,})(\")")
-# Credentials in a URL's userinfo (https://user:pa@ss@host): up to the authority's last '@'.
+# Credentials in a URL's userinfo (``user:pa@ss@host`` after the scheme): up to the
+# authority's last '@'.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*:)([^\s/]+)(@)(?=[^\s@/]*)")
 _BREAK = r"\r?\n|(?:\\r)?\\n"
 _PRIVATE_KEY = re.compile(
@@ -114,7 +124,6 @@ _TOKEN_HINTS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "gi
                 "gaaaa", "_v1_", "tvly-", "syt_", "hsk-", "brv_", "ntn_", "shp", "sq0", "key-",
                 "-us", "dapi", "figd_", "lin_api_", "eyj")
 _NAME_HINTS = ("key", "secret", "token", "pass", "pwd", "credential", "auth", "_pat")
-_DIGITS_COLON = re.compile(r"\d{8}:")
 
 def mask(secret: str) -> str:
     """Keep a little of a long token so a person can tell keys apart; hide short ones whole."""
@@ -190,8 +199,6 @@ def scrub_surrogates(text: str) -> str:
 # Eight of one character in a row: a placeholder (``ghp_xxxx...``, ``glc_1111...``), which a
 # random key of any alphabet practically never holds; or a name in capitals (``YOUR_TOKEN``).
 _FILLER = re.compile(r"([^.\s])\1{7}|^[A-Z]+(?:_[A-Z]+)+$")
-
-
 def _hidden(value: str) -> str:
     """``value`` masked, unless it is already a mask or a placeholder (so redaction is
     idempotent and ``password: null`` stays readable)."""
@@ -238,15 +245,30 @@ def _unescaped(text: str) -> str:
     return value if isinstance(value, str) else text
 
 
+# RE2 gates of the patterns above (stages.log.gated): looser, within a line.
+_TOKEN_GATE = "(?:" + "|".join(_PREFIXES) + ")"
+_GATED_TOKEN = Gated(_TOKEN, _TOKEN_GATE)
+_GATED_USERINFO = Gated(_USERINFO, r"(?i)[a-z][a-z0-9+.\-]*://[^/\s:@]*:[^\s/]+@")
+_GATED_BEARER = Gated(_BEARER, r"(?i)bearer[ \t]+[A-Za-z0-9._~+/\-]{8}")
+_GATED_AUTH = Gated(_AUTH, r"(?i)authorization[\"']?[ \t]*[:=]")
+_GATED_KEY_HEADER = Gated(_KEY_HEADER, r"(?i)(?:x-api-key|api-key|x-auth-token|private-token|"
+                          r"x-goog-api-key|ocp-apim-subscription-key|x-functions-key)"
+                          r"[\"']?[ \t]*:")
+_GATED_TWILIO = Gated(_TWILIO, r"SK[0-9a-f]{32}")
+_GATED_TELEGRAM = Gated(_TELEGRAM, r"\p{Nd}{8,10}:[A-Za-z0-9_\-]{30}")  # re\'s \d: any digit
+# A line naming a secret with an operator after the name: where _ASSIGN and _COLON can match.
+_NAMED_GATE = re2.compile(r"(?i)(?:key|secret|token|pass|pwd|credential|auth|_pat)[^\n]*?[:=]")
+
 # (pattern, replacement, hints): a pattern runs only when its lower-cased text holds a hint.
-_SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
-    (_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
+_SUBSTITUTIONS: tuple[tuple[Any, Any, tuple[str, ...]], ...] = (
+    (_GATED_USERINFO, lambda m: m.group(1) + "***" + m.group(3), ("://",)),
     (_WEBHOOK, _shape, ("hooks.slack", "discord", "webhook")),
-    (_TOKEN, lambda m: m.group(0) if _CODE_NAME.fullmatch(m.group(0)) else _hidden(m.group(0)),
+    (_GATED_TOKEN,
+     lambda m: m.group(0) if _CODE_NAME.fullmatch(m.group(0)) else _hidden(m.group(0)),
      _TOKEN_HINTS),
-    (_BEARER, _shape, ("bearer",)),
-    (_AUTH, _shape, ("authorization",)),
-    (_KEY_HEADER, _shape, ("-key", "-token")),
+    (_GATED_BEARER, _shape, ("bearer",)),
+    (_GATED_AUTH, _shape, ("authorization",)),
+    (_GATED_KEY_HEADER, _shape, ("-key", "-token")),
     (_JSON_FIELD, lambda m: m.group(1) + _in_json(_hidden(_unescaped(m.group(2)))) + m.group(3),
      _NAME_HINTS),
 )
@@ -254,18 +276,23 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], Any, tuple[str, ...]], ...] = (
 
 def _names_in_lines(text: str) -> str:
     """``NAME=value`` and ``name: value`` with a secret's name, line by line: only the lines
-    naming a secret pay for the (slower) patterns."""
-    lines = text.split("\n")
-    for index, line in enumerate(lines):
-        lowered = line.lower()
-        if not any(hint in lowered for hint in _NAME_HINTS):
-            continue
-        if "=" in line:
-            line = _ASSIGN.sub(_named, line)
-        if ":" in line:
-            line = _COLON.sub(_named, line)
-        lines[index] = line
-    return "\n".join(lines)
+    naming a secret before an operator pay for the (slower) patterns."""
+    return on_gated_lines(_NAMED_GATE, _names_in_line, text)
+
+
+def _names_in_line(line: str) -> str:
+    if "=" in line:
+        line = _ASSIGN.sub(_named, line)
+    if ":" in line:
+        line = _COLON.sub(_named, line)
+    return line
+
+
+@functools.cache
+def _literals() -> Literals:
+    """The hints of the patterns below and gitleaks' keywords, found together."""
+    return Literals({*_NAME_HINTS, *(h for _, _, hints in _SUBSTITUTIONS for h in hints),
+                     *keywords()})
 
 
 # A URL found whole (a webhook): its scheme, host and the path's plain words stay readable.
@@ -300,13 +327,12 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     text = _known_hidden(text, known)
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
         text = _PRIVATE_KEY.sub(_private_key, text)
-    # Every hint and keyword below is free of white space: looking for them in the text's
-    # distinct words is looking in the text, and much faster on prose that repeats them.
-    words = chunks(text)
+    # Every hint and keyword below, found in one pass of the text.
+    words = _literals().present(text)
     spans = find_secrets(text, words)
     if spans:
         text = _masked_spans(text, spans)
-        words = chunks(text)
+        words = _literals().present(text)
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
     if any(hint in words for hint in _NAME_HINTS):
@@ -315,9 +341,10 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         if any(hint in words for hint in hints):
             text = pattern.sub(replacement, text)
     if "SK" in text:
-        text = _TWILIO.sub(lambda m: _hidden(m.group(0)), text)
-    if ":" in text and _DIGITS_COLON.search(text):
-        text = _TELEGRAM.sub(lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+        text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
+    if ":" in text:
+        text = _GATED_TELEGRAM.sub(
+            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
     return hide_in_commands(text, _hidden)
 
 

@@ -1,6 +1,6 @@
-"""The vendored gitleaks rule set: every rule's pattern is taken by Python's ``re``, the RE2
-forms it uses are translated to patterns matching the same texts, and the keyword prefilter
-sees what the text holds."""
+"""The vendored gitleaks rule set: every rule is loaded from the generated table, which matches
+the vendored rule file; the allow-lists' RE2 forms are translated to patterns matching the same
+texts, and the keyword prefilter sees what the text holds."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from stages.log.gitleaks.prefilter import Literals
 from stages.log.gitleaks.rules import rule_set
-from stages.log.gitleaks.scan import chunks, entropy, find_secrets
+from stages.log.gitleaks.scan import entropy, find_secrets
 from stages.log.gitleaks.translate import translate
+from tests.corpus.secrets.gitleaks_table import TABLE, render
 
 VENDORED = Path(__file__).resolve().parents[2] / "stages" / "log" / "gitleaks"
 
@@ -42,11 +44,17 @@ def test_re2_forms_are_translated_to_the_same_language(re2: str, python: str, ma
     assert pattern.fullmatch(matches) and not pattern.fullmatch(misses)
 
 
+def test_the_generated_table_is_the_vendored_rule_file() -> None:
+    """The stages read the table, not the file: a refreshed rule file needs its table."""
+    toml = (VENDORED / "gitleaks.toml").read_text(encoding="utf-8")
+    assert TABLE.read_text(encoding="utf-8") == render(toml)
+
+
 def test_the_prefilter_sees_a_keyword_exactly_when_the_text_holds_it() -> None:
-    text = "one two\tghp_ three\nxoxb-four"
-    for keyword in ("ghp_", "xoxb-", "two"):
-        assert keyword in chunks(text)
-    assert "two ghp_" not in chunks(text)  # no chunk spans white space
+    text = "one two\tGHP_ three\nxoxb-four ünï"
+    literals = Literals(("ghp_", "xoxb-", "two", "two ghp_", "absent", "ünï", "zz"))
+    assert literals.present(text) == {"ghp_", "xoxb-", "two", "ünï"}
+    assert literals.present("") == frozenset()
 
 
 def test_entropy_is_shannon_bits_per_character() -> None:

@@ -52,7 +52,9 @@ def _sources() -> list[Path]:
         files += sorted(Path(str(module.__file__)).parent.rglob("*.py"))
     for package in ("pipeline", "effects", "stages"):
         files += sorted((ROOT / package).rglob("*.py"))
-    return files
+    # gitleaks' configuration as a Python table is data, not code: the patterns of secrets and
+    # the published keys its allow-lists name (the same as gitleaks.toml, which is no source).
+    return [f for f in files if f != ROOT / "stages" / "log" / "gitleaks" / "table.py"]
 
 
 def test_ordinary_source_passes_unchanged() -> None:

@@ -1,6 +1,9 @@
 """Gitleaks' default rule set (``gitleaks.toml``, vendored unchanged beside this module; see
 ``UPSTREAM.toml`` for its version and ``tests/corpus/secrets/refresh_gitleaks.py`` to refresh
-it), loaded as frozen rules with their patterns compiled for Python's ``re``.
+it), loaded from its generated table (``table.py``: the stages read no file) as frozen rules.
+The rules' patterns are compiled by RE2, the engine gitleaks writes them for, so they mean
+what they mean there and run in linear time; the allow-lists' patterns, which only ever see
+one short secret or line, by Python's ``re`` after translation.
 
 Rules that name a file path instead of text (``path``: a ``.p12`` file, a ``.npmrc``) say
 nothing about a string and are left out; an allow-list's paths and commits likewise never
@@ -11,12 +14,12 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
-from importlib import resources
 from typing import Any
 
 import attrs
+import re2
 
+from stages.log.gitleaks import table
 from stages.log.gitleaks.translate import translate
 
 
@@ -38,14 +41,11 @@ class Allowlist:
 @attrs.frozen(kw_only=True)
 class Rule:
     id: str
-    pattern: re.Pattern[str]
+    pattern: Any  # an RE2 pattern (re2._Regexp: finditer, search, with re's match objects)
     keywords: tuple[str, ...]
     entropy: float = 0.0
     secret_group: int = 0
     allowlists: tuple[Allowlist, ...] = ()
-    # Built by gitleaks' GenerateSemiGenericRegex: ``identifier (with a keyword), up to 23
-    # characters, an assignment operator, the value``.
-    assignment: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -60,33 +60,22 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 def _allowlist(raw: dict[str, Any]) -> Allowlist:
+    stopwords = tuple(w.lower() for w in raw["stopwords"])
     return Allowlist(
-        regexes=tuple(_compile(p) for p in raw.get("regexes", ())),
-        stopwords=tuple(w.lower() for w in raw.get("stopwords", ())),
-        stopword=re.compile("|".join(re.escape(w.lower()) for w in raw["stopwords"]))
-        if raw.get("stopwords") else None,
-        target=raw.get("regexTarget", "secret"),
-        every=raw.get("condition", "OR").upper() == "AND",
-        names_files=bool(raw.get("paths") or raw.get("commits")))
-
-
-# The operators of gitleaks' GenerateSemiGenericRegex, as its patterns spell them.
-_ASSIGNMENT = r"(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)"
+        regexes=tuple(_compile(p) for p in raw["regexes"]),
+        stopwords=stopwords,
+        stopword=re.compile("|".join(re.escape(w) for w in stopwords)) if stopwords else None,
+        target=raw["target"], every=raw["every"], names_files=raw["names_files"])
 
 
 def _rule(raw: dict[str, Any]) -> Rule:
-    return Rule(id=raw["id"], pattern=_compile(raw["regex"]),
-                assignment=_ASSIGNMENT in raw["regex"],
-                keywords=tuple(k.lower() for k in raw.get("keywords", ())),
-                entropy=float(raw.get("entropy", 0.0)),
-                secret_group=int(raw.get("secretGroup", 0)),
-                allowlists=tuple(_allowlist(a) for a in raw.get("allowlists", ())))
+    return Rule(id=raw["id"], pattern=re2.compile(raw["regex"]),
+                keywords=tuple(k.lower() for k in raw["keywords"]),
+                entropy=raw["entropy"], secret_group=raw["secret_group"],
+                allowlists=tuple(_allowlist(a) for a in raw["allowlists"]))
 
 
 @functools.cache  # compiling the patterns costs tens of milliseconds: once, on first use
 def rule_set() -> RuleSet:
-    text = resources.files(__package__).joinpath("gitleaks.toml").read_text(encoding="utf-8")
-    config = tomllib.loads(text)
-    return RuleSet(
-        rules=tuple(_rule(r) for r in config["rules"] if "regex" in r and "path" not in r),
-        allowlist=_allowlist(config.get("allowlist", {})))
+    return RuleSet(rules=tuple(_rule(r) for r in table.RULES),
+                   allowlist=_allowlist(table.ALLOWLIST))

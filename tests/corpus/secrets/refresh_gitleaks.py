@@ -5,8 +5,9 @@ from it:
     python tests/corpus/secrets/refresh_gitleaks.py /tmp/gitleaks
 
 Copies ``config/gitleaks.toml`` and ``LICENSE`` unchanged into ``stages/log/gitleaks/``, records
-the commit in ``UPSTREAM.toml``, and re-extracts ``tests/corpus/secrets/gitleaks_cases.json``.
-Then run the redaction tests: a new rule whose pattern Python's ``re`` cannot take fails
+the commit in ``UPSTREAM.toml``, writes the table the stages load (``gitleaks_table.py``) and
+re-extracts ``tests/corpus/secrets/gitleaks_cases.json``. Then run the redaction tests: a new
+rule whose pattern RE2 (or, in an allow-list, Python's ``re``) cannot take fails
 ``tests/stages/test_gitleaks_rules.py``, a change of detection shows in the held-out rates.
 """
 
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 import gitleaks_cases
+import gitleaks_table
 
 ROOT = Path(__file__).resolve().parents[3]
 VENDORED = ROOT / "stages" / "log" / "gitleaks"
@@ -37,6 +39,7 @@ def main(checkout: Path) -> None:
         f'version = "{_git(checkout, "describe", "--tags", "--always")}"\n'
         f'commit = "{_git(checkout, "rev-parse", "HEAD")}"\n'
         'path = "config/gitleaks.toml"\n', encoding="utf-8")
+    gitleaks_table.main()
     gitleaks_cases.main(str(checkout))
 
 
