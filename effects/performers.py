@@ -18,6 +18,7 @@ import attrs
 from effects.logs import get_logger
 from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
+from effects.output_check import Validator, schema_validator
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
 from effects.tools.checkpoints import CheckpointError, TreeCheckpoints
@@ -113,6 +114,8 @@ class Performers:
         self.fork_switch: Callable[[State], SessionForked] | None = None
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
+        # The caller's output type, checking this turn's answer (None: its JSON schema does).
+        self.output_check: Validator | None = None
         clock = effects.clock
         self.table: dict[type, Performer] = {
             d.LoadHistory: lambda e, s: (HistoryLoaded(messages=e.messages),),
@@ -146,6 +149,7 @@ class Performers:
             d.SwitchSettings: self._switch,
             d.TakeCheckpoint: self._checkpoint,
             d.RestoreTree: self._restore_tree,
+            d.CheckOutput: lambda e, s: ((self.output_check or schema_validator(e.spec))(e.text),),
         }
 
     def perform(self, effect: object, state: State) -> Sequence[Event]:
@@ -282,7 +286,7 @@ class Performers:
                             started_at=clock.now(), user_message=effect.user_message,
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
-                            reasoning_budget=effect.reasoning_budget),)
+                            reasoning_budget=effect.reasoning_budget, output=effect.output),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:
