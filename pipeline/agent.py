@@ -34,6 +34,7 @@ from effects.protocols import DeltaSink, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline import output_types
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
@@ -254,12 +255,15 @@ class Agent:
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
-            reasoning_budget: int | None = None) -> TurnResult:
+            reasoning_budget: int | None = None, output_type: Any = None) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's."""
+        provider's. ``output_type`` (a pydantic model, a dataclass, a TypedDict, any type
+        pydantic validates, or a JSON schema dict) makes the answer structured: validated,
+        asked again with the errors when it does not match, returned as ``result.output``."""
         check_setting(reasoning_effort, reasoning_budget)
+        wanted = None if output_type is None else output_types.output_type(output_type)
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
@@ -278,17 +282,22 @@ class Agent:
                                    else MaskedStream(stream_callback, self._secrets))
             performers.on_reasoning = (None if reasoning_callback is None
                                        else MaskedStream(reasoning_callback, self._secrets))
+            performers.output_check = None if wanted is None else wanted.check
             try:
                 state = runner.command(Turn(
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget))
+                    reasoning_budget=reasoning_budget,
+                    output=None if wanted is None else wanted.spec))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None
+                performers.output_check = None
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
+        if wanted is not None and result.output is not None:
+            result = attrs.evolve(result, output=wanted.value(result.output))
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
         return result
 

@@ -1,0 +1,107 @@
+"""What ``Agent.run(..., output_type=X)`` accepts, made into the turn's ``OutputSpec`` and the
+check of its answers: a pydantic model, a dataclass, a TypedDict or any type pydantic's
+``TypeAdapter`` handles (validated by pydantic, the type's own validators included), or a
+JSON schema as a dict (validated by ``jsonschema``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import pydantic
+
+from effects.output_check import Validator, type_validator
+from stages.errors import UsageError
+from stages.log.events import SessionSettings
+from stages.log.messages import canonical_json
+from stages.log.output_spec import OutputSpec
+
+DEFAULT_NAME = "final_answer"
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@attrs.frozen
+class OutputType:
+    """A turn's output type: its spec, the check of an answer (None: the schema's), and how
+    the validated JSON becomes the value the caller gets back."""
+
+    spec: OutputSpec
+    check: Validator | None
+    adapter: pydantic.TypeAdapter[Any] | None
+
+    def value(self, data: Any) -> Any:
+        """The caller's typed value of a validated answer's JSON data."""
+        return data if self.adapter is None else self.adapter.validate_python(data)
+
+
+def _name(raw: object) -> str:
+    # OpenAI names a schema with letters, digits, _ and - (at most 64).
+    name = _NOT_NAME.sub("_", str(raw or ""))[:64].strip("_")
+    return name or DEFAULT_NAME
+
+
+def spec_of_schema(schema: Mapping[str, Any], *, name: object = None, strict: bool = False,
+                   description: str | None = None) -> OutputSpec:
+    """An ``OutputSpec`` of a JSON schema; one whose root is not an object is wrapped in
+    ``{"response": ...}`` (providers require an object at the root)."""
+    if not isinstance(schema, Mapping):
+        raise UsageError(f"an output schema must be a JSON object, not {type(schema).__name__}")
+    body = dict(schema)
+    wrapped = body.get("type") != "object"
+    if wrapped:
+        defs = body.pop("$defs", None)
+        body = {"type": "object", "properties": {"response": body}, "required": ["response"],
+                **({"$defs": defs} if defs else {})}
+    try:
+        text = canonical_json(body)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"the output schema is not JSON: {exc}") from exc
+    return OutputSpec(name=_name(name or schema.get("title")), schema=text, strict=strict,
+                      description=description or schema.get("description"), wrapped=wrapped)
+
+
+def output_type(value: Any) -> OutputType:
+    """The ``OutputType`` of ``value``: a type, or a JSON schema as a dict."""
+    if isinstance(value, OutputType):
+        return value
+    if isinstance(value, Mapping):
+        return OutputType(spec_of_schema(value), None, None)
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(value)
+        schema = adapter.json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError,
+            TypeError) as exc:
+        raise UsageError(f"output_type {value!r} has no JSON schema: {exc}") from exc
+    spec = spec_of_schema(schema, name=getattr(value, "__name__", None))
+    return OutputType(spec, type_validator(adapter, spec), adapter)
+
+
+# config.toml's ``[output]`` key -> the recorded setting.
+_KEYS = {"retries": "output_retries", "mode": "output_mode"}
+_FIELDS = attrs.fields_dict(SessionSettings)
+
+
+def output_values(section: Any, **given: Any) -> dict[str, Any]:
+    """The structured-output settings given as arguments (``output_retries``,
+    ``output_mode``), else those of ``[output]`` in config.toml; a bad value is a
+    ``UsageError`` naming it."""
+    if not isinstance(section, Mapping):
+        raise UsageError(f"[output] in config.toml must be a table, got {section!r}")
+    if unknown := set(section) - set(_KEYS):
+        raise UsageError(f"unknown setting [output] {sorted(unknown)[0]}; expected one of "
+                         f"{', '.join(sorted(_KEYS))}")
+    out: dict[str, Any] = {}
+    for key, name in _KEYS.items():
+        value = given.get(name)
+        value = section.get(key) if value is None else value
+        if value is not None:
+            validator = _FIELDS[name].validator
+            assert validator is not None
+            try:
+                validator(None, _FIELDS[name], value)
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"[output] {key}: {exc}") from exc
+            out[name] = value
+    return out
