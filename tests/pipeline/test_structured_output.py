@@ -8,10 +8,9 @@ import dataclasses
 import json
 from typing import Any
 
-from typing_extensions import TypedDict
-
 import pydantic
 import pytest
+from typing_extensions import TypedDict
 
 from effects.eventlog.codec import from_payload
 from effects.eventlog.store import read_envelopes, session_path
