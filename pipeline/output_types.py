@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import jsonschema
 import pydantic
 
 from effects.output_check import Validator, type_validator
@@ -48,6 +49,10 @@ def spec_of_schema(schema: Mapping[str, Any], *, name: object = None, strict: bo
     ``{"response": ...}`` (providers require an object at the root)."""
     if not isinstance(schema, Mapping):
         raise UsageError(f"an output schema must be a JSON object, not {type(schema).__name__}")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise UsageError(f"the output schema is not a valid JSON schema: {exc.message}") from exc
     body = dict(schema)
     wrapped = body.get("type") != "object"
     if wrapped:
@@ -66,6 +71,8 @@ def output_type(value: Any) -> OutputType:
     """The ``OutputType`` of ``value``: a type, or a JSON schema as a dict."""
     if isinstance(value, OutputType):
         return value
+    if isinstance(value, OutputSpec):  # a schema already made a spec (the gateway's)
+        return OutputType(value, None, None)
     if isinstance(value, Mapping):
         return OutputType(spec_of_schema(value), None, None)
     try:
