@@ -259,3 +259,21 @@ def test_run_conversation_gives_the_output_as_json_data(server, home):
         result = a.run("Largest city of France?", output_type=City).as_dict()
     assert result["output"] == {"name": "Paris", "population": 2_100_000}
     json.dumps(result)
+
+
+# --- exports --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "trl"])
+def test_exports_carry_the_final_json_answer(server, home, tmp_path, fmt):
+    from pipeline.export.exporter import export_sessions
+    from pipeline.export.schemas import SCHEMAS
+    server.script(Reply.tool_calls([("add", '{"a": 1, "b": 1}')]),
+                  Reply.tool_calls([("final_result", PARIS)]))
+    with agent(server, home, tools=[add]) as a:
+        result = a.run("Largest city of France?", output_type=City)
+    out = tmp_path / "out.jsonl"
+    export_sessions(home / "sessions", out, fmt=fmt)
+    (row,) = [json.loads(line) for line in out.open()]
+    assert [t["output"] for t in row["provenance"]["turns"]] == [result.final_response]
+    import jsonschema
+    jsonschema.validate(row, SCHEMAS[fmt])
