@@ -18,7 +18,6 @@ import attrs
 from effects.logs import get_logger
 from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
-from effects.output_check import Validator, schema_validator
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
 from effects.tools.checkpoints import CheckpointError, TreeCheckpoints
@@ -43,6 +42,7 @@ from stages.log.events import (
     MemoryPrefetched,
     ModelFailed,
     ModelReplied,
+    OutputChecked,
     PromptInputsRead,
     SandboxProbed,
     SessionForked,
@@ -115,7 +115,7 @@ class Performers:
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
         # The caller's output type, checking this turn's answer (None: its JSON schema does).
-        self.output_check: Validator | None = None
+        self.output_check: Callable[[str], OutputChecked] | None = None
         clock = effects.clock
         self.table: dict[type, Performer] = {
             d.LoadHistory: lambda e, s: (HistoryLoaded(messages=e.messages),),
@@ -149,7 +149,7 @@ class Performers:
             d.SwitchSettings: self._switch,
             d.TakeCheckpoint: self._checkpoint,
             d.RestoreTree: self._restore_tree,
-            d.CheckOutput: lambda e, s: ((self.output_check or schema_validator(e.spec))(e.text),),
+            d.CheckOutput: self._check_output,
         }
 
     def perform(self, effect: object, state: State) -> Sequence[Event]:
@@ -287,6 +287,10 @@ class Performers:
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
                             reasoning_budget=effect.reasoning_budget, output=effect.output),)
+
+    def _check_output(self, effect: d.CheckOutput, state: State) -> Sequence[Event]:
+        from effects.output_check import schema_validator  # jsonschema: only when asked for
+        return ((self.output_check or schema_validator(effect.spec))(effect.text),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:

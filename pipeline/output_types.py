@@ -1,23 +1,26 @@
 """What ``Agent.run(..., output_type=X)`` accepts, made into the turn's ``OutputSpec`` and the
 check of its answers: a pydantic model, a dataclass, a TypedDict or any type pydantic's
 ``TypeAdapter`` handles (validated by pydantic, the type's own validators included), or a
-JSON schema as a dict (validated by ``jsonschema``)."""
+JSON schema as a dict (validated by ``jsonschema``). Both load when an output type is first
+given, not with the agent."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
-import pydantic
 
-from effects.output_check import Validator, type_validator
 from stages.errors import UsageError
 from stages.log.events import SessionSettings
 from stages.log.messages import canonical_json
 from stages.log.output_spec import OutputSpec
+
+if TYPE_CHECKING:
+    import pydantic
+
+    from effects.output_check import Validator
 
 DEFAULT_NAME = "final_answer"
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -49,6 +52,7 @@ def spec_of_schema(schema: Mapping[str, Any], *, name: object = None, strict: bo
     ``{"response": ...}`` (providers require an object at the root)."""
     if not isinstance(schema, Mapping):
         raise UsageError(f"an output schema must be a JSON object, not {type(schema).__name__}")
+    import jsonschema
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -75,6 +79,9 @@ def output_type(value: Any) -> OutputType:
         return OutputType(value, None, None)
     if isinstance(value, Mapping):
         return OutputType(spec_of_schema(value), None, None)
+    import pydantic
+
+    from effects.output_check import type_validator
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(value)
         schema = adapter.json_schema()

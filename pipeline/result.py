@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import attrs
-from pydantic_core import to_jsonable_python
 
 from stages.log.events import Usage
 from stages.log.messages import Message
@@ -86,8 +85,16 @@ class TurnResult:
             "task_id": self.task_id,
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
-            "output": to_jsonable_python(self.output),
+            "output": _jsonable(self.output),
         }
+
+
+def _jsonable(value: Any) -> Any:
+    """A typed output (a model, a dataclass) as JSON data; pydantic only loads for one."""
+    if value is None:
+        return None
+    from pydantic_core import to_jsonable_python
+    return to_jsonable_python(value)
 
 
 def _output(turn: TurnState) -> Any:
