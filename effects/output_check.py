@@ -9,12 +9,12 @@ reads when it is asked again.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
 import pydantic
 
 from stages.log.events import OutputChecked
@@ -63,8 +63,10 @@ def _pydantic_errors(exc: pydantic.ValidationError) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=64)
 def schema_validator(spec: OutputSpec) -> Validator:
-    """Checks answers against the JSON schema ``spec`` carries."""
+    """Checks answers against the JSON schema ``spec`` carries (made once per schema)."""
+    import jsonschema  # only for schemas: a caller's types are pydantic's to check
     schema = json.loads(spec.schema)
     if spec.wrapped:
         schema = schema.get("properties", {}).get("response", {})

@@ -6,6 +6,8 @@ given, not with the agent."""
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -47,16 +49,14 @@ def _name(raw: object) -> str:
 
 
 def spec_of_schema(schema: Mapping[str, Any], *, name: object = None, strict: bool = False,
-                   description: str | None = None) -> OutputSpec:
-    """An ``OutputSpec`` of a JSON schema; one whose root is not an object is wrapped in
+                   description: str | None = None, checked: bool = False) -> OutputSpec:
+    """An ``OutputSpec`` of a JSON schema (checked against its meta-schema unless it is
+    known good: pydantic's); one whose root is not an object is wrapped in
     ``{"response": ...}`` (providers require an object at the root)."""
     if not isinstance(schema, Mapping):
         raise UsageError(f"an output schema must be a JSON object, not {type(schema).__name__}")
-    import jsonschema
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise UsageError(f"the output schema is not a valid JSON schema: {exc.message}") from exc
+    if not checked:
+        _check_schema(schema)
     body = dict(schema)
     wrapped = body.get("type") != "object"
     if wrapped:
@@ -71,14 +71,46 @@ def spec_of_schema(schema: Mapping[str, Any], *, name: object = None, strict: bo
                       description=description or schema.get("description"), wrapped=wrapped)
 
 
+def _check_schema(schema: Mapping[str, Any]) -> None:
+    import jsonschema
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise UsageError(f"the output schema is not a valid JSON schema: {exc.message}") from exc
+
+
 def output_type(value: Any) -> OutputType:
-    """The ``OutputType`` of ``value``: a type, or a JSON schema as a dict."""
+    """The ``OutputType`` of ``value``: a type, or a JSON schema as a dict. Made once per
+    type or schema: a schema, its check and pydantic's adapter take milliseconds to build,
+    more than the rest of a turn's own work."""
     if isinstance(value, OutputType):
         return value
     if isinstance(value, OutputSpec):  # a schema already made a spec (the gateway's)
         return OutputType(value, None, None)
     if isinstance(value, Mapping):
-        return OutputType(spec_of_schema(value), None, None)
+        try:
+            key = canonical_json(value)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"the output schema is not JSON: {exc}") from exc
+        return _of_schema(key)
+    try:
+        hash(value)
+    except TypeError:  # not a type (a list of types...): made afresh, or refused
+        return _made(value)
+    return _of_type(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _of_schema(schema_json: str) -> OutputType:
+    return OutputType(spec_of_schema(json.loads(schema_json)), None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _of_type(value: Any) -> OutputType:
+    return _made(value)
+
+
+def _made(value: Any) -> OutputType:
     import pydantic
 
     from effects.output_check import type_validator
@@ -88,7 +120,7 @@ def output_type(value: Any) -> OutputType:
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError,
             TypeError) as exc:
         raise UsageError(f"output_type {value!r} has no JSON schema: {exc}") from exc
-    spec = spec_of_schema(schema, name=getattr(value, "__name__", None))
+    spec = spec_of_schema(schema, name=getattr(value, "__name__", None), checked=True)
     return OutputType(spec, type_validator(adapter, spec), adapter)
 
 
