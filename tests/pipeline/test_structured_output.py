@@ -277,3 +277,29 @@ def test_exports_carry_the_final_json_answer(server, home, tmp_path, fmt):
     assert [t["output"] for t in row["provenance"]["turns"]] == [result.final_response]
     import jsonschema
     jsonschema.validate(row, SCHEMAS[fmt])
+
+
+# --- settings and secrets -------------------------------------------------------------------------
+
+def test_the_output_section_of_config_toml_sets_the_retries(server, home):
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text('[output]\nretries = 0\nmode = "tool"\n')
+    with agent(server, home) as a:
+        assert (a.settings.output_retries, a.settings.output_mode) == (0, "tool")
+    (home / "config.toml").write_text('[output]\nretries = -1\n')
+    from stages.errors import UsageError
+    with pytest.raises(UsageError, match=r"\[output\] retries"):
+        agent(server, home)
+    (home / "config.toml").write_text('[output]\ntries = 1\n')
+    with pytest.raises(UsageError, match=r"unknown setting \[output\] tries"):
+        agent(server, home)
+
+
+def test_a_secret_in_the_answer_never_reaches_the_log(server, home):
+    token = "ghp_Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJ1234"
+    server.script(Reply.text(json.dumps({"name": f"token {token}", "population": 1})))
+    with agent(server, home) as a:
+        result = a.run("Largest city of France?", output_type=City)
+    assert result.output is not None and token not in result.output.name
+    assert token not in session_path(home / "sessions", result.session_id).read_text()
+    assert_replays(home, result.session_id)
