@@ -114,7 +114,7 @@ class Performers:
         self.fork_switch: Callable[[State], SessionForked] | None = None
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
-        # The caller's output type, checking this turn's answer (None: its JSON schema does).
+        # The check of this turn's answer against its output type (``pipeline.output_check``).
         self.output_check: Callable[[str], OutputChecked] | None = None
         clock = effects.clock
         self.table: dict[type, Performer] = {
@@ -289,8 +289,10 @@ class Performers:
                             reasoning_budget=effect.reasoning_budget, output=effect.output),)
 
     def _check_output(self, effect: d.CheckOutput, state: State) -> Sequence[Event]:
-        from effects.output_check import schema_validator  # jsonschema: only when asked for
-        return ((self.output_check or schema_validator(effect.spec))(effect.text),)
+        check = self.output_check
+        if check is None:  # the caller gave the turn its output type, and so its check
+            raise MibyanError(f"no check of the output type {effect.spec.name!r} was given")
+        return (check(effect.text),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:

@@ -22,7 +22,7 @@ from stages.log.output_spec import OutputSpec
 if TYPE_CHECKING:
     import pydantic
 
-    from effects.output_check import Validator
+    from pipeline.output_check import Validator
 
 DEFAULT_NAME = "final_answer"
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -30,11 +30,11 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 @attrs.frozen
 class OutputType:
-    """A turn's output type: its spec, the check of an answer (None: the schema's), and how
-    the validated JSON becomes the value the caller gets back."""
+    """A turn's output type: its spec, the check of an answer, and how the validated JSON
+    becomes the value the caller gets back (as it is, without an adapter)."""
 
     spec: OutputSpec
-    check: Validator | None
+    check: Validator
     adapter: pydantic.TypeAdapter[Any] | None
 
     def value(self, data: Any) -> Any:
@@ -86,7 +86,7 @@ def output_type(value: Any) -> OutputType:
     if isinstance(value, OutputType):
         return value
     if isinstance(value, OutputSpec):  # a schema already made a spec (the gateway's)
-        return OutputType(value, None, None)
+        return _of_spec(value)
     if isinstance(value, Mapping):
         try:
             key = canonical_json(value)
@@ -102,7 +102,12 @@ def output_type(value: Any) -> OutputType:
 
 @functools.lru_cache(maxsize=64)
 def _of_schema(schema_json: str) -> OutputType:
-    return OutputType(spec_of_schema(json.loads(schema_json)), None, None)
+    return _of_spec(spec_of_schema(json.loads(schema_json)))
+
+
+def _of_spec(spec: OutputSpec) -> OutputType:
+    from pipeline.output_check import schema_validator
+    return OutputType(spec, schema_validator(spec), None)
 
 
 @functools.lru_cache(maxsize=64)
@@ -113,7 +118,7 @@ def _of_type(value: Any) -> OutputType:
 def _made(value: Any) -> OutputType:
     import pydantic
 
-    from effects.output_check import type_validator
+    from pipeline.output_check import type_validator
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(value)
         schema = adapter.json_schema()

@@ -1,4 +1,5 @@
-"""Checking a turn's answer against its output type (the ``CheckOutput`` effect).
+"""Checking a turn's answer against its output type (what the ``CheckOutput`` effect's
+performer calls: the agent hands it the check of each turn's output type).
 
 A caller's Python type (a pydantic model, a dataclass, a TypedDict, ...) is checked by
 pydantic's ``TypeAdapter``, so its own validators run; a plain JSON schema (the gateway's
