@@ -42,6 +42,7 @@ from stages.log.events import (
     MemoryPrefetched,
     ModelFailed,
     ModelReplied,
+    OutputChecked,
     PromptInputsRead,
     SandboxProbed,
     SessionForked,
@@ -113,6 +114,8 @@ class Performers:
         self.fork_switch: Callable[[State], SessionForked] | None = None
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
+        # The check of this turn's answer against its output type (``pipeline.output_check``).
+        self.output_check: Callable[[str], OutputChecked] | None = None
         clock = effects.clock
         self.table: dict[type, Performer] = {
             d.LoadHistory: lambda e, s: (HistoryLoaded(messages=e.messages),),
@@ -146,6 +149,7 @@ class Performers:
             d.SwitchSettings: self._switch,
             d.TakeCheckpoint: self._checkpoint,
             d.RestoreTree: self._restore_tree,
+            d.CheckOutput: self._check_output,
         }
 
     def perform(self, effect: object, state: State) -> Sequence[Event]:
@@ -282,7 +286,13 @@ class Performers:
                             started_at=clock.now(), user_message=effect.user_message,
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
-                            reasoning_budget=effect.reasoning_budget),)
+                            reasoning_budget=effect.reasoning_budget, output=effect.output),)
+
+    def _check_output(self, effect: d.CheckOutput, state: State) -> Sequence[Event]:
+        check = self.output_check
+        if check is None:  # the caller gave the turn its output type, and so its check
+            raise MibyanError(f"no check of the output type {effect.spec.name!r} was given")
+        return (check(effect.text),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:

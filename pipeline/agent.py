@@ -35,6 +35,7 @@ from effects.protocols import DeltaSink, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline import output_types
 from pipeline.agent_run import AgentRun
 from pipeline.agent_run import stream as stream_events
 from pipeline.hooks import Hooks, default_hooks
@@ -271,15 +272,19 @@ class Agent:
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
             reasoning_budget: int | None = None,
-            on_event: Callable[[RunEvent], object] | None = None) -> TurnResult:
+            on_event: Callable[[RunEvent], object] | None = None,
+            output_type: Any = None) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's; ``on_event`` receives the turn's typed events (``pipeline.run_events``)."""
+        provider's; ``on_event`` receives the turn's typed events (``pipeline.run_events``).
+        ``output_type`` (a pydantic model, a dataclass, a TypedDict, any type pydantic
+        validates, or a JSON schema dict) makes the answer structured: validated, asked again
+        with the errors when it does not match, returned as ``result.output``."""
         steps = self._turn(user_message, system_message, conversation_history, task_id,
                            stream_callback, reasoning_callback=reasoning_callback,
                            reasoning_effort=reasoning_effort, reasoning_budget=reasoning_budget,
-                           on_event=on_event)
+                           on_event=on_event, output_type=output_type)
         while True:
             try:
                 next(steps)
@@ -327,10 +332,11 @@ class Agent:
               stream_callback: DeltaSink | None = None, *,
               reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
               reasoning_budget: int | None = None,
-              on_event: Callable[[RunEvent], object] | None = None
+              on_event: Callable[[RunEvent], object] | None = None, output_type: Any = None
               ) -> Generator[Step, None, TurnResult]:
         """The turn, one step of the session machine at a time; returns its result."""
         check_setting(reasoning_effort, reasoning_budget)
+        wanted = None if output_type is None else output_types.output_type(output_type)
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
@@ -358,18 +364,23 @@ class Agent:
             if events is not None:
                 runner.on_ask = events.asked
                 runner.listener = _both(listener, events.logged)
+            performers.output_check = None if wanted is None else wanted.check
             try:
                 state = yield from runner.steps(Turn(
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget))
+                    reasoning_budget=reasoning_budget,
+                    output=None if wanted is None else wanted.spec))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None
                 runner.on_ask, runner.listener = None, listener
+                performers.output_check = None
                 # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
+        if wanted is not None and result.output is not None:
+            result = attrs.evolve(result, output=wanted.value(result.output))
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
         if on_event is not None:
             on_event(RunTurnFinished(result=result))

@@ -84,7 +84,7 @@ _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a numbe
 
 
 SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",
-                      "sandbox", "mcp", "telemetry"})
+                      "sandbox", "mcp", "telemetry", "output"})
 """The top-level tables of config.toml; another name is most likely a misspelling."""
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -10,7 +11,7 @@ import attrs
 from stages.log.events import Usage
 from stages.log.messages import Message
 from stages.log.ratelimits import format_usage
-from stages.log.state import State
+from stages.log.state import State, TurnState
 from stages.prompt.untrusted import unwrapped
 from stages.recovery.reasoning import last_reasoning
 
@@ -42,6 +43,9 @@ class TurnResult:
     warnings: tuple[str, ...] = ()
     # The most recent non-empty reasoning of this turn (never of an earlier one).
     last_reasoning: str | None = None
+    # Structured output: the validated answer (``Agent.run``'s ``output_type``; as JSON data
+    # where the type is not at hand), or None.
+    output: Any = None
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
@@ -57,7 +61,7 @@ class TurnResult:
             provider=answered.provider, usage=turn.usage, session_usage=state.usage,
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
             session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings,
-            last_reasoning=last_reasoning(state))
+            last_reasoning=last_reasoning(state), output=_output(turn))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -81,7 +85,23 @@ class TurnResult:
             "task_id": self.task_id,
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
+            "output": _jsonable(self.output),
         }
+
+
+def _jsonable(value: Any) -> Any:
+    """A typed output (a model, a dataclass) as JSON data; pydantic only loads for one."""
+    if value is None:
+        return None
+    from pydantic_core import to_jsonable_python
+    return to_jsonable_python(value)
+
+
+def _output(turn: TurnState) -> Any:
+    """The answer's validated JSON value: a valid check always ends the turn with it."""
+    checked = turn.output_checked
+    return None if checked is None or not checked.valid or checked.output is None \
+        else json.loads(checked.output)
 
 
 def turn_result(state: State) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from effects.tools.executor import MAX_RESULT_CHARS, ToolRunner
 from pipeline import config as cfg
 from pipeline.context_settings import context_values
 from pipeline.memory_providers import BuiltinMemory, MemoryManager, MemoryProvider
+from pipeline.output_types import output_values
 from pipeline.providers import (
     LOCAL,
     LOCAL_MAX_TOKENS,
@@ -249,6 +250,7 @@ def configure(
     checkpoints: bool = True,
     sandbox: str | None = None, network: bool | None = None,
     allow_unconfined: bool | None = None,
+    output_retries: int | None = None, output_mode: str | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
     environment, then ``<home>/config.toml``, then the defaults (``max_turns=500``,
@@ -283,7 +285,9 @@ def configure(
                          protect_last_n=protect_last_n, summary_model=summary_model,
                          context_engine=context_engine),
         **sandbox_values({}, sandbox=sandbox, network=network,
-                         allow_unconfined=allow_unconfined)}.items() if value is not None}
+                         allow_unconfined=allow_unconfined),
+        **output_values({}, output_retries=output_retries, output_mode=output_mode),
+    }.items() if value is not None}
     if reasoning is not None:  # an effort replaces a recorded budget, and the other way round
         given.update({"reasoning_effort": None, "reasoning_budget": None,
                       **parse_setting(reasoning)})
@@ -338,7 +342,8 @@ def _file_values(file: Mapping[str, Any]) -> dict[str, Any]:
                                           for f in file.get("fallback_providers", ())),
               "context_length": file.get("context", {}).get("context_length"),
               **context, **parse_setting(section.get("reasoning")),
-              **sandbox_values(file.get("sandbox", {}))}
+              **sandbox_values(file.get("sandbox", {})),
+              **output_values(file.get("output", {}))}
     return {name: value for name, value in values.items() if value is not None}
 
 

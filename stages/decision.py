@@ -14,6 +14,7 @@ import attrs
 
 from stages.log.events import ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
+from stages.log.output_spec import OutputSpec
 from stages.log.tool_specs import ToolInvocation, ToolSpec
 
 
@@ -47,6 +48,9 @@ class ModelRequest:
     replay_reasoning: bool = True
     # OpenAI's ``prompt_cache_key``: the session id, so its prompt cache hits across calls.
     cache_key: str | None = None
+    # The provider's structured output: the answer must match this schema (None: free text,
+    # or the final-answer tool is among ``tools``).
+    output: OutputSpec | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +131,7 @@ class BeginTurn:
     # This turn's own reasoning setting (rules 4).
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+    output: OutputSpec | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -275,9 +280,17 @@ class RestoreTree:
 SessionEffect = (StartSession | ResumeSession | InheritContext | DeclareTools | RestoreTools
                  | StartMemory | ProbeWindow | ProbeSandbox | SplitSession | SyncMemory
                  | AbortTurn | SwitchSettings | RestoreTree)
+@attrs.frozen(kw_only=True)
+class CheckOutput:
+    """Check the turn's answer against its output type (``OutputChecked``)."""
+
+    text: str
+    spec: OutputSpec
+
+
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
           | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise | RequestCompression | TakeCheckpoint | SessionEffect)
+          | Summarise | RequestCompression | TakeCheckpoint | CheckOutput | SessionEffect)
 
 
 @attrs.frozen(kw_only=True)

@@ -116,7 +116,8 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
     turn = TurnState(index=state.turns, turn_id=e.turn_id, task_id=e.task_id,
                      system_message=e.system_message, first_message=len(state.messages),
                      provider_index=pools.start_provider(state, e),
-                     reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget)
+                     reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget,
+                     output=e.output)
     return evolve(state, turns=state.turns + 1, turn=turn,
                   **_appended(state, Message(role="user", content=e.user_message)))
 
@@ -167,6 +168,8 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
 
 def _continuation(state: State, e: ev.ContinuationRequested) -> State:
     turn = _current(state)
+    if e.why == "output":  # the answer's validation errors: not a continuation of a reply
+        return _append(state, Message(role="user", content=e.prompt))
     if e.why == "empty":
         return _turn(_append(state, Message(role="user", content=e.prompt)),
                      empty_retries=turn.empty_retries + 1)
@@ -245,6 +248,12 @@ def _notice(state: State, e: ev.ContextNotice) -> State:
     return _turn(state, warnings=(*_current(state).warnings, text)) if state.turn else state
 
 
+def _output_checked(state: State, e: ev.OutputChecked) -> State:
+    turn = _current(state)
+    return _turn(state, output_checked=e,
+                 output_failures=turn.output_failures + (not e.valid))
+
+
 def _checkpointed(state: State, e: ev.Checkpointed) -> State:
     if state.turn is not None:
         state = _turn(state, checkpointed=True)
@@ -296,6 +305,7 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
                                           pools=pools.pools_for(e.settings, s.pools)),
     ev.CompressionRequested: cf.compression_requested,
     ev.Checkpointed: _checkpointed,
+    ev.OutputChecked: _output_checked,
     # The tree is outside the state: a rollback changes nothing the stages decide from.
     ev.TreeRestored: lambda s, e: s,
     ev.SandboxProbed: lambda s, e: evolve(s, sandbox=e),

@@ -28,6 +28,7 @@ from effects.providers.http_errors import error_detail
 from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.openai_chat import finish_of
 from effects.providers.reasoning_wire import ContentSplit
+from effects.providers.structured import answer_from_tool, forced_tool
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError
 from stages.log.events import ModelReplied
@@ -148,7 +149,7 @@ class AnthropicMessagesClient:
                  cancel: CancelToken | None = None,
                  on_reasoning: DeltaSink | None = None) -> ModelReplied:
         key = self.shell.key(request.credential_id)
-        body = request_body(request)
+        body = request_body(request if request.output is None else forced_tool(request))
         started = time.perf_counter()
         assembly = _StreamAssembly(on_delta, on_reasoning)
         return self.shell.call(
@@ -173,9 +174,9 @@ class AnthropicMessagesClient:
                 ) from exc
         if not (assembly.stopped or assembly.stop_reason):
             raise self.shell.cut_short(assembly.emitted)
-        message = message_from(assembly.content(), request.provider)
+        message = _answer(message_from(assembly.content(), request.provider), request)
         return ModelReplied(message=message,
-                            finish_reason=finish_of(finish_reason(assembly.stop_reason), message),
+                            finish_reason=_finish(assembly.stop_reason, message, request),
                             usage=usage_from(assembly.usage, thought=_thought(message)),
                             model=assembly.model or request.model, latency_ms=_ms(started),
                             streamed=True, rate_limits=exchange.rate_limits)
@@ -185,12 +186,24 @@ class AnthropicMessagesClient:
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             raise ModelBehaviourError(
                 f"{self.shell.who} returned a reply without content blocks: {str(raw)[:300]}")
-        message = message_from(raw["content"], request.provider)
+        message = _answer(message_from(raw["content"], request.provider), request)
         return ModelReplied(message=message,
-                            finish_reason=finish_of(finish_reason(raw.get("stop_reason")), message),
+                            finish_reason=_finish(raw.get("stop_reason"), message, request),
                             usage=usage_from(raw.get("usage"), thought=_thought(message)),
                             model=raw.get("model") or request.model,
                             latency_ms=_ms(started), rate_limits=exchange.rate_limits)
+
+
+def _answer(message: Message, request: ModelRequest) -> Message:
+    """A structured answer came as the forced tool's input: it is the reply's text."""
+    return message if request.output is None else answer_from_tool(message, request.output)
+
+
+def _finish(stop_reason: str | None, message: Message, request: ModelRequest) -> str:
+    reason = finish_reason(stop_reason)
+    if request.output is not None and reason == "tool_calls" and not message.tool_calls:
+        reason = "stop"  # the forced tool's call became the answer: it asks for no tool
+    return finish_of(reason, message)
 
 
 def _thought(message: Message) -> bool:

@@ -25,11 +25,12 @@ from effects.providers.reasoning_wire import (
     chat_reasoning_fields,
     echoes_reasoning,
 )
+from effects.providers.structured import chat_response_format
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
 from stages.log.events import ModelReplied, Usage
-from stages.log.messages import Message, ToolCall, canonical_arguments
+from stages.log.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.turn.think_tags import split_think
 
 
@@ -102,6 +103,8 @@ def request_body(request: ModelRequest) -> bytes:
         parts += [',"tools":[', ",".join(t.wire for t in request.tools), "]"]
         if request.tool_choice is not None:
             parts += [',"tool_choice":', json.dumps(_tool_choice(request.tool_choice))]
+    if request.output is not None:
+        parts += [',"response_format":', canonical_json(chat_response_format(request.output))]
     if request.max_tokens is not None:
         parts.append(f',"max_tokens":{int(request.max_tokens)}')
     for name, value in chat_reasoning_fields(request).items():

@@ -31,6 +31,7 @@ from effects.protocols import CancelToken, DeltaSink
 from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.openai_chat import openai_shell, stream_error
 from effects.providers.reasoning_wire import ContentSplit, is_openai
+from effects.providers.structured import responses_text_format
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderUnavailableError
@@ -109,6 +110,8 @@ def request_body(request: ModelRequest) -> bytes:
     if request.tools:
         head["tool_choice"] = _tool_choice(request.tool_choice)
         head["parallel_tool_calls"] = True
+    if request.output is not None:
+        head["text"] = responses_text_format(request.output)
     if request.max_tokens is not None:
         head["max_output_tokens"] = int(request.max_tokens)
     effort = effort_of(request.reasoning_effort, request.reasoning_budget)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import attrs
 
 from pipeline import config as cfg
 from pipeline.printable import printable
+from stages.errors import UsageError
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -86,6 +88,19 @@ def _mcp_tools(home: Path) -> Any:
     return mcp_tools(*servers) if servers else None
 
 
+def _output_schema(path: Path | None) -> Any:
+    """``--output-schema``: the JSON schema in ``path`` (None: a free-text answer)."""
+    if path is None:
+        return None
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--output-schema {path}: cannot read a JSON schema: {exc}") from exc
+    if not isinstance(schema, dict):
+        raise UsageError(f"--output-schema {path}: a JSON schema is an object")
+    return schema
+
+
 def _run_turn(args: argparse.Namespace, message: str, tools: Any, workdir: Path,
               embedded: bool) -> int:
     from pipeline.agent import Agent
@@ -94,6 +109,7 @@ def _run_turn(args: argparse.Namespace, message: str, tools: Any, workdir: Path,
     # Without a terminal nobody can answer: dangerous commands are denied.
     approve = _ask_approval if sys.stdin.isatty() and args.message != "-" else None
     stream = not args.no_stream
+    schema = _output_schema(args.output_schema)
     with Agent(model=args.model, base_url=args.base_url, provider=args.provider,
                api_mode=args.api_mode, tools=tools or (), home=args.home, cwd=workdir,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
@@ -108,8 +124,10 @@ def _run_turn(args: argparse.Namespace, message: str, tools: Any, workdir: Path,
             sys.stdout.write(printable(delta))
             sys.stdout.flush()
         with signals_interrupt(agent) as received:
-            result = agent.run_conversation(message, system_message=args.system,
-                                            stream_callback=show if stream else None)
+            # A structured answer is shown once checked, not as each attempt streams.
+            result = agent.run_conversation(
+                message, system_message=args.system, output_type=schema,
+                stream_callback=show if stream and schema is None else None)
     unshown = _unshown(result["final_response"] or "", "".join(shown))
     sys.stdout.write(printable(unshown) + "\n")
     for warning in result["warnings"]:

@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one agent turn and print the answer")
     run.add_argument("message", help="the user message ('-': read it from stdin)")
     run.add_argument("--system", help="system prompt for this turn")
+    run.add_argument("--output-schema", type=Path, metavar="FILE",
+                     help="a JSON schema file the answer must match (structured output): the "
+                     "validated JSON answer is printed")
 
     commands.add_parser("sessions", help="list sessions")
     replay = commands.add_parser("replay", help="re-run a session from its log and compare")

@@ -26,7 +26,7 @@ _TURN = _object({
     "session_id": _STR, "seq": {"type": "integer"}, "turn_id": _STR, "task_id": _STR,
     "started_at": _STR, "models": _STRS, "providers": _STRS, "credentials": _STRS,
     "exit_reason": _NULLABLE_STR, "completed": {"type": "boolean"},
-    "fallback": {"type": "boolean"}})
+    "fallback": {"type": "boolean"}, "output": _NULLABLE_STR})
 _COMPRESSION = _object({"session_id": _STR, "seq": {"type": "integer"},
                         "message_index": {"type": "integer"},
                         "before_tokens": {"type": ["integer", "null"]},

@@ -90,6 +90,8 @@ class TurnInfo:
     exit_reason: str | None = None
     completed: bool = False
     fallback: bool = False
+    # Structured output: the turn's final answer, validated, as JSON text.
+    output: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -246,6 +248,8 @@ class _Reader:
                                            choice=event.choice, source=event.source))
         elif isinstance(event, ev.RecoveryDecided) and event.action == "fallback" and self.turns:
             self.turns[-1] = attrs.evolve(self.turns[-1], fallback=True)
+        elif isinstance(event, ev.OutputChecked) and event.valid and self.turns:
+            self.turns[-1] = attrs.evolve(self.turns[-1], output=event.output)
         elif isinstance(event, ev.TurnFinished) and self.turns:
             self.turns[-1] = attrs.evolve(self.turns[-1], exit_reason=event.exit_reason,
                                           completed=event.completed)

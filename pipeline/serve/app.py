@@ -80,7 +80,7 @@ async def chat_completions(request: Request) -> Response:
     with session.claimed():
         result = await until_done(request, session, pool.submit(
             lambda: session.run(chat.user_message, system_message=chat.system_message,
-                                history=history)))
+                                history=history, output=chat.output)))
     refused = _failed(result)
     if refused is not None:
         raise refused
@@ -102,7 +102,8 @@ def _same_model(session: ServedSession, named: str) -> None:
 def _failed(result: TurnResult) -> oa.ApiError | None:
     """A turn that failed with no answer, as the 502 its client gets (the session made its
     error one a client may see)."""
-    if result.failed and not result.final_response:
+    if result.failed and (not result.final_response or (result.output is None
+                          and result.turn_exit_reason == "output_invalid")):
         return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
                            code="upstream_failed")
     return None
@@ -112,14 +113,16 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
             completion: str, headers: dict[str, str]) -> Response:
     """Deltas as ``chat.completion.chunk`` events while the turn runs in a worker; a client
     that leaves interrupts the turn, or cancels it while it waits for a worker. A turn that
-    failed with no answer ends in OpenAI's error object."""
+    failed with no answer ends in OpenAI's error object. A structured answer
+    (``response_format``) comes in one chunk once it was checked."""
     pool: SessionPool = request.app.state.pool
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     session.claim()  # 409 now, before the stream starts; the worker releases it
     worker, left = streamed_turn(pool, session, lambda: session.run(
         chat.user_message, system_message=chat.system_message, history=history,
-        on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
+        output=chat.output, on_delta=None if chat.output is not None
+        else lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -139,6 +142,8 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
             if refused is not None:  # as the 502 would say it
                 yield sse.encode(refused.body())
             else:
+                if chat.output is not None:  # only the checked answer, not every attempt
+                    yield chunk({"content": result.final_response})
                 yield chunk({}, oa.finish_reason(result))
                 if chat.include_usage:
                     yield sse.encode(oa.usage_chunk(completion, created, chat.model,

@@ -5,6 +5,7 @@ The request is checked the way OpenAI checks it: a missing or malformed field is
 the ``param``; an unknown model is a 404 ``model_not_found``. Parameters the agent decides
 for itself (sampling, ``max_tokens``...) are accepted and ignored; client-side ``tools`` are
 refused, since the agent runs its own tools and a client could never be sent the calls.
+``response_format`` is honoured: the answer is checked against its schema.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from typing import Any
 
 import attrs
 
+from pipeline.output_types import spec_of_schema
+from stages.errors import UsageError
 from stages.log.messages import Message, from_openai
+from stages.log.output_spec import OutputSpec
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _SYSTEM_ROLES = ("system", "developer")
@@ -67,6 +71,8 @@ class ChatRequest:
     system_message: str | None
     stream: bool
     include_usage: bool
+    # ``response_format``'s schema: the answer must match it (None: free text).
+    output: OutputSpec | None = None
 
 
 def _text(content: Any, param: str) -> str:
@@ -228,7 +234,39 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     earlier = tuple(m.to_openai() for m in messages[:-1] if m.role not in _SYSTEM_ROLES)
     return ChatRequest(model=model, user_message=last.content or "",
                        history=earlier or None, system_message="\n\n".join(system) or None,
-                       stream=stream, include_usage=include_usage)
+                       stream=stream, include_usage=include_usage,
+                       output=_response_format(body.get("response_format")))
+
+
+def _response_format(value: Any) -> OutputSpec | None:
+    """``response_format``: ``text`` (or none), ``json_object`` (any JSON object) or
+    ``json_schema`` (an answer matching its schema, checked, asked again when it does not)."""
+    if value is None:
+        return None
+    kind = _object(value, "response_format").get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return spec_of_schema({"type": "object"}, name="json_object")
+    if kind != "json_schema":
+        raise bad("Invalid value for 'response_format.type': expected 'text', 'json_object' "
+                  "or 'json_schema'.", "response_format.type")
+    spec = _object(value.get("json_schema"), "response_format.json_schema")
+    name, schema = spec.get("name"), spec.get("schema", {"type": "object"})
+    if not isinstance(name, str) or not name:
+        raise bad("Missing required parameter: 'response_format.json_schema.name'.",
+                  "response_format.json_schema.name")
+    if not isinstance(schema, Mapping):
+        raise bad("Invalid type for 'response_format.json_schema.schema': expected an "
+                  "object.", "response_format.json_schema.schema")
+    description = spec.get("description")
+    try:
+        return spec_of_schema(schema, name=name, strict=spec.get("strict") is True,
+                              description=description if isinstance(description, str)
+                              else None)
+    except UsageError as exc:
+        raise bad(f"Invalid 'response_format.json_schema.schema': {exc}",
+                  "response_format.json_schema.schema") from exc
 
 
 def finish_reason(result: Any) -> str:

@@ -130,7 +130,8 @@ class ServedSession:
             self.publish(event.to_dict())
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
-            system_message: str | None = None, history: Any = None) -> TurnResult:
+            system_message: str | None = None, history: Any = None,
+            output: Any = None) -> TurnResult:
         """One turn, in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
@@ -147,7 +148,7 @@ class ServedSession:
         try:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta,
-                                    on_event=self._typed)
+                                    on_event=self._typed, output_type=output)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False

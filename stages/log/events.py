@@ -19,6 +19,7 @@ import attrs
 from stages.log.api_mode import API_MODES
 from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
+from stages.log.output_spec import OUTPUT_MODES, OutputSpec
 from stages.log.reasoning_parts import check_budget, check_effort
 from stages.log.rules import RULES, RuleSet, rule_set
 from stages.log.setting_checks import (
@@ -167,6 +168,12 @@ class SessionSettings:
     sandbox: str = attrs.field(default="workspace-write", validator=one_of(SANDBOX_MODES))
     network: bool = attrs.field(default=False, validator=flag)
     allow_unconfined: bool = attrs.field(default=False, validator=flag)
+    # Structured output: how many times an answer that does not match the turn's output type
+    # is sent back with the validation error; ``tool`` always asks for it through the
+    # final-answer tool (a provider without structured output), ``auto`` natively when the
+    # request has no tools.
+    output_retries: int = attrs.field(default=2, validator=whole(0))
+    output_mode: str = attrs.field(default="auto", validator=one_of(OUTPUT_MODES))
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -249,6 +256,8 @@ class TurnStarted:
     # This turn's own reasoning setting, over the provider's (rules 4).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+    # The schema this turn's final answer must match (structured output), if any.
+    output: OutputSpec | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -426,7 +435,8 @@ class ContinuationRequested:
     schema_version: ClassVar[int] = 1
     observed: ClassVar[bool] = False
     prompt: str
-    # incomplete, length (cut at the output limit), or empty (rules 3).
+    # incomplete, length (cut at the output limit), empty (rules 3), or output (the answer did
+    # not match the turn's output type: the prompt holds the validation errors).
     why: str = "incomplete"
 
 
@@ -466,6 +476,20 @@ class TurnFinished:
     interrupted: bool = False
     error: str | None = None
     note: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OutputChecked:
+    """The turn's answer checked against its output type (an effect: the caller's type may
+    have validators of its own). ``output`` is the validated value as canonical JSON, or
+    ``errors`` says why it does not match."""
+
+    kind: ClassVar[str] = "output_checked"
+    schema_version: ClassVar[int] = 1
+    observed: ClassVar[bool] = True
+    valid: bool
+    output: str | None = attrs.field(default=None, metadata=REDACTED)
+    errors: str | None = attrs.field(default=None, metadata=REDACTED)
 
 
 # --- tool calls: repairs and approvals (rules 3) ----------------------------------------------
@@ -804,7 +828,7 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
          | SessionSplit | ContextInherited | SessionForked | CompressionRequested
-         | Checkpointed | TreeRestored | SandboxProbed)
+         | Checkpointed | TreeRestored | SandboxProbed | OutputChecked)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

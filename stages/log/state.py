@@ -11,6 +11,7 @@ from stages.log.events import (
     Interrupted,
     ModelFailed,
     ModelReplied,
+    OutputChecked,
     PromptInputsRead,
     ProviderEntry,
     SandboxProbed,
@@ -20,6 +21,7 @@ from stages.log.events import (
 )
 from stages.log.history import History, as_history
 from stages.log.messages import Message, ToolCall
+from stages.log.output_spec import OutputSpec
 from stages.log.ratelimits import RateLimitSnapshot
 from stages.log.tool_specs import ToolSpec
 
@@ -74,6 +76,11 @@ class TurnState:
     reasoning_stripped: bool = False
     # Rules 7: the turn asked for its checkpoint of the working tree (taken or failed).
     checkpointed: bool = False
+    # Structured output: the schema the answer must match, the last check of an answer, and
+    # how many answers did not match.
+    output: OutputSpec | None = None
+    output_checked: OutputChecked | None = None
+    output_failures: int = 0
 
     @property
     def is_open(self) -> bool:

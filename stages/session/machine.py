@@ -46,6 +46,7 @@ from stages.log.events import (
     TurnAborted,
 )
 from stages.log.messages import Message
+from stages.log.output_spec import OutputSpec
 from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
 from stages.session.compress_now import run_compression
@@ -87,6 +88,8 @@ class Turn:
     task_id: str | None = None
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+    # The schema the turn's answer must match (structured output).
+    output: OutputSpec | None = None
 
 
 @attrs.frozen
@@ -184,7 +187,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
         return (yield from run_turn(
             command.user_message, system_message=command.system_message,
             history=command.history, task_id=command.task_id,
-            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget))
+            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
+            output=command.output))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):

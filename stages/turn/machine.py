@@ -27,6 +27,7 @@ from stages.decision import (
     AskApproval,
     BeginTurn,
     CallModel,
+    CheckOutput,
     Decision,
     Effect,
     Finish,
@@ -57,6 +58,7 @@ from stages.log.events import (
     MemoryPrefetched,
     ModelFailed,
     ModelReplied,
+    OutputChecked,
     PromptInputsRead,
     SessionForked,
     SessionSettings,
@@ -66,6 +68,7 @@ from stages.log.events import (
     Waited,
 )
 from stages.log.messages import Message
+from stages.log.output_spec import OutputSpec
 from stages.log.state import State
 from stages.prompt.hints import decide_hints, dirs_to_read
 from stages.prompt.memory import decide_memory, needs_prefetch
@@ -74,6 +77,7 @@ from stages.recovery.credentials import decide_credentials
 from stages.tools.checkpoints import checkpoint_before
 from stages.turn.budget import decide_budget
 from stages.turn.cache_marks import decide_cache_marks
+from stages.turn.output import decide_output, output_candidate
 from stages.turn.request import decide_request
 from stages.turn.routing import decide_routing
 from stages.turn.step import ROUTES, next_stage
@@ -106,14 +110,17 @@ Stage = Callable[..., Decision]
 
 def run_turn(user_message: str, *, system_message: str | None = None,
              history: tuple[Message, ...] | None = None, task_id: str | None = None,
-             reasoning_effort: str | None = None, reasoning_budget: int | None = None) -> Flow:
-    """One user turn, from the user's message to the turn's end; returns the state then."""
+             reasoning_effort: str | None = None, reasoning_budget: int | None = None,
+             output: OutputSpec | None = None) -> Flow:
+    """One user turn, from the user's message to the turn's end; returns the state then.
+    With ``output``, the answer is checked against it before the turn ends with it."""
     if history is not None:
         yield Perform("input", LoadHistory(messages=history), (HistoryLoaded.kind,))
     state = yield Perform("input", BeginTurn(user_message=user_message,
                                              system_message=system_message, task_id=task_id,
                                              reasoning_effort=reasoning_effort,
-                                             reasoning_budget=reasoning_budget),
+                                             reasoning_budget=reasoning_budget,
+                                             output=output),
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings
@@ -133,9 +140,15 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         stage = next_stage(state)
         if stage == "finish":
             return state
+        if (answer := output_candidate(state, stage)) is not None:
+            assert state.turn is not None and state.turn.output is not None
+            state = yield Perform("output", CheckOutput(text=answer, spec=state.turn.output),
+                                  (OutputChecked.kind,))
+            stage = "output"
         step: Next | None = PrepareCall() if stage == "call" else None
         if step is None:
-            decision = ROUTES[stage](state, config=config)
+            decide = decide_output if stage == "output" else ROUTES[stage]
+            decision = decide(state, config=config)
             state = yield Record(stage, decision.events)
             step = decision.next
         if isinstance(step, Finish):

@@ -9,12 +9,16 @@ import hashlib
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 
+import attrs
+
 from stages.context.notes import system_prompt
 from stages.context.preflight import estimate_tokens
 from stages.decision import CallModel, Decision, ModelRequest
 from stages.log.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
 from stages.log.messages import Message, canonical_json
+from stages.log.output_spec import FINAL_TOOL, OutputSpec, final_tool
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.prompt.memory import recall_block, with_recall
 from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
 from stages.turn.step import LENGTH_PROMPTS, cut_parts
@@ -28,6 +32,8 @@ def request_digest(request: ModelRequest, history_digest: str) -> str:
     extra = reasoning_digest_fields(request)
     if extra:  # only when used: digests of requests that do not use them stay as they were
         tail.append(extra)
+    if request.output is not None:  # the same: only a turn with an output type sends it
+        tail.append(attrs.asdict(request.output))
     summary = digest_text(
         (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
          request.system_prompt, history_digest, len(request.messages)),
@@ -77,6 +83,20 @@ def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
     return [*messages[:first], Message(role="assistant", content="".join(parts))]
 
 
+def output_request(output: OutputSpec | None, tools: tuple[ToolSpec, ...],
+                   tool_choice: str | None, config: SessionSettings
+                   ) -> tuple[tuple[ToolSpec, ...], str | None, OutputSpec | None]:
+    """The tools, tool choice and structured output of a request whose turn has an output
+    type: the provider's own structured output when the request has no tools (the model has
+    nothing to do but answer), else the final-answer tool among the tools, one of which the
+    model must call (``output_mode = "tool"``: always the tool)."""
+    if output is None:
+        return tools, tool_choice, None
+    if not tools and config.output_mode == "auto":
+        return tools, None, output
+    return (*(t for t in tools if t.name != FINAL_TOOL), final_tool(output)), "required", None
+
+
 def decide_request(state: State, *, config: SessionSettings,
                    cache_marks: tuple[int, ...] = ()) -> Decision:
     turn = state.turn
@@ -84,6 +104,8 @@ def decide_request(state: State, *, config: SessionSettings,
         raise ValueError("a model request needs an open turn")
     purpose = "budget_summary" if turn.budget_exhausted else "step"
     tools = () if turn.budget_exhausted else state.tools
+    tool_choice = config.tool_choice if tools else None
+    tools, tool_choice, output = output_request(turn.output, tools, tool_choice, config)
     entry = turn.route or config.chain[turn.provider_index]
     # A routed call keeps the pooled key only when it goes to the same provider.
     credential_id = turn.credential_id if entry.provider == config.chain[
@@ -102,7 +124,7 @@ def decide_request(state: State, *, config: SessionSettings,
                            messages=messages, tools=tools, max_tokens=config.max_tokens,
                            stream=config.stream, base_url=entry.base_url,
                            credential_id=credential_id,
-                           tool_choice=config.tool_choice if tools else None,
+                           tool_choice=tool_choice, output=output,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,
                            **reasoning_for(state, config, entry))
     digest = request_digest(request, history_digest) if config.rule_set.request_digest else None

@@ -110,11 +110,19 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
         finished = TurnFinished(exit_reason="incomplete_response",
                                 final_response=_joined_answer(state), completed=False)
     else:
-        text = (_joined_answer(state) if config.rule_set.early_end_retry
-                else reply.message.content or "")
+        text = answer_text(state)
         finished = TurnFinished(exit_reason=f"text_response(finish_reason={reply.finish_reason})",
                                 final_response=text, completed=True)
     return Decision(events=(*events, finished), next=Finish())
+
+
+def answer_text(state: State) -> str:
+    """The last reply's answer (from rules 3 with the parts cut at the output limit before
+    it)."""
+    assert state.turn is not None and state.turn.last_reply is not None
+    if state.settings is not None and state.settings.rule_set.early_end_retry:
+        return _joined_answer(state)
+    return state.turn.last_reply.message.content or ""
 
 
 def _joined_answer(state: State) -> str:

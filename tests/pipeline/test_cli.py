@@ -293,3 +293,19 @@ def test_theusage_line_says_reasoning_counted_in_the_output_not_zero():
     assert "reasoning n/a (counted in out) total 30" in usage_line(result)
     result["usage"] = Usage(output_tokens=30, reasoning_tokens=7).as_dict()
     assert "reasoning 7 total 30" in usage_line(result)
+
+
+def test_run_with_an_output_schema_prints_the_checked_json_answer(server, home, tmp_path):
+    schema = tmp_path / "city.json"
+    schema.write_text('{"type": "object", "properties": {"name": {"type": "string"}}, '
+                      '"required": ["name"]}')
+    server.script(Reply.text('{"nom": "Paris"}'), Reply.text('{"name": "Paris"}'))
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-cli-test-key-0123456789"}
+    done = mibyan(home, "run", "--model", "fake", "--no-tools", "--output-schema", str(schema),
+                  "capital of France?", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"name":"Paris"}\n'  # only the checked answer, not each attempt
+    assert server.requests[0]["response_format"]["json_schema"]["schema"]["required"] == ["name"]
+    bad = mibyan(home, "run", "--model", "fake", "--output-schema", str(tmp_path / "none.json"),
+                 "hi", env=env)
+    assert bad.returncode == 2 and "--output-schema" in bad.stderr and "cannot read" in bad.stderr

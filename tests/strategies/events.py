@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from stages.log import events as ev
 from stages.log.messages import Message, ToolCall, canonical_json
+from stages.log.output_spec import OUTPUT_MODES, OutputSpec
 from stages.log.reasoning_parts import EFFORTS, ReasoningPart
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
@@ -178,7 +179,12 @@ session_settings = _full(
     platform=st.sampled_from(ev.PLATFORMS),
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
     memory_provider=st.none() | identifiers, sandbox=st.sampled_from(ev.SANDBOX_MODES),
+    output_retries=st.integers(0, 10), output_mode=st.sampled_from(OUTPUT_MODES),
     **_REASONING)
+
+output_specs = _full(
+    OutputSpec, name=identifiers, schema=json_objects.map(canonical_json),
+    strict=st.booleans(), description=st.none() | texts, wrapped=st.booleans())
 
 _named_texts = st.lists(st.tuples(identifiers, texts), max_size=3).map(tuple)
 _names = st.lists(identifiers, max_size=3).map(tuple)
@@ -206,7 +212,8 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
         ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
     ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
-        user_message=texts, system_message=_opt_text, **_REASONING),
+        user_message=texts, system_message=_opt_text, output=st.none() | output_specs,
+        **_REASONING),
     ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
@@ -289,6 +296,9 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.TreeRestored.kind: _full(ev.TreeRestored, turn=st.none() | small_ints,
                                 tree=_opt_text, commit=st.none() | identifiers),
     ev.SandboxProbed.kind: _full(ev.SandboxProbed, mode=st.sampled_from(ev.SANDBOX_MODES)),
+    ev.OutputChecked.kind: _full(ev.OutputChecked, valid=st.booleans(),
+                                 output=st.none() | json_objects.map(canonical_json),
+                                 errors=_opt_text),
 }
 
 
