@@ -282,7 +282,9 @@ class Performers:
                             started_at=clock.now(), user_message=effect.user_message,
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
-                            reasoning_budget=effect.reasoning_budget),)
+                            reasoning_budget=effect.reasoning_budget,
+                            client_tools=effect.client_tools,
+                            tool_results=effect.tool_results),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:

@@ -34,6 +34,7 @@ from effects.protocols import DeltaSink, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
+from pipeline.client_tools import client_results, client_specs, unanswered
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
@@ -55,9 +56,10 @@ from stages.log.events import (
     SessionSplit,
     TreeRestored,
 )
-from stages.log.messages import from_openai
+from stages.log.messages import Message, from_openai
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.session.machine import Compress, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
@@ -254,17 +256,24 @@ class Agent:
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
-            reasoning_budget: int | None = None) -> TurnResult:
+            reasoning_budget: int | None = None,
+            client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
+            tool_results: Sequence[Mapping[str, Any]] = ()) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's."""
+        provider's. ``client_tools`` (OpenAI function tools) are offered next to the agent's
+        own: a call to one ends the turn (``client_tool_calls``, the calls in
+        ``result.tool_calls``), and the next turn passes their ``tool_results`` (tool
+        messages) instead of a user message (``pipeline.client_tools``)."""
         check_setting(reasoning_effort, reasoning_budget)
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
         with self._lock:
             runner = self._open()
+            specs, results = self._client_turn(runner.state, history, client_tools,
+                                               tool_results)
             if history is not None and history == runner.state.messages:
                 # A caller that passes the whole conversation each turn: nothing to replace,
                 # so nothing is redacted, encoded and logged again.
@@ -282,7 +291,8 @@ class Agent:
                 state = runner.command(Turn(
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget))
+                    reasoning_budget=reasoning_budget, client_tools=specs,
+                    tool_results=results))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None
@@ -291,6 +301,22 @@ class Agent:
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
         return result
+
+    def _client_turn(self, state: State, history: tuple[Message, ...] | None,
+                     tools: Sequence[Mapping[str, Any] | ToolSpec],
+                     results: Sequence[Mapping[str, Any]]
+                     ) -> tuple[tuple[ToolSpec, ...], tuple[Message, ...]]:
+        """The turn's client tools and results, checked: results answer exactly the calls the
+        history leaves open, and a history with calls left open takes nothing else."""
+        specs = client_specs(tools, [spec.name for spec in state.tools])
+        if (specs or results) and (state.settings is None
+                                   or not state.settings.rule_set.client_tools):
+            raise UsageError("this session runs under rules older than 8, which have no "
+                             "client tools; start a new session")
+        waiting = unanswered(history if history is not None else state.messages)
+        if not results and not waiting:
+            return specs, ()
+        return specs, client_results(results, waiting)
 
     def compress(self) -> bool:
         """Compress the session's context now, between turns (the chat's ``/compress``);

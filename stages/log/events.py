@@ -249,6 +249,12 @@ class TurnStarted:
     # This turn's own reasoning setting, over the provider's (rules 4).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+    # Rules 8: tools the caller runs itself (a gateway's client), offered next to the
+    # session's own for this turn; a call to one ends the turn (``client_tool_calls``).
+    client_tools: tuple[ToolSpec, ...] = ()
+    # Rules 8: the caller's results of the client calls the last turn ended on; the turn
+    # goes on from them (``user_message`` is then empty and no user message is added).
+    tool_results: tuple[Message, ...] = attrs.field(default=(), metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)

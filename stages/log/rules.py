@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 7
+RULES = 8
 """The version of the decision rules a new session runs under."""
 
 
@@ -108,6 +108,12 @@ class RuleSet:
     # middle (``CompressionPlanned.kept``), the calls after it are summarised too, and the
     # updated summary replaces the previous one wherever it stood (``stages.context.apply``).
     iterative_compression: bool = _since(7)
+    # --- 8 ---
+    # A turn offers the caller's own tools (``TurnStarted.client_tools``) next to the
+    # session's; a reply calling one ends the turn once the session's calls have run
+    # (``client_tool_calls``), and the next turn goes on from the caller's results
+    # (``TurnStarted.tool_results``).
+    client_tools: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

@@ -74,6 +74,8 @@ class TurnState:
     reasoning_stripped: bool = False
     # Rules 7: the turn asked for its checkpoint of the working tree (taken or failed).
     checkpointed: bool = False
+    # Rules 8: the caller's own tools offered this turn (``TurnStarted.client_tools``).
+    client_tools: tuple[ToolSpec, ...] = ()
 
     @property
     def is_open(self) -> bool:

@@ -87,6 +87,9 @@ class Turn:
     task_id: str | None = None
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+    # Rules 8: the caller's own tools; its results of the calls the last turn ended on.
+    client_tools: tuple[ToolSpec, ...] = ()
+    tool_results: tuple[Message, ...] = ()
 
 
 @attrs.frozen
@@ -184,7 +187,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
         return (yield from run_turn(
             command.user_message, system_message=command.system_message,
             history=command.history, task_id=command.task_id,
-            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget))
+            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
+            client_tools=command.client_tools, tool_results=command.tool_results))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):

@@ -20,8 +20,10 @@ import json
 from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.log.messages import ToolCall, canonical_json
+from stages.log.evolve import evolve
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
+from stages.tools.client_calls import own_calls
 from stages.tools.checks import (
     check_danger,
     duplicate_of,
@@ -98,6 +100,9 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     order of the calls."""
     if state.turn is None:
         raise ValueError("a tool plan needs an open turn")
+    if config.rule_set.client_tools and state.turn.client_tools:
+        # Rules 8: the caller's calls are its own to run; they stay pending past the plan.
+        state = evolve(state, turn=evolve(state.turn, pending=own_calls(state)))
     cut_off = _cut_off(state, config)
     if not config.rule_set.tool_checks:
         return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),

@@ -84,6 +84,8 @@ def decide_request(state: State, *, config: SessionSettings,
         raise ValueError("a model request needs an open turn")
     purpose = "budget_summary" if turn.budget_exhausted else "step"
     tools = () if turn.budget_exhausted else state.tools
+    if not turn.budget_exhausted and turn.client_tools and config.rule_set.client_tools:
+        tools = (*tools, *turn.client_tools)  # rules 8: the caller's own, after the session's
     entry = turn.route or config.chain[turn.provider_index]
     # A routed call keeps the pooled key only when it goes to the same provider.
     credential_id = turn.credential_id if entry.provider == config.chain[
