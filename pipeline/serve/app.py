@@ -62,26 +62,48 @@ async def chat_completions(request: Request) -> Response:
     owner = owner_of(request)
     pool: SessionPool = request.app.state.pool
     chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
-    wanted = request.headers.get(SESSION_HEADER)
-    if wanted:  # the session's own history is the context: only the last message is new
-        session = await session_of(request, owner, wanted)
-        history = None
-    else:
-        session = await created(request, owner, "api")
-        history = chat.history
+    session, history = await _chat_session(request, owner, chat)
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
     if chat.stream:
         return _stream(request, session, chat, history, completion, headers)
     with session.claimed():
         result = await until_done(request, session, pool.submit(
-            lambda: session.run(chat.user_message, system_message=chat.system_message,
-                                history=history)))
+            lambda: _turn(pool, session, chat, history)))
     refused = _failed(result)
     if refused is not None:
         raise refused
     return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
                         headers=headers)
+
+
+async def _chat_session(request: Request, owner: str, chat: oa.ChatRequest
+                        ) -> tuple[ServedSession, Any]:
+    """The session a completion goes on in, and the history it takes: the header's session,
+    or the one whose turn ended on the calls the request's tool messages answer (with their
+    own history: only the results are new), else a new one with the request's messages."""
+    pool: SessionPool = request.app.state.pool
+    wanted = request.headers.get(SESSION_HEADER)
+    if not wanted and chat.tool_results:
+        wanted = pool.waiting_on(owner, str(chat.tool_results[0].get("tool_call_id")))
+    if wanted:
+        return await session_of(request, owner, wanted), None
+    if chat.results_need_session:
+        raise oa.bad("The 'tool' messages at the end answer calls no assistant message of the "
+                     "request made, and no session of yours waits for them: send the whole "
+                     f"conversation, or the session's {SESSION_HEADER} header.", "messages")
+    return await created(request, owner, "api"), chat.history
+
+
+def _turn(pool: SessionPool, session: ServedSession, chat: oa.ChatRequest, history: Any,
+          on_delta: Any = None) -> TurnResult:
+    """The completion's turn (in a worker); the calls to the client's tools it ended on are
+    noted, for the request that brings their results."""
+    result = session.run(chat.user_message, system_message=chat.system_message,
+                         history=history, on_delta=on_delta, client_tools=chat.client_tools,
+                         tool_results=chat.tool_results)
+    pool.note_calls(session, result.tool_calls)
+    return result
 
 
 def _failed(result: TurnResult) -> oa.ApiError | None:
@@ -102,8 +124,8 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     session.claim()  # 409 now, before the stream starts; the worker releases it
-    worker, left = streamed_turn(pool, session, lambda: session.run(
-        chat.user_message, system_message=chat.system_message, history=history,
+    worker, left = streamed_turn(pool, session, lambda: _turn(
+        pool, session, chat, history,
         on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
 
@@ -124,6 +146,8 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
             if refused is not None:  # as the 502 would say it
                 yield sse.encode(refused.body())
             else:
+                if result.tool_calls:  # the calls to the client's tools, whole
+                    yield chunk(oa.tool_call_deltas(result.tool_calls))
                 yield chunk({}, oa.finish_reason(result))
                 if chat.include_usage:
                     yield sse.encode(oa.usage_chunk(completion, created, chat.model,

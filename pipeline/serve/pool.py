@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from pipeline.serve.sessions import (
     not_found,
 )
 from stages.errors import UsageError
+from stages.log.messages import ToolCall
 
 T = TypeVar("T")
 PLATFORMS = ("gateway", "api")
@@ -38,6 +39,9 @@ class SessionPool:
         self.logs = SessionLogs(home / "sessions")
         self.max_open = max_open
         self._open: dict[str, ServedSession] = {}
+        # (owner, call id) -> the session whose turn ended on that call to a client's tool: a
+        # stateless client (openai-agents) sends the results back without a session header.
+        self._waiting: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self._executor = cf.ThreadPoolExecutor(max_workers=workers,
                                                thread_name_prefix="mibyan-turn")
@@ -99,6 +103,19 @@ class SessionPool:
         self._evict(spare=session)
         return session
 
+    def waiting_on(self, owner: str, call_id: str) -> str | None:
+        """The owner's session whose last turn ended on the client call ``call_id``."""
+        with self._lock:
+            return self._waiting.get((owner, call_id))
+
+    def note_calls(self, session: ServedSession, calls: Sequence[ToolCall]) -> None:
+        """The session's turn ended on ``calls`` to its client's tools (none: it waits for
+        none now)."""
+        with self._lock:
+            for key in [k for k, v in self._waiting.items() if v == session.id]:
+                del self._waiting[key]
+            self._waiting.update({(session.owner, c.id): session.id for c in calls})
+
     def adopt(self, owner: str, session_id: str, platform: str = "gateway") -> None:
         """Give ``owner`` a session whose log exists (a fork's child): its first use opens
         it."""
@@ -122,6 +139,7 @@ class SessionPool:
         restart as well."""
         if delete:  # first: a request meanwhile cannot reopen it
             self.owners.remove(session.id)
+        self.note_calls(session, ())
         with self._lock:
             self._open.pop(session.id, None)
         session.close(deleted=delete)
