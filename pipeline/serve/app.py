@@ -28,25 +28,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from pipeline.result import TurnResult
 from pipeline.serve import guard, routes, sse
 from pipeline.serve import openai_compat as oa
+from pipeline.serve.completion import SESSION_HEADER, chat_session, chat_turn, failed
 from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.plumbing import (
-    created,
     drain,
     failure,
     json_body,
     owner_of,
-    session_of,
     streamed_turn,
     until_done,
 )
 from pipeline.serve.pool import SessionPool
+from pipeline.serve.responses_route import responses
 from pipeline.serve.sessions import ServedSession
 from stages.errors import MibyanError
-
-SESSION_HEADER = "x-mibyan-session-id"
 
 
 async def list_models(request: Request) -> Response:
@@ -62,57 +59,20 @@ async def chat_completions(request: Request) -> Response:
     owner = owner_of(request)
     pool: SessionPool = request.app.state.pool
     chat = oa.parse_chat_request(await json_body(request), request.app.state.models)
-    session, history = await _chat_session(request, owner, chat)
+    session, history = await chat_session(request, owner, chat,
+                                          request.headers.get(SESSION_HEADER))
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
     if chat.stream:
         return _stream(request, session, chat, history, completion, headers)
     with session.claimed():
         result = await until_done(request, session, pool.submit(
-            lambda: _turn(pool, session, chat, history)))
-    refused = _failed(result)
+            lambda: chat_turn(pool, session, chat, history)))
+    refused = failed(result)
     if refused is not None:
         raise refused
     return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
                         headers=headers)
-
-
-async def _chat_session(request: Request, owner: str, chat: oa.ChatRequest
-                        ) -> tuple[ServedSession, Any]:
-    """The session a completion goes on in, and the history it takes: the header's session,
-    or the one whose turn ended on the calls the request's tool messages answer (with their
-    own history: only the results are new), else a new one with the request's messages."""
-    pool: SessionPool = request.app.state.pool
-    wanted = request.headers.get(SESSION_HEADER)
-    if not wanted and chat.tool_results:
-        wanted = pool.waiting_on(owner, str(chat.tool_results[0].get("tool_call_id")))
-    if wanted:
-        return await session_of(request, owner, wanted), None
-    if chat.results_need_session:
-        raise oa.bad("The 'tool' messages at the end answer calls no assistant message of the "
-                     "request made, and no session of yours waits for them: send the whole "
-                     f"conversation, or the session's {SESSION_HEADER} header.", "messages")
-    return await created(request, owner, "api"), chat.history
-
-
-def _turn(pool: SessionPool, session: ServedSession, chat: oa.ChatRequest, history: Any,
-          on_delta: Any = None) -> TurnResult:
-    """The completion's turn (in a worker); the calls to the client's tools it ended on are
-    noted, for the request that brings their results."""
-    result = session.run(chat.user_message, system_message=chat.system_message,
-                         history=history, on_delta=on_delta, client_tools=chat.client_tools,
-                         tool_results=chat.tool_results)
-    pool.note_calls(session, result.tool_calls)
-    return result
-
-
-def _failed(result: TurnResult) -> oa.ApiError | None:
-    """A turn that failed with no answer, as the 502 its client gets (the session made its
-    error one a client may see)."""
-    if result.failed and not result.final_response:
-        return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
-                           code="upstream_failed")
-    return None
 
 
 def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, history: Any,
@@ -124,7 +84,7 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     session.claim()  # 409 now, before the stream starts; the worker releases it
-    worker, left = streamed_turn(pool, session, lambda: _turn(
+    worker, left = streamed_turn(pool, session, lambda: chat_turn(
         pool, session, chat, history,
         on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
@@ -142,7 +102,7 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
         except Exception as exc:  # the turn could not run: say so in the stream, as OpenAI does
             yield sse.encode(failure(exc).body())
         else:
-            refused = _failed(result)
+            refused = failed(result)
             if refused is not None:  # as the 502 would say it
                 yield sse.encode(refused.body())
             else:
@@ -200,6 +160,7 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         *routes.SESSION_ROUTES,
     ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config))
     app.state.pool, app.state.config = pool, config

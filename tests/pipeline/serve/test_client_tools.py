@@ -101,10 +101,12 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def _run_agents(gateway, starting: agents.Agent, prompt: str, *, stream: bool):
+def _run_agents(gateway, starting: agents.Agent, prompt: str, *, stream: bool,
+                responses: bool = False):
     client = openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=TOKENS["alice"],
                                 max_retries=0)
-    model = agents.OpenAIChatCompletionsModel(model="mibyan", openai_client=client)
+    kind = agents.OpenAIResponsesModel if responses else agents.OpenAIChatCompletionsModel
+    model = kind(model="mibyan", openai_client=client)
     config = agents.RunConfig(model=model, tracing_disabled=True)
     if not stream:
         return agents.Runner.run_sync(starting, prompt, run_config=config)
@@ -118,13 +120,15 @@ def _run_agents(gateway, starting: agents.Agent, prompt: str, *, stream: bool):
     return asyncio.run(streamed())
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_openai_agents_runs_a_function_tool_through_the_gateway(gateway, stream):
+@pytest.mark.parametrize(("stream", "responses"), [
+    (False, False), (True, False), (False, True), (True, True)])
+def test_openai_agents_runs_a_function_tool_through_the_gateway(gateway, stream, responses):
     gateway.upstream.script(Reply.tool_calls([("get_weather", '{"city": "Lyon"}')]),
                             Reply.text("It is sunny in Lyon."))
     agent = agents.Agent(name="forecaster", instructions="Answer about the weather.",
                          tools=[get_weather])
-    result = _run_agents(gateway, agent, "Weather in Lyon?", stream=stream)
+    result = _run_agents(gateway, agent, "Weather in Lyon?", stream=stream,
+                         responses=responses)
     assert result.final_output == "It is sunny in Lyon."
     sent = gateway.upstream.requests[1]["messages"]
     assert sent[-1]["role"] == "tool" and "sunny in Lyon" in sent[-1]["content"]
