@@ -32,6 +32,7 @@ from pipeline.serve import guard, routes, sse
 from pipeline.serve import openai_compat as oa
 from pipeline.serve.completion import SESSION_HEADER, chat_session, chat_turn, failed
 from pipeline.serve.gateway_config import ServeConfig
+from pipeline.serve.metrics import GatewayMetrics, MetricsMiddleware
 from pipeline.serve.plumbing import (
     drain,
     failure,
@@ -49,6 +50,18 @@ from stages.errors import MibyanError
 async def list_models(request: Request) -> Response:
     owner_of(request)
     return JSONResponse(oa.models_body(request.app.state.models, request.app.state.started))
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus' text format, for a token of ``[serve] metrics_owners`` (every owner's
+    when it is not set): the numbers are the whole gateway's, no owner's or session's."""
+    owner = owner_of(request)
+    config: ServeConfig = request.app.state.config
+    if config.metrics_owners is not None and owner not in config.metrics_owners:
+        raise oa.ApiError(403, "This token may not read the gateway's metrics ([serve] "
+                          "metrics_owners).", type="permission_error", code="forbidden")
+    body, media_type = request.app.state.metrics.exposition()
+    return Response(body, media_type=media_type)
 
 
 async def health(request: Request) -> Response:
@@ -135,10 +148,12 @@ def _allowed(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-def _middleware(config: ServeConfig) -> list[Middleware]:
-    """The request guard first (``pipeline.serve.guard``); CORS only for configured origins,
-    which the guard lets through."""
-    chain = [Middleware(guard.RequestGuard, config=config)]
+def _middleware(config: ServeConfig, counted: GatewayMetrics) -> list[Middleware]:
+    """The metrics (every request, refusals too), the request guard
+    (``pipeline.serve.guard``); CORS only for configured origins, which the guard lets
+    through."""
+    chain = [Middleware(MetricsMiddleware, metrics=counted),
+             Middleware(guard.RequestGuard, config=config)]
     if config.cors_origins:
         chain.append(Middleware(CORSMiddleware, allow_origins=config.cors_origins,
                                 allow_methods=guard.CORS_METHODS,
@@ -155,15 +170,19 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         yield
         await asyncio.to_thread(pool.shutdown)
 
+    counted = GatewayMetrics()
+    pool.observer = counted.listener
+    counted.watch(lambda: pool.counts()[0], lambda: pool.counts()[1])
     handlers: Any = dict.fromkeys((Exception, HTTPException, oa.ApiError, MibyanError), _error)
     app = Starlette(routes=[
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         *routes.SESSION_ROUTES,
-    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config))
-    app.state.pool, app.state.config = pool, config
+    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config, counted))
+    app.state.pool, app.state.config, app.state.metrics = pool, config, counted
     app.state.models = tuple(dict.fromkeys(models))
     app.state.started = int(time.time())
     return app

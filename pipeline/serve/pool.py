@@ -24,9 +24,11 @@ from pipeline.serve.sessions import (
     not_found,
 )
 from stages.errors import UsageError
+from stages.log.events import Event
 from stages.log.messages import ToolCall
 
 T = TypeVar("T")
+Listener = Callable[[Event], None]
 PLATFORMS = ("gateway", "api")
 
 
@@ -43,6 +45,8 @@ class SessionPool:
         # stateless client (openai-agents) sends the results back without a session header.
         self._waiting: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+        # Makes each session's event listener from its own (the app's metrics count events).
+        self.observer: Callable[[Listener], Listener] = lambda listen: listen
         self._executor = cf.ThreadPoolExecutor(max_workers=workers,
                                                thread_name_prefix="mibyan-turn")
 
@@ -60,7 +64,8 @@ class SessionPool:
         if platform not in PLATFORMS:
             raise UsageError(f"platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
         holder: list[ServedSession] = []
-        agent = self.factory(None, platform, lambda e: holder[0].on_event(e) if holder else None)
+        agent = self.factory(None, platform, self.observer(
+            lambda e: holder[0].on_event(e) if holder else None))
         session_id = agent.open()
         session = ServedSession(session_id, owner, platform, agent,
                                 self.logs.describe(session_id), self.logs)
@@ -95,8 +100,8 @@ class SessionPool:
             if session is not None:
                 return session
             holder: list[ServedSession] = []
-            agent = self.factory(session_id, platform,
-                                 lambda e: holder[0].on_event(e) if holder else None)
+            agent = self.factory(session_id, platform, self.observer(
+                lambda e: holder[0].on_event(e) if holder else None))
             session = ServedSession(session_id, owner, platform, agent, logged, self.logs)
             holder.append(session)
             self._open[session_id] = session
@@ -120,6 +125,11 @@ class SessionPool:
         """Give ``owner`` a session whose log exists (a fork's child): its first use opens
         it."""
         self.owners.add(session_id, owner, platform)
+
+    def counts(self) -> tuple[int, int]:
+        """How many sessions are open, and how many of them run a turn."""
+        with self._lock:
+            return len(self._open), sum(s.busy for s in self._open.values())
 
     def owned(self, owner: str) -> list[ServedSession]:
         with self._lock:
