@@ -59,32 +59,35 @@ def requests(n: int) -> None:
         work = Path(scratch) / "work"
         work.mkdir()
         for gateway in start_gateway(upstream, Path(scratch) / "home", work):
-            client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=TOKENS["alice"],
-                                   max_retries=0)
-            hi = [{"role": "user", "content": "hi"}]
-            chat = timed(n, lambda: client.chat.completions.create(model="mibyan", messages=hi))
+            figures = measure(gateway.url, upstream, n)
+    for name, times in figures.items():
+        print(f"{name:37}{median_ms(times)}")
 
-            def round_trip() -> None:
-                upstream.script(Reply.tool_calls([("get_weather", '{"city": "Oslo"}')]),
-                                Reply.text("Snow."))
-                first = client.chat.completions.create(model="mibyan", messages=hi,
-                                                       tools=[WEATHER])
-                call = first.choices[0].message.tool_calls[0]
-                client.chat.completions.create(model="mibyan", tools=[WEATHER], messages=[
-                    *hi, first.choices[0].message.model_dump(exclude_none=True),
-                    {"role": "tool", "tool_call_id": call.id, "content": "snow"}])
-            tools = timed(n, round_trip)
-            responses = timed(n, lambda: client.responses.create(model="mibyan", input="hi"))
-            streamed = timed(n, lambda: list(client.responses.create(
-                model="mibyan", input="hi", stream=True)))
-            with httpx2.Client(base_url=gateway.url, headers={
-                    "Authorization": f"Bearer {TOKENS['alice']}"}) as raw:
-                scrape = timed(n, lambda: raw.get("/metrics").raise_for_status())
-    print(f"chat completion                      {median_ms(chat)}")
-    print(f"client tool round trip (2 requests)  {median_ms(tools)}")
-    print(f"responses                            {median_ms(responses)}")
-    print(f"responses, streamed                  {median_ms(streamed)}")
-    print(f"/metrics scrape ({4 * n} sessions open) {median_ms(scrape)}")
+
+def measure(url: str, upstream: FakeOpenAIServer, n: int) -> dict[str, list[float]]:
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=TOKENS["alice"], max_retries=0)
+    hi = [{"role": "user", "content": "hi"}]
+
+    def round_trip() -> None:
+        upstream.script(Reply.tool_calls([("get_weather", '{"city": "Oslo"}')]),
+                        Reply.text("Snow."))
+        first = client.chat.completions.create(model="mibyan", messages=hi, tools=[WEATHER])
+        call = first.choices[0].message.tool_calls[0]
+        client.chat.completions.create(model="mibyan", tools=[WEATHER], messages=[
+            *hi, first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "snow"}])
+    figures = {
+        "chat completion": timed(n, lambda: client.chat.completions.create(
+            model="mibyan", messages=hi)),
+        "client tool round trip (2 requests)": timed(n, round_trip),
+        "responses": timed(n, lambda: client.responses.create(model="mibyan", input="hi")),
+        "responses, streamed": timed(n, lambda: list(client.responses.create(
+            model="mibyan", input="hi", stream=True)))}
+    with httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['alice']}"}
+                       ) as raw:
+        figures[f"/metrics scrape ({4 * n} sessions open)"] = timed(
+            n, lambda: raw.get("/metrics").raise_for_status())
+    return figures
 
 
 def starts(n: int) -> None:
