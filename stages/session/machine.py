@@ -209,8 +209,10 @@ def _command(command: Command) -> Generator[Ask, State, State]:
 def _after(command: Turn | Compress, state: State) -> Generator[Ask, State, bool]:
     """A completed answer goes to memory; a compression's split ends the session here."""
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
-        yield Perform("memory", SyncMemory(user_message=command.user_message, answer=answer),
-                      (), count=0)
+        asked = command.user_message
+        if not asked and state.turn is not None:  # rules 8: it went on from tool results
+            asked = state.messages[state.turn.first_message].content or ""
+        yield Perform("memory", SyncMemory(user_message=asked, answer=answer), (), count=0)
     if not wants_split(state):
         return False
     state = yield Perform("session", SplitSession(context=inherited(state)), (SessionSplit.kind,),

@@ -104,3 +104,29 @@ def test_a_spec_from_openais_shape():
     assert spec.name == "get_weather" and json.loads(spec.parameters)["required"] == ["city"]
     with pytest.raises(UsageError):
         client_spec({"type": "function", "function": {"description": "no name"}})
+
+
+def test_a_turn_going_on_from_client_results_syncs_memory_with_the_users_question(home):
+    """The memory providers learn the exchange as the user asked it, not an empty message."""
+    from pipeline.memory_providers import MemoryProvider
+    from pipeline.testing import ScriptedModel, tool_calls
+
+    class Recorder(MemoryProvider):
+        name = "recorder"
+
+        def __init__(self) -> None:
+            self.synced: list[tuple[str, str]] = []
+
+        def prefetch(self, query: str, *, session_id: str) -> str:
+            return ""
+
+        def sync_turn(self, user: str, assistant: str, *, session_id: str) -> None:
+            self.synced.append((user, assistant))
+
+    recorder = Recorder()
+    model = ScriptedModel(tool_calls(("get_weather", {"city": "Oslo"})), "Snow in Oslo.")
+    with Agent(client=model, home=home, memory_provider=recorder) as agent:
+        asked = agent.run("Oslo weather?", client_tools=[WEATHER])
+        agent.run("", tool_results=[{"tool_call_id": asked.tool_calls[0].id,
+                                     "content": "snow"}])
+    assert recorder.synced == [("Oslo weather?", "Snow in Oslo.")]
