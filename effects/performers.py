@@ -286,7 +286,9 @@ class Performers:
                             started_at=clock.now(), user_message=effect.user_message,
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
-                            reasoning_budget=effect.reasoning_budget, output=effect.output),)
+                            reasoning_budget=effect.reasoning_budget, output=effect.output,
+                            client_tools=effect.client_tools,
+                            tool_results=effect.tool_results),)
 
     def _check_output(self, effect: d.CheckOutput, state: State) -> Sequence[Event]:
         check = self.output_check

@@ -38,6 +38,7 @@ from pipeline import config as cfg
 from pipeline import output_types
 from pipeline.agent_run import AgentRun
 from pipeline.agent_run import stream as stream_events
+from pipeline.client_tools import client_results, client_specs, unanswered
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
@@ -62,9 +63,10 @@ from stages.log.events import (
     SessionSplit,
     TreeRestored,
 )
-from stages.log.messages import from_openai
+from stages.log.messages import Message, from_openai
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.session.machine import Compress, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
@@ -273,18 +275,24 @@ class Agent:
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
             reasoning_budget: int | None = None,
             on_event: Callable[[RunEvent], object] | None = None,
-            output_type: Any = None) -> TurnResult:
+            output_type: Any = None, client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
+            tool_results: Sequence[Mapping[str, Any]] = ()) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
         provider's; ``on_event`` receives the turn's typed events (``pipeline.run_events``).
         ``output_type`` (a pydantic model, a dataclass, a TypedDict, any type pydantic
         validates, or a JSON schema dict) makes the answer structured: validated, asked again
-        with the errors when it does not match, returned as ``result.output``."""
+        with the errors when it does not match, returned as ``result.output``.
+        ``client_tools`` (OpenAI function tools) are offered next to the agent's own: a call to
+        one ends the turn (``client_tool_calls``, the calls in ``result.tool_calls``), and the
+        next turn passes their ``tool_results`` (tool messages) instead of a user message
+        (``pipeline.client_tools``)."""
         steps = self._turn(user_message, system_message, conversation_history, task_id,
                            stream_callback, reasoning_callback=reasoning_callback,
                            reasoning_effort=reasoning_effort, reasoning_budget=reasoning_budget,
-                           on_event=on_event, output_type=output_type)
+                           on_event=on_event, output_type=output_type,
+                           client_tools=client_tools, tool_results=tool_results)
         while True:
             try:
                 next(steps)
@@ -332,7 +340,9 @@ class Agent:
               stream_callback: DeltaSink | None = None, *,
               reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
               reasoning_budget: int | None = None,
-              on_event: Callable[[RunEvent], object] | None = None, output_type: Any = None
+              on_event: Callable[[RunEvent], object] | None = None, output_type: Any = None,
+              client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
+              tool_results: Sequence[Mapping[str, Any]] = ()
               ) -> Generator[Step, None, TurnResult]:
         """The turn, one step of the session machine at a time; returns its result."""
         check_setting(reasoning_effort, reasoning_budget)
@@ -348,6 +358,8 @@ class Agent:
         reasoning = _tee(reasoning_callback, reasoning)
         with self._lock:
             runner = self._open()
+            specs, results = self._client_turn(runner.state, history, client_tools,
+                                               tool_results)
             if history is not None and history == runner.state.messages:
                 # A caller that passes the whole conversation each turn: nothing to replace,
                 # so nothing is redacted, encoded and logged again.
@@ -370,7 +382,8 @@ class Agent:
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
                     reasoning_budget=reasoning_budget,
-                    output=None if wanted is None else wanted.spec))
+                    output=None if wanted is None else wanted.spec, client_tools=specs,
+                    tool_results=results))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None
@@ -385,6 +398,22 @@ class Agent:
         if on_event is not None:
             on_event(RunTurnFinished(result=result))
         return result
+
+    def _client_turn(self, state: State, history: tuple[Message, ...] | None,
+                     tools: Sequence[Mapping[str, Any] | ToolSpec],
+                     results: Sequence[Mapping[str, Any]]
+                     ) -> tuple[tuple[ToolSpec, ...], tuple[Message, ...]]:
+        """The turn's client tools and results, checked: results answer exactly the calls the
+        history leaves open, and a history with calls left open takes nothing else."""
+        specs = client_specs(tools, [spec.name for spec in state.tools])
+        if (specs or results) and (state.settings is None
+                                   or not state.settings.rule_set.client_tools):
+            raise UsageError("this session runs under rules older than 8, which have no "
+                             "client tools; start a new session")
+        waiting = unanswered(history if history is not None else state.messages)
+        if not results and not waiting:
+            return specs, ()
+        return specs, client_results(results, waiting)
 
     def compress(self) -> bool:
         """Compress the session's context now, between turns (the chat's ``/compress``);

@@ -19,11 +19,14 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Self
 
 import attrs
 
 from effects.mcp_client import McpCallError, McpServers, McpServerSpec, McpToolInfo
+from effects.mcp_confined import confined
+from effects.tools.sandbox import SandboxPolicy
 from pipeline.tools import Tool
 from stages.errors import UsageError
 
@@ -73,11 +76,17 @@ class McpTools:
 
 
 def mcp_tools(*servers: McpServerSpec | Mapping[str, Any],
-              env: Mapping[str, str] | None = None) -> McpTools:
+              env: Mapping[str, str] | None = None, sandbox: SandboxPolicy | None = None,
+              root: str | Path = ".") -> McpTools:
     """Start ``servers`` (specs, or tables as in config.toml with a ``name``) and make their
-    allowed tools; a ``UsageError`` names a server that cannot start or list its tools."""
+    allowed tools; a ``UsageError`` names a server that cannot start or list its tools.
+    With ``sandbox`` (the session's policy), stdio servers start as the session's commands
+    do: confined to the working tree ``root`` where the sandbox is on, and never outliving
+    this process (``effects.mcp_confined``)."""
     env = os.environ if env is None else env
     specs = tuple(_expanded(_spec(s), env) for s in servers)
+    if sandbox is not None:
+        specs = tuple(confined(s, sandbox, Path(root), parent=os.getpid()) for s in specs)
     group = McpServers(specs)
     try:
         tools = tuple(_tool(group, info) for spec in specs

@@ -9,11 +9,13 @@ from typing import Any
 import attrs
 
 from stages.log.events import Usage
-from stages.log.messages import Message
+from stages.log.messages import Message, ToolCall
 from stages.log.ratelimits import format_usage
 from stages.log.state import State, TurnState
 from stages.prompt.untrusted import unwrapped
 from stages.recovery.reasoning import last_reasoning
+
+CLIENT_CALLS = "client_tool_calls"
 
 
 @attrs.frozen(kw_only=True)
@@ -46,6 +48,9 @@ class TurnResult:
     # Structured output: the validated answer (``Agent.run``'s ``output_type``; as JSON data
     # where the type is not at hand), or None.
     output: Any = None
+    # Rules 8: the calls to the caller's own tools the turn ended on (``client_tool_calls``),
+    # for the caller to run and answer with the next turn's ``tool_results``.
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
@@ -61,7 +66,8 @@ class TurnResult:
             provider=answered.provider, usage=turn.usage, session_usage=state.usage,
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
             session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings,
-            last_reasoning=last_reasoning(state), output=_output(turn))
+            last_reasoning=last_reasoning(state), output=_output(turn),
+            tool_calls=turn.pending if finished.exit_reason == CLIENT_CALLS else ())
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -86,6 +92,7 @@ class TurnResult:
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
             "output": _jsonable(self.output),
+            "tool_calls": [c.to_openai() for c in self.tool_calls],
         }
 
 

@@ -54,6 +54,8 @@ class BuiltinTools:
     tools: tuple[Tool, ...]
     terminal: Terminal
     todos: TodoList
+    # Stopped with the toolset, when the agent closes: the MCP servers of its tools.
+    also_close: tuple[Callable[[], None], ...] = ()
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools)
@@ -64,8 +66,12 @@ class BuiltinTools:
         return self.terminal.workspace.root
 
     def close(self) -> None:
-        """Stop the background processes still running."""
-        self.terminal.close()
+        """Stop the background processes still running (and ``also_close``)."""
+        try:
+            self.terminal.close()
+        finally:
+            for stop in self.also_close:
+                stop()
 
     def confine(self, policy: SandboxPolicy) -> Probe:
         """Run the terminal's commands under the session's sandbox policy."""

@@ -132,6 +132,9 @@ class BeginTurn:
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
     output: OutputSpec | None = None
+    # Rules 8: the caller's own tools, and its results of the calls the last turn ended on.
+    client_tools: tuple[ToolSpec, ...] = ()
+    tool_results: tuple[Message, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

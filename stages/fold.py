@@ -117,9 +117,48 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
                      system_message=e.system_message, first_message=len(state.messages),
                      provider_index=pools.start_provider(state, e),
                      reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget,
-                     output=e.output)
+                     output=e.output, client_tools=e.client_tools)
+    if e.tool_results:  # rules 8: the turn goes on from the caller's results
+        state = _append(state, *_client_results(state, e.tool_results))
+        return evolve(state, turns=state.turns + 1,
+                      turn=evolve(turn, first_message=_last_user(state)))
     return evolve(state, turns=state.turns + 1, turn=turn,
                   **_appended(state, Message(role="user", content=e.user_message)))
+
+
+def _client_results(state: State, results: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The caller's results, named as the calls they answer and, under rules 7, marked as
+    data like the session's own tool results."""
+    names = {c.id: c.name for m in _last_calls(state) for c in m.tool_calls}
+    code = (data_code(state) if state.settings is not None
+            and state.settings.rule_set.untrusted_marked else None)
+    answers = []
+    for result in results:
+        name = names.get(result.tool_call_id or "", result.name)
+        content = result.content or ""
+        if code is not None:
+            content = wrap(content, name=name, code=code)
+        answers.append(Message(role="tool", content=content, tool_call_id=result.tool_call_id,
+                               name=name))
+    return tuple(answers)
+
+
+def _last_calls(state: State) -> tuple[Message, ...]:
+    """The last assistant message, which the tool messages after it answer."""
+    for index in range(len(state.messages) - 1, -1, -1):
+        message = state.messages[index]
+        if message.role == "assistant":
+            return (message,)
+        if message.role != "tool":
+            break
+    return ()
+
+
+def _last_user(state: State) -> int:
+    """Where the user message a continued turn answers stands (what routing and memory
+    read)."""
+    return next((i for i in range(len(state.messages) - 1, -1, -1)
+                 if state.messages[i].role == "user"), 0)
 
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:

@@ -48,6 +48,8 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
     "pipeline/test_mcp.py": "subprocess",
+    # the gateway's sessions with real MCP servers (stdio, sandboxed), and kill -9 of a driver
+    "pipeline/serve/test_gateway_mcp.py": "subprocess",
 }
 
 # Single tests, by ``path::name`` under tests/ (the name without its parameters: every

@@ -28,7 +28,7 @@ from stages.log.upcast import upcast
 # not use them is written exactly as before (readers of the log see no new keys).
 ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     Message: ("reasoning_parts",),
-    TurnStarted: ("reasoning_effort", "reasoning_budget"),
+    TurnStarted: ("reasoning_effort", "reasoning_budget", "client_tools", "tool_results"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
                       "allow_unconfined"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -113,6 +114,11 @@ class Sandbox:
     def argv(self, command: str, *, cwd: Path, root: Path) -> list[str] | None:
         """The sandboxed command line of ``command`` run by ``/bin/sh`` in ``cwd`` (inside
         the working tree ``root``); None when it runs unconfined."""
+        return self.exec_argv(["/bin/sh", "-c", command], cwd=cwd, root=root)
+
+    def exec_argv(self, program: Sequence[str], *, cwd: Path, root: Path) -> list[str] | None:
+        """The sandboxed command line of ``program`` (a program and its arguments, as exec
+        takes them: an MCP server's) in ``cwd``; None when it runs unconfined."""
         if not self.confined:
             return None
         binary = probe().detail
@@ -122,7 +128,7 @@ class Sandbox:
             argv.append("--unshare-net")
         for _, mount in sorted(self._mounts(root), key=lambda m: len(m[0].parts)):
             argv.extend(mount)
-        argv.extend(["--chdir", str(cwd), "--", "/bin/sh", "-c", command])
+        argv.extend(["--chdir", str(cwd), "--", *program])
         return argv
 
     def _mounts(self, root: Path) -> list[tuple[Path, tuple[str, ...]]]:

@@ -19,8 +19,11 @@ from typing import Any
 import attrs
 
 from effects.eventlog.store import session_path
+from effects.mcp_client import McpServerSpec
 from effects.protocols import ModelClient
+from effects.tools.sandbox import SandboxPolicy
 from pipeline.agent import Agent
+from pipeline.config import load_file
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.memory_providers import BuiltinMemory, MemoryManager
 from pipeline.memory_tool import memory_tool
@@ -40,18 +43,42 @@ def home_tools(home: Path, workdir: Path) -> tuple[Tool, ...]:
 def session_agent(parts: Configured, *, session_id: str | None, platform: str,
                   workdir: Path, toolsets: Iterable[str],
                   listener: Callable[[Event], None] | None = None,
-                  shared: tuple[Tool, ...] | None = None, hooks: Hooks | None = None) -> Agent:
-    """An agent for one session: its own built-in toolset (a todo list, a terminal) and memory
-    manager; ``shared`` tools (else the home's, made now) and ``hooks`` (else the installed
-    plugins, loaded now)."""
+                  shared: tuple[Tool, ...] | None = None, hooks: Hooks | None = None,
+                  mcp: tuple[McpServerSpec, ...] = ()) -> Agent:
+    """An agent for one session: its own built-in toolset (a todo list, a terminal), memory
+    manager and ``mcp`` servers (started now, under the session's sandbox, stopped when the
+    agent closes); ``shared`` tools (else the home's, made now) and ``hooks`` (else the
+    installed plugins, loaded now)."""
     home = parts.agent_settings.home
     tools = builtin_tools(workdir, toolsets=toolsets)
     extra = home_tools(home, workdir) if shared is None else shared
-    tools = attrs.evolve(tools, tools=(*tools, *extra))
+    servers = _mcp_tools(mcp, parts, workdir)
+    tools = attrs.evolve(tools, tools=(*tools, *extra, *servers),
+                         also_close=(servers.close,) if servers else ())
     return Agent(settings=attrs.evolve(parts.settings, platform=platform),
                  agent_settings=attrs.evolve(parts.agent_settings, session_id=session_id),
                  effects=attrs.evolve(parts.effects, memory=MemoryManager(BuiltinMemory(home))),
                  secrets=parts.secrets, tools=tools, event_listener=listener, hooks=hooks)
+
+
+def _mcp_tools(specs: tuple[McpServerSpec, ...], parts: Configured, workdir: Path) -> Any:
+    """The session's own MCP servers, under its sandbox policy (as its commands run)."""
+    if not specs:
+        return ()
+    from pipeline.mcp_tools import mcp_tools
+    settings = parts.settings
+    policy = SandboxPolicy(mode=settings.sandbox, network=settings.network,
+                           home=parts.agent_settings.home)
+    return mcp_tools(*specs, sandbox=policy, root=workdir)
+
+
+def mcp_servers(home: Path) -> tuple[McpServerSpec, ...]:
+    """The MCP servers config.toml declares (``[mcp.servers.NAME]``)."""
+    file = load_file(home)
+    if "mcp" not in file:  # the SDK is imported only for a config that uses it
+        return ()
+    from pipeline.mcp_tools import servers_from_config
+    return servers_from_config(file)
 
 
 def gateway_approvals(home: Path, *, trust_terminal_approvals: bool) -> AllowList:
@@ -74,6 +101,7 @@ class AgentMaker:
         self.toolsets = tuple(toolsets)
         self.shared = home_tools(self.parts.agent_settings.home, workdir)
         self.hooks = default_hooks()
+        self.mcp = mcp_servers(self.parts.agent_settings.home)
 
     @property
     def model(self) -> str:
@@ -106,5 +134,5 @@ class AgentMaker:
         parts = attrs.evolve(parts, effects=attrs.evolve(parts.effects, approver=self.approver))
         return session_agent(parts, session_id=session_id, platform=platform,
                              workdir=self.workdir, toolsets=self.toolsets, listener=listener,
-                             shared=self.shared, hooks=self.hooks)
+                             shared=self.shared, hooks=self.hooks, mcp=self.mcp)
 

@@ -28,12 +28,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from pipeline.result import TurnResult
 from pipeline.serve import guard, routes, sse
 from pipeline.serve import openai_compat as oa
-from pipeline.serve.gateway_config import AGENT_MODEL, ServeConfig
+from pipeline.serve.completion import SESSION_HEADER, chat_session, chat_turn, failed
+from pipeline.serve.gateway_config import ServeConfig
+from pipeline.serve.metrics import GatewayMetrics, MetricsMiddleware
 from pipeline.serve.plumbing import (
-    created,
     drain,
     failure,
     json_body,
@@ -43,15 +43,26 @@ from pipeline.serve.plumbing import (
     until_done,
 )
 from pipeline.serve.pool import SessionPool
+from pipeline.serve.responses_route import responses
 from pipeline.serve.sessions import ServedSession
 from stages.errors import MibyanError
-
-SESSION_HEADER = "x-mibyan-session-id"
 
 
 async def list_models(request: Request) -> Response:
     owner_of(request)
     return JSONResponse(oa.models_body(request.app.state.models, request.app.state.started))
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus' text format, for a token of ``[serve] metrics_owners`` (every owner's
+    when it is not set): the numbers are the whole gateway's, no owner's or session's."""
+    owner = owner_of(request)
+    config: ServeConfig = request.app.state.config
+    if config.metrics_owners is not None and owner not in config.metrics_owners:
+        raise oa.ApiError(403, "This token may not read the gateway's metrics ([serve] "
+                          "metrics_owners).", type="permission_error", code="forbidden")
+    body, media_type = request.app.state.metrics.exposition()
+    return Response(body, media_type=media_type)
 
 
 async def health(request: Request) -> Response:
@@ -63,50 +74,23 @@ async def chat_completions(request: Request) -> Response:
     pool: SessionPool = request.app.state.pool
     body = await json_body(request)
     wanted = request.headers.get(SESSION_HEADER)
-    if wanted:  # the session's own history is the context: only the last message is new
-        session = await session_of(request, owner, wanted)
-        own = session.agent.settings.model
-        chat = oa.parse_chat_request(body, (*request.app.state.models, own))
-        _same_model(session, chat.model)
-        history = None
-    else:
-        chat = oa.parse_chat_request(body, request.app.state.models)
-        session = await created(request, owner, "api")
-        history = chat.history
+    models = request.app.state.models
+    if wanted:  # the session's own model too, when the gateway no longer serves it
+        models = (*models, (await session_of(request, owner, wanted)).agent.settings.model)
+    chat = oa.parse_chat_request(body, models)
+    session, history = await chat_session(request, owner, chat, wanted)
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
     if chat.stream:
         return _stream(request, session, chat, history, completion, headers)
     with session.claimed():
         result = await until_done(request, session, pool.submit(
-            lambda: session.run(chat.user_message, system_message=chat.system_message,
-                                history=history, output=chat.output)))
-    refused = _failed(result)
+            lambda: chat_turn(pool, session, chat, history)))
+    refused = failed(result)
     if refused is not None:
         raise refused
     return JSONResponse(oa.completion_body(completion, int(time.time()), chat.model, result),
                         headers=headers)
-
-
-def _same_model(session: ServedSession, named: str) -> None:
-    """A session goes on with the model it recorded; a request naming another model for it is
-    refused rather than answered by a model it did not ask for (``mibyan`` names whichever)."""
-    own = session.agent.settings.model
-    if named not in (AGENT_MODEL, own):
-        raise oa.ApiError(409, f"Session {session.id!r} runs on the model `{own}`, not "
-                               f"`{oa.echoed(named)}`: send `{own}` or `{AGENT_MODEL}` with it, "
-                               "or start a new session for another model.", param="model",
-                          code="session_model_mismatch")
-
-
-def _failed(result: TurnResult) -> oa.ApiError | None:
-    """A turn that failed with no answer, as the 502 its client gets (the session made its
-    error one a client may see)."""
-    if result.failed and (not result.final_response or (result.output is None
-                          and result.turn_exit_reason == "output_invalid")):
-        return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
-                           code="upstream_failed")
-    return None
 
 
 def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, history: Any,
@@ -119,9 +103,8 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     session.claim()  # 409 now, before the stream starts; the worker releases it
-    worker, left = streamed_turn(pool, session, lambda: session.run(
-        chat.user_message, system_message=chat.system_message, history=history,
-        output=chat.output, on_delta=None if chat.output is not None
+    worker, left = streamed_turn(pool, session, lambda: chat_turn(
+        pool, session, chat, history, on_delta=None if chat.output is not None
         else lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
 
@@ -138,12 +121,14 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
         except Exception as exc:  # the turn could not run: say so in the stream, as OpenAI does
             yield sse.encode(failure(exc).body())
         else:
-            refused = _failed(result)
+            refused = failed(result)
             if refused is not None:  # as the 502 would say it
                 yield sse.encode(refused.body())
             else:
                 if chat.output is not None:  # only the checked answer, not every attempt
                     yield chunk({"content": result.final_response})
+                if result.tool_calls:  # the calls to the client's tools, whole
+                    yield chunk(oa.tool_call_deltas(result.tool_calls))
                 yield chunk({}, oa.finish_reason(result))
                 if chat.include_usage:
                     yield sse.encode(oa.usage_chunk(completion, created, chat.model,
@@ -171,10 +156,12 @@ def _allowed(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-def _middleware(config: ServeConfig) -> list[Middleware]:
-    """The request guard first (``pipeline.serve.guard``); CORS only for configured origins,
-    which the guard lets through."""
-    chain = [Middleware(guard.RequestGuard, config=config)]
+def _middleware(config: ServeConfig, counted: GatewayMetrics) -> list[Middleware]:
+    """The metrics (every request, refusals too), the request guard
+    (``pipeline.serve.guard``); CORS only for configured origins, which the guard lets
+    through."""
+    chain = [Middleware(MetricsMiddleware, metrics=counted),
+             Middleware(guard.RequestGuard, config=config)]
     if config.cors_origins:
         chain.append(Middleware(CORSMiddleware, allow_origins=config.cors_origins,
                                 allow_methods=guard.CORS_METHODS,
@@ -191,14 +178,19 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         yield
         await asyncio.to_thread(pool.shutdown)
 
+    counted = GatewayMetrics()
+    pool.observer = counted.listener
+    counted.watch(lambda: pool.counts()[0], lambda: pool.counts()[1])
     handlers: Any = dict.fromkeys((Exception, HTTPException, oa.ApiError, MibyanError), _error)
     app = Starlette(routes=[
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         *routes.SESSION_ROUTES,
-    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config))
-    app.state.pool, app.state.config = pool, config
+    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config, counted))
+    app.state.pool, app.state.config, app.state.metrics = pool, config, counted
     app.state.models = tuple(dict.fromkeys(models))
     app.state.started = int(time.time())
     return app

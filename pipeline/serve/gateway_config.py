@@ -14,6 +14,7 @@
     header_timeout = 10.0        # seconds for a request's head (line and headers)
     body_timeout = 30.0          # seconds for its whole body
     trust_terminal_approvals = false
+    metrics_owners = ["ops"]     # who may read /metrics (default: every token)
 
 ``tokens`` maps each owner's name to the environment variable holding its bearer token (as
 ``api_key_env`` does for providers: secrets stay out of the file). Each token sees only the
@@ -49,7 +50,8 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
     "max_open_sessions": int, "allowed_hosts": list, "cors_origins": list,
     "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
-    "body_timeout": (int, float), "trust_terminal_approvals": bool}
+    "body_timeout": (int, float), "trust_terminal_approvals": bool,
+    "metrics_owners": list}
 _NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list",
           bool: "true or false", (int, float): "a number of seconds"}
 _POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout")
@@ -75,6 +77,8 @@ class ServeConfig:
     body_timeout: float = BODY_TIMEOUT
     # Whether the home's "always" approvals (given in a terminal) hold for remote clients.
     trust_terminal_approvals: bool = False
+    # The owners whose tokens may read /metrics; None: every owner's.
+    metrics_owners: frozenset[str] | None = None
 
 
 def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -91,7 +95,7 @@ def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
     for key in _POSITIVE:
         if section.get(key, 1) <= 0:
             raise UsageError(f"[serve] {key} must be more than 0, got {section[key]!r}")
-    for key in ("allowed_hosts", "cors_origins"):
+    for key in ("allowed_hosts", "cors_origins", "metrics_owners"):
         if not all(isinstance(item, str) and item for item in section.get(key, ())):
             raise UsageError(f"[serve] {key} must be a list of names, got "
                              f"{section[key]!r}")
@@ -130,6 +134,11 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     if unknown:
         raise UsageError(f"unknown toolset(s) {', '.join(map(str, unknown))}; choose from "
                          f"{', '.join(TOOLSETS)}")
+    metrics_owners = section.get("metrics_owners")
+    unknown_owners = sorted(set(metrics_owners or ()) - set(section.get("tokens", {})))
+    if unknown_owners:
+        raise UsageError(f"[serve] metrics_owners names no owner of [serve] tokens: "
+                         f"{', '.join(unknown_owners)}")
     max_open = section.get("max_open_sessions", 1000)
     if max_open < 1:
         raise UsageError(f"[serve] max_open_sessions must be at least 1, got {max_open}")
@@ -148,4 +157,6 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
                        max_json_depth=section.get("max_json_depth", MAX_JSON_DEPTH),
                        header_timeout=float(section.get("header_timeout", HEADER_TIMEOUT)),
                        body_timeout=float(section.get("body_timeout", BODY_TIMEOUT)),
+                       metrics_owners=None if metrics_owners is None
+                       else frozenset(metrics_owners),
                        trust_terminal_approvals=section.get("trust_terminal_approvals", False))

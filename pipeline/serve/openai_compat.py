@@ -3,8 +3,10 @@ chunks built, errors in OpenAI's error body. Plain data in, plain data out (no H
 
 The request is checked the way OpenAI checks it: a missing or malformed field is a 400 naming
 the ``param``; an unknown model is a 404 ``model_not_found``. Parameters the agent decides
-for itself (sampling, ``max_tokens``...) are accepted and ignored; client-side ``tools`` are
-refused, since the agent runs its own tools and a client could never be sent the calls.
+for itself (sampling, ``max_tokens``...) are accepted and ignored. Client-side ``tools`` are
+offered to the model next to the agent's own (rules 8): a call to one comes back with
+``finish_reason: "tool_calls"``, and the next request ends in the ``tool`` messages answering
+it (``pipeline.client_tools``).
 ``response_format`` is honoured: the answer is checked against its schema.
 """
 
@@ -73,6 +75,13 @@ class ChatRequest:
     include_usage: bool
     # ``response_format``'s schema: the answer must match it (None: free text).
     output: OutputSpec | None = None
+    # The client's own tools (OpenAI function tools), and its results of the calls the last
+    # turn ended on: the request's trailing ``tool`` messages (then ``user_message`` is "").
+    client_tools: tuple[dict[str, Any], ...] = ()
+    tool_results: tuple[dict[str, Any], ...] = ()
+    # The results answer calls of no assistant message in the request: only a session that
+    # made them can take them.
+    results_need_session: bool = False
 
 
 def _text(content: Any, param: str) -> str:
@@ -194,9 +203,8 @@ def _checked_options(body: Mapping[str, Any], stream: bool) -> bool:
     n = body.get("n")
     if n is not None and n != 1:
         raise bad("Invalid value for 'n': mibyan answers with one choice (n = 1).", "n")
-    for name in ("tools", "functions"):
-        if body.get(name):
-            raise bad(f"'{name}' is not supported: the agent runs its own tools.", name)
+    if body.get("functions"):
+        raise bad("'functions' is not supported: give client tools as 'tools'.", "functions")
     options = body.get("stream_options")
     if options is None:
         return False
@@ -223,19 +231,55 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     if not isinstance(raw, list) or not raw:
         raise bad("Missing required parameter: 'messages' (a non-empty array).", "messages")
     messages = [_message(m, i) for i, m in enumerate(raw)]
-    _answered(messages)
+    results = len(messages) - _trailing_tools(messages)
+    lone = not any(m.role == "assistant" for m in messages[:results])
+    _answered(messages[:results] if results < len(messages) and lone else messages)
     last = messages[-1]
-    if last.role != "user":
-        raise bad("The last message must have role 'user': it is what the agent answers.",
-                  f"messages[{len(raw) - 1}].role")
+    if last.role not in ("user", "tool"):
+        raise bad("The last message must have role 'user' (what the agent answers) or 'tool' "
+                  "(results of the calls to your tools).", f"messages[{len(raw) - 1}].role")
     stream = _flag(body, "stream")
     include_usage = _checked_options(body, stream)
-    system = [m.content or "" for m in messages[:-1] if m.role in _SYSTEM_ROLES]
-    earlier = tuple(m.to_openai() for m in messages[:-1] if m.role not in _SYSTEM_ROLES)
-    return ChatRequest(model=model, user_message=last.content or "",
-                       history=earlier or None, system_message="\n\n".join(system) or None,
-                       stream=stream, include_usage=include_usage,
+    tools = client_tools(body.get("tools"))
+    new = len(messages) - 1 if last.role == "user" else results
+    system = [m.content or "" for m in messages[:new] if m.role in _SYSTEM_ROLES]
+    earlier = tuple(m.to_openai() for m in messages[:new] if m.role not in _SYSTEM_ROLES)
+    return ChatRequest(model=model, user_message=last.content or "" if last.role == "user"
+                       else "", history=earlier or None,
+                       system_message="\n\n".join(system) or None, stream=stream,
+                       include_usage=include_usage, client_tools=tools,
+                       tool_results=tuple(m.to_openai() for m in messages[results:]),
+                       results_need_session=results < len(messages) and lone,
                        output=_response_format(body.get("response_format")))
+
+
+def _trailing_tools(messages: Sequence[Message]) -> int:
+    count = 0
+    while count < len(messages) and messages[-1 - count].role == "tool":
+        count += 1
+    return count
+
+
+def client_tools(raw: Any) -> tuple[dict[str, Any], ...]:
+    """The request's ``tools``: function tools, each with a name (OpenAI's checks)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise bad("Invalid type for 'tools': expected an array of tools.", "tools")
+    for index, tool in enumerate(raw):
+        param = f"tools[{index}]"
+        tool = _object(tool, param)
+        if tool.get("type") != "function":
+            raise bad(f"Invalid value for '{param}.type': {tool.get('type')!r}; only "
+                      "'function' tools are supported.", f"{param}.type")
+        function = _object(tool.get("function"), f"{param}.function")
+        _string(function, "name", f"{param}.function", required=True)
+        _string(function, "description", f"{param}.function")
+        if function.get("parameters") is not None and not isinstance(
+                function["parameters"], Mapping):
+            raise bad(f"Invalid type for '{param}.function.parameters': expected an object.",
+                      f"{param}.function.parameters")
+    return tuple(raw)
 
 
 def _response_format(value: Any) -> OutputSpec | None:
@@ -272,6 +316,8 @@ def _response_format(value: Any) -> OutputSpec | None:
 def finish_reason(result: Any) -> str:
     """OpenAI's finish reason for a finished turn (a ``TurnResult``)."""
     reason = result.turn_exit_reason
+    if reason == "client_tool_calls":
+        return "tool_calls"
     if reason == "content_filter":
         return "content_filter"
     if reason.startswith("max_iterations") or reason == "incomplete_response":
@@ -294,7 +340,11 @@ def usage_body(usage: Any) -> dict[str, Any]:
 
 def completion_body(completion_id: str, created: int, model: str, result: Any
                     ) -> dict[str, Any]:
-    message = {"role": "assistant", "content": result.final_response or "", "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": result.final_response or "",
+                               "refusal": None}
+    if result.tool_calls:  # the calls to the client's tools, for it to run
+        message["content"] = result.final_response or None
+        message["tool_calls"] = [call.to_openai() for call in result.tool_calls]
     return {"id": completion_id, "object": "chat.completion", "created": created,
             "model": model, "system_fingerprint": None,
             "choices": [{"index": 0, "message": message, "logprobs": None,
@@ -314,6 +364,11 @@ def chunk_body(completion_id: str, created: int, model: str, *, delta: Mapping[s
     if include_usage:
         body["usage"] = None
     return body
+
+
+def tool_call_deltas(calls: Sequence[Any]) -> dict[str, Any]:
+    """The calls to the client's tools as one chunk's delta (each call whole, by index)."""
+    return {"tool_calls": [{"index": i, **call.to_openai()} for i, call in enumerate(calls)]}
 
 
 def usage_chunk(completion_id: str, created: int, model: str, usage: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,8 +24,11 @@ from pipeline.serve.sessions import (
     not_found,
 )
 from stages.errors import UsageError
+from stages.log.events import Event
+from stages.log.messages import ToolCall
 
 T = TypeVar("T")
+Listener = Callable[[Event], None]
 PLATFORMS = ("gateway", "api")
 
 
@@ -38,7 +41,12 @@ class SessionPool:
         self.logs = SessionLogs(home / "sessions")
         self.max_open = max_open
         self._open: dict[str, ServedSession] = {}
+        # (owner, call id) -> the session whose turn ended on that call to a client's tool: a
+        # stateless client (openai-agents) sends the results back without a session header.
+        self._waiting: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+        # Makes each session's event listener from its own (the app's metrics count events).
+        self.observer: Callable[[Listener], Listener] = lambda listen: listen
         self._executor = cf.ThreadPoolExecutor(max_workers=workers,
                                                thread_name_prefix="mibyan-turn")
 
@@ -56,7 +64,8 @@ class SessionPool:
         if platform not in PLATFORMS:
             raise UsageError(f"platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
         holder: list[ServedSession] = []
-        agent = self.factory(None, platform, lambda e: holder[0].on_event(e) if holder else None)
+        agent = self.factory(None, platform, self.observer(
+            lambda e: holder[0].on_event(e) if holder else None))
         session_id = agent.open()
         session = ServedSession(session_id, owner, platform, agent,
                                 self.logs.describe(session_id), self.logs)
@@ -91,18 +100,36 @@ class SessionPool:
             if session is not None:
                 return session
             holder: list[ServedSession] = []
-            agent = self.factory(session_id, platform,
-                                 lambda e: holder[0].on_event(e) if holder else None)
+            agent = self.factory(session_id, platform, self.observer(
+                lambda e: holder[0].on_event(e) if holder else None))
             session = ServedSession(session_id, owner, platform, agent, logged, self.logs)
             holder.append(session)
             self._open[session_id] = session
         self._evict(spare=session)
         return session
 
+    def waiting_on(self, owner: str, call_id: str) -> str | None:
+        """The owner's session whose last turn ended on the client call ``call_id``."""
+        with self._lock:
+            return self._waiting.get((owner, call_id))
+
+    def note_calls(self, session: ServedSession, calls: Sequence[ToolCall]) -> None:
+        """The session's turn ended on ``calls`` to its client's tools (none: it waits for
+        none now)."""
+        with self._lock:
+            for key in [k for k, v in self._waiting.items() if v == session.id]:
+                del self._waiting[key]
+            self._waiting.update({(session.owner, c.id): session.id for c in calls})
+
     def adopt(self, owner: str, session_id: str, platform: str = "gateway") -> None:
         """Give ``owner`` a session whose log exists (a fork's child): its first use opens
         it."""
         self.owners.add(session_id, owner, platform)
+
+    def counts(self) -> tuple[int, int]:
+        """How many sessions are open, and how many of them run a turn."""
+        with self._lock:
+            return len(self._open), sum(s.busy for s in self._open.values())
 
     def owned(self, owner: str) -> list[ServedSession]:
         with self._lock:
@@ -122,6 +149,7 @@ class SessionPool:
         restart as well."""
         if delete:  # first: a request meanwhile cannot reopen it
             self.owners.remove(session.id)
+        self.note_calls(session, ())
         with self._lock:
             self._open.pop(session.id, None)
         session.close(deleted=delete)

@@ -15,7 +15,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -131,7 +131,8 @@ class ServedSession:
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None,
-            output: Any = None) -> TurnResult:
+            output: Any = None, client_tools: Sequence[Mapping[str, Any]] = (),
+            tool_results: Sequence[Mapping[str, Any]] = ()) -> TurnResult:
         """One turn, in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
@@ -148,7 +149,8 @@ class ServedSession:
         try:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta,
-                                    on_event=self._typed, output_type=output)
+                                    on_event=self._typed, output_type=output,
+                                    client_tools=client_tools, tool_results=tool_results)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False

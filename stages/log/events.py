@@ -258,6 +258,12 @@ class TurnStarted:
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
     # The schema this turn's final answer must match (structured output), if any.
     output: OutputSpec | None = None
+    # Rules 8: tools the caller runs itself (a gateway's client), offered next to the
+    # session's own for this turn; a call to one ends the turn (``client_tool_calls``).
+    client_tools: tuple[ToolSpec, ...] = ()
+    # Rules 8: the caller's results of the client calls the last turn ended on; the turn
+    # goes on from them (``user_message`` is then empty and no user message is added).
+    tool_results: tuple[Message, ...] = attrs.field(default=(), metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)

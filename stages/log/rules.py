@@ -116,6 +116,11 @@ class RuleSet:
     # call), so a process killed during one call leaves the later ones "never started", not
     # "started, outcome unknown" (``stages.tools.plan``).
     sequential_one_by_one: bool = _since(8)
+    # A turn offers the caller's own tools (``TurnStarted.client_tools``) next to the
+    # session's; a reply calling one ends the turn once the session's calls have run
+    # (``client_tool_calls``), and the next turn goes on from the caller's results
+    # (``TurnStarted.tool_results``).
+    client_tools: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

@@ -81,6 +81,8 @@ class TurnState:
     output: OutputSpec | None = None
     output_checked: OutputChecked | None = None
     output_failures: int = 0
+    # Rules 8: the caller's own tools offered this turn (``TurnStarted.client_tools``).
+    client_tools: tuple[ToolSpec, ...] = ()
 
     @property
     def is_open(self) -> bool:

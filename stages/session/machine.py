@@ -90,6 +90,9 @@ class Turn:
     reasoning_budget: int | None = None
     # The schema the turn's answer must match (structured output).
     output: OutputSpec | None = None
+    # Rules 8: the caller's own tools; its results of the calls the last turn ended on.
+    client_tools: tuple[ToolSpec, ...] = ()
+    tool_results: tuple[Message, ...] = ()
 
 
 @attrs.frozen
@@ -188,7 +191,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
             command.user_message, system_message=command.system_message,
             history=command.history, task_id=command.task_id,
             reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
-            output=command.output))
+            output=command.output, client_tools=command.client_tools,
+            tool_results=command.tool_results))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):
@@ -209,8 +213,10 @@ def _command(command: Command) -> Generator[Ask, State, State]:
 def _after(command: Turn | Compress, state: State) -> Generator[Ask, State, bool]:
     """A completed answer goes to memory; a compression's split ends the session here."""
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
-        yield Perform("memory", SyncMemory(user_message=command.user_message, answer=answer),
-                      (), count=0)
+        asked = command.user_message
+        if not asked and state.turn is not None:  # rules 8: it went on from tool results
+            asked = state.messages[state.turn.first_message].content or ""
+        yield Perform("memory", SyncMemory(user_message=asked, answer=answer), (), count=0)
     if not wants_split(state):
         return False
     state = yield Perform("session", SplitSession(context=inherited(state)), (SessionSplit.kind,),

@@ -19,6 +19,7 @@ import json
 
 from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
+from stages.log.evolve import evolve
 from stages.log.messages import ToolCall, canonical_json
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
@@ -29,6 +30,7 @@ from stages.tools.checks import (
     repaired_calls,
     shares_a_path,
 )
+from stages.tools.client_calls import own_calls
 from stages.tools.unconfined import check_unconfined
 
 Checked = ToolInvocation | ToolCallRejected | AskApproval
@@ -96,11 +98,16 @@ def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
     """Reject the leading invalid calls, then run the next stretch of valid ones. A batch with
     an invalid call in the middle is planned in stretches, so that results always land in the
     order of the calls."""
-    if state.turn is None:
+    turn = state.turn
+    if turn is None:
         raise ValueError("a tool plan needs an open turn")
+    if config.rule_set.client_tools and turn.client_tools:
+        # Rules 8: the caller's calls are its own to run; they stay pending past the plan.
+        turn = evolve(turn, pending=own_calls(state))
+        state = evolve(state, turn=turn)
     cut_off = _cut_off(state, config)
     if not config.rule_set.tool_checks:
-        return _plan(state, [_check(state, call, cut_off) for call in state.turn.pending], (),
+        return _plan(state, [_check(state, call, cut_off) for call in turn.pending], (),
                      same_path_in_order=False, one_by_one=False)
     calls, repairs = repaired_calls(state)
     halt = halt_on_repeats(state, calls)

@@ -70,6 +70,7 @@ from stages.log.events import (
 from stages.log.messages import Message
 from stages.log.output_spec import OutputSpec
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.prompt.hints import decide_hints, dirs_to_read
 from stages.prompt.memory import decide_memory, needs_prefetch
 from stages.prompt.system import decide_prompt, needs_inputs
@@ -111,16 +112,19 @@ Stage = Callable[..., Decision]
 def run_turn(user_message: str, *, system_message: str | None = None,
              history: tuple[Message, ...] | None = None, task_id: str | None = None,
              reasoning_effort: str | None = None, reasoning_budget: int | None = None,
-             output: OutputSpec | None = None) -> Flow:
-    """One user turn, from the user's message to the turn's end; returns the state then.
-    With ``output``, the answer is checked against it before the turn ends with it."""
+             output: OutputSpec | None = None, client_tools: tuple[ToolSpec, ...] = (),
+             tool_results: tuple[Message, ...] = ()) -> Flow:
+    """One user turn, from the user's message (or the caller's results of the calls to its
+    own tools the last turn ended on) to the turn's end; returns the state then. With
+    ``output``, the answer is checked against it before the turn ends with it."""
     if history is not None:
         yield Perform("input", LoadHistory(messages=history), (HistoryLoaded.kind,))
     state = yield Perform("input", BeginTurn(user_message=user_message,
                                              system_message=system_message, task_id=task_id,
                                              reasoning_effort=reasoning_effort,
                                              reasoning_budget=reasoning_budget,
-                                             output=output),
+                                             output=output, client_tools=client_tools,
+                                             tool_results=tool_results),
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings

@@ -104,6 +104,8 @@ def decide_request(state: State, *, config: SessionSettings,
         raise ValueError("a model request needs an open turn")
     purpose = "budget_summary" if turn.budget_exhausted else "step"
     tools = () if turn.budget_exhausted else state.tools
+    if not turn.budget_exhausted and turn.client_tools and config.rule_set.client_tools:
+        tools = (*tools, *turn.client_tools)  # rules 8: the caller's own, after the session's
     tool_choice = config.tool_choice if tools else None
     tools, tool_choice, output = output_request(turn.output, tools, tool_choice, config)
     entry = turn.route or config.chain[turn.provider_index]

@@ -27,6 +27,7 @@ from stages.log.messages import Message, canonical_json
 from stages.log.state import State
 from stages.recovery.chain import decide_recovery, next_provider
 from stages.recovery.reasoning import THINKING_EXHAUSTED_TEXT, thinking_only
+from stages.tools.client_calls import own_calls
 from stages.tools.plan import decide_tool_plan
 from stages.turn.budget import NO_SUMMARY_TEXT
 from stages.turn.seams import join_parts
@@ -274,6 +275,9 @@ def next_stage(state: State) -> str:
     if turn.failure is not None:
         return "recovery"
     if turn.pending and not turn.budget_exhausted:
+        if turn.client_tools and state.settings is not None \
+                and state.settings.rule_set.client_tools and not own_calls(state):
+            return "client_calls"
         return "tool_plan"
     if answered and turn.last_reply is not None and not turn.budget_exhausted \
             and (turn.last_reply.finish_reason == "incomplete" or _early_end(state)):
@@ -308,10 +312,27 @@ def decide_failed(state: State, *, config: SessionSettings) -> Decision:
 def decide_tools(state: State, *, config: SessionSettings) -> Decision:
     """Plan the pending calls; when all of them were refused, the model is asked again."""
     plan = decide_tool_plan(state, config=config)
-    return plan if plan.next is not None else Decision(events=plan.events, next=PrepareCall())
+    if plan.next is not None:
+        return plan
+    assert state.turn is not None
+    if config.rule_set.client_tools and len(own_calls(state)) < len(state.turn.pending):
+        return Decision(events=plan.events)  # the caller's calls end the turn (rules 8)
+    return Decision(events=plan.events, next=PrepareCall())
+
+
+def decide_client_calls(state: State, *, config: SessionSettings) -> Decision:
+    """Rules 8: the session's own calls of the reply have run; the turn ends on the calls to
+    the caller's tools, left pending for the caller to run (the next turn brings their
+    results). The reply's text, if any, is the turn's answer so far."""
+    del config
+    assert state.turn is not None and state.turn.last_reply is not None
+    return Decision(events=(TurnFinished(
+        exit_reason="client_tool_calls", final_response=state.turn.last_reply.message.content,
+        completed=False),), next=Finish())
 
 
 ROUTES: dict[str, Callable[..., Decision]] = {
+    "client_calls": decide_client_calls,
     "interrupt": decide_interrupted,
     "recovery": decide_failed,
     "tool_plan": decide_tools,

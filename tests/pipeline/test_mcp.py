@@ -18,6 +18,7 @@ import pytest
 
 from effects.eventlog.store import read_envelopes, session_path
 from effects.mcp_client import McpCallError
+from effects.tools.sandbox import probe
 from pipeline.agent import Agent
 from pipeline.config import SECTIONS
 from pipeline.mcp_tools import McpServerSpec, mcp_tools, servers_from_config, tool_name
@@ -60,6 +61,13 @@ def _tool_ran(home: Path, session_id: str) -> list[dict]:
     return [e.payload["outcome"] for e in read_envelopes(session_path(home / "sessions",
                                                                      session_id))
             if e.kind == "tool_ran"]
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _alive(pid: int) -> bool:
@@ -258,10 +266,11 @@ def test_config_declares_servers_and_its_section_is_known() -> None:
 def test_mibyan_run_calls_a_server_declared_in_config(tmp_path: Path) -> None:
     home, pid_file = tmp_path / "home", tmp_path / "server.pid"
     home.mkdir()
+    marker = f"calc-{os.getpid()}-{time.monotonic_ns()}"  # in the server's command line
     (home / "config.toml").write_text(
         "[mcp.servers.calc]\n"
         f"command = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(SERVER)}, \"stdio\"]\n"
+        f"args = [{json.dumps(SERVER)}, \"stdio\", \"{marker}\"]\n"
         'deny = ["crash"]\n'
         f"env = {{ MCP_TEST_PIDFILE = {json.dumps(str(pid_file))} }}\n")
     with FakeOpenAIServer() as server:
@@ -279,4 +288,8 @@ def test_mibyan_run_calls_a_server_declared_in_config(tmp_path: Path) -> None:
     results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert unwrapped(results[-1]["content"]) == "11"  # marked as data (rules 7)
     assert "Eleven." in done.stdout
-    assert _gone(int(pid_file.read_text()))  # the server went with the CLI
+    # It ran in the session's sandbox (its own PID namespace: one of its first processes)...
+    assert probe().started is (int(pid_file.read_text()) < 10)
+    # ... and went with the CLI.
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit()
+                and marker.encode() in _cmdline(p)]

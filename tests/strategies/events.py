@@ -213,7 +213,8 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
         user_message=texts, system_message=_opt_text, output=st.none() | output_specs,
-        **_REASONING),
+        **_REASONING, client_tools=st.lists(tool_specs, max_size=2).map(tuple),
+        tool_results=st.lists(messages(st.just("tool")), max_size=2).map(tuple)),
     ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),

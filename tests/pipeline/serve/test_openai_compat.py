@@ -118,10 +118,12 @@ class Result:
     final_response: str | None = "x"
     usage: Usage = Usage(input_tokens=7, output_tokens=3, cache_read_tokens=2,
                          reasoning_tokens=1)
+    tool_calls: tuple = ()  # the calls to a client's tools (rules 8): none here
 
 
 @pytest.mark.parametrize(("reason", "finish"), [
     ("text_response(finish_reason=stop)", "stop"), ("interrupted_during_api_call", "stop"),
+    ("client_tool_calls", "tool_calls"),
     ("max_iterations_reached(5/5)", "length"), ("incomplete_response", "length"),
     ("content_filter", "content_filter")])
 def test_finish_reasons(reason, finish):

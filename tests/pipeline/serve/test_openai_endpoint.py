@@ -169,8 +169,15 @@ BAD = [
      "stream", None),
     ({"model": "mibyan", "stream_options": {"include_usage": True},
       "messages": [{"role": "user", "content": "x"}]}, 400, "stream_options", None),
-    ({"model": "mibyan", "tools": [{"type": "function", "function": {"name": "f"}}],
-      "messages": [{"role": "user", "content": "x"}]}, 400, "tools", None),
+    # Client tools are function tools (rules 8); the others and the old 'functions' are refused.
+    ({"model": "mibyan", "tools": [{"type": "file_search"}],
+      "messages": [{"role": "user", "content": "x"}]}, 400, "tools[0].type", None),
+    ({"model": "mibyan", "tools": [{"type": "function", "function": {"description": "x"}}],
+      "messages": [{"role": "user", "content": "x"}]}, 400, "tools[0].function.name", None),
+    ({"model": "mibyan", "functions": [{"name": "f"}],
+      "messages": [{"role": "user", "content": "x"}]}, 400, "functions", None),
+    ({"model": "mibyan", "messages": [  # results of calls no session of alice's waits for
+        {"role": "tool", "tool_call_id": "c7", "content": "r"}]}, 400, "messages", None),
     ([1, 2], 400, None, None),
 ]
 
