@@ -19,7 +19,9 @@ from stages.prompt.injection import INVISIBLE
 
 _MAX_RUNS = 32  # decoded runs per text: enough for a payload, bounded for a huge output
 _MAX_RUN = 20_000
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
+# Matches begin where a run begins (the look-behind only spares the scanner from trying each
+# position inside a run of ordinary words: it finds the same runs).
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,2}")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){14,}(?![0-9A-Fa-f])")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _INVISIBLE = {ord(ch): None for ch in INVISIBLE} | dict.fromkeys(range(0xE0000, 0xE0080))
