@@ -165,6 +165,11 @@ def _compile(patterns: tuple[tuple[str, str], ...]) -> Compiled:
 _COMPILED: dict[str, Compiled] = {"context": _compile(_CONTEXT),
                                   "strict": _compile(_CONTEXT + _STRICT)}
 
+def first_patterns() -> Compiled:
+    """Every pattern of the first scan (the strict scope holds the context scope's too)."""
+    return _COMPILED["strict"]
+
+
 # Zero-width characters, invisible operators, the byte-order mark, bidirectional embedding,
 # override and isolate controls, and the Unicode tag block (invisible ASCII smuggling).
 INVISIBLE = frozenset(
@@ -207,6 +212,8 @@ _INVISIBLE_RX = re.compile("[" + "".join(sorted(INVISIBLE)) + "\U000e0000-\U000e
 
 
 def _invisible(text: str) -> bool:
+    if text.isascii():  # every invisible character is outside ASCII
+        return False
     start = 1 if text.startswith("\ufeff") else 0  # a leading BOM is only encoding
     return _INVISIBLE_RX.search(text, start) is not None
 

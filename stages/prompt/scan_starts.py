@@ -21,9 +21,9 @@ import functools
 import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["fold", "starts"]
+__all__ = ["Starts", "fold", "starts"]
 
 _LONGEST = 6  # characters of a start: longer ones find no fewer positions worth the work
 _MOST = 64  # starts per pattern: more, and the pattern is searched as before
@@ -44,52 +44,84 @@ class _Unknown(Exception):
     """The pattern has a match whose start cannot be named."""
 
 
+class Starts(NamedTuple):
+    """Where every match of a pattern begins: at the start of a word that begins with one of
+    ``words``, or where one of ``strings`` occurs (both folded)."""
+
+    words: tuple[str, ...]
+    strings: tuple[str, ...]
+
+
+_AT_WORD = "\0"  # marks a start the pattern's ``\b`` puts at a word's start
+_WORDLIKE = re.compile(r"\w+")
+
+
 @functools.cache
-def starts(rx: re.Pattern[str]) -> tuple[str, ...] | None:
-    """The folded strings every match of ``rx`` begins with, or None when there are none
-    (a match may begin with any character, or there would be too many of them)."""
+def starts(rx: re.Pattern[str]) -> Starts | None:
+    """Where every match of ``rx`` begins, or None when that cannot be said (a match may begin
+    with any character, or there would be too many places to look)."""
     if not rx.flags & re.IGNORECASE or rx.flags & re.VERBOSE:
         return None
     try:
-        found = _seq(list(_parser.parse(rx.pattern, rx.flags)), _LONGEST, 0)
+        found = _seq(list(_parser.parse(rx.pattern, rx.flags)), _LONGEST, 0, False)
     except (_Unknown, RecursionError):
         return None
-    if "" in found:
+    if "" in found or _AT_WORD in found:
         return None
-    # A start that another one begins with adds no position: keep the shortest.
+    # A start that another one begins with adds no place to look: keep the shortest.
     kept: list[str] = []
-    for start in sorted(found, key=len):
-        if not any(start.startswith(shorter) for shorter in kept):
+    for start in sorted(found, key=lambda s: len(s.lstrip(_AT_WORD))):
+        if not any(_covers(shorter, start) for shorter in kept):
             kept.append(start)
-    return tuple(kept) if len(kept) <= _MOST else None
+    if len(kept) > _MOST:
+        return None
+    words = tuple(dict.fromkeys(
+        _WORDLIKE.match(s, 1).group() for s in kept if s[0] == _AT_WORD))  # type: ignore[union-attr]
+    return Starts(words, tuple(s for s in kept if s[0] != _AT_WORD))
 
 
-def _seq(items: list[Any], room: int, depth: int) -> set[str]:
-    """The starts of the sequence ``items``, each at most ``room`` characters long."""
+def _covers(shorter: str, start: str) -> bool:
+    """Whether every place ``start`` names is one ``shorter`` names too."""
+    if shorter[0] == _AT_WORD:
+        return start.startswith(shorter)
+    return start.lstrip(_AT_WORD).startswith(shorter)
+
+
+def _seq(items: list[Any], room: int, depth: int, at_word: bool) -> set[str]:
+    """The starts of the sequence ``items``, each at most ``room`` characters long; with
+    ``at_word``, a ``\\b`` stands before them."""
     if depth > 40:
         raise _Unknown
     if room == 0 or not items:
         return {""}
     (op, av), rest = items[0], items[1:]
     if op in _ZERO_WIDTH:
-        return _seq(rest, room, depth + 1)
+        return _seq(rest, room, depth + 1, at_word or (op == sre.AT and av == sre.AT_BOUNDARY))
     if op == sre.LITERAL:
-        return _then(_char(av), rest, room, depth)
+        return _then(_char(av), rest, room, depth, at_word)
     if op == sre.IN and 0 < len(av) <= _SMALL_CLASS and all(o == sre.LITERAL for o, _ in av):
-        return set().union(*(_then(_char(c), rest, room, depth) for _, c in av))
+        return _bounded(set().union(*(_then(_char(c), rest, room, depth, at_word)
+                                      for _, c in av)))
     if op == sre.SUBPATTERN:
         _group, add, remove, body = av
         if add or remove:
             raise _Unknown
-        return _seq([*body, *rest], room, depth + 1)
+        return _seq([*body, *rest], room, depth + 1, at_word)
     if op == sre.BRANCH:
-        return set().union(*(_seq([*alt, *rest], room, depth + 1) for alt in av[1]))
+        return _bounded(set().union(*(_seq([*alt, *rest], room, depth + 1, at_word)
+                                      for alt in av[1])))
     if op in _REPEATS:
         low, high, body = av
         more = [(op, (max(low - 1, 0), high if high == sre.MAXREPEAT else high - 1, body))]
-        once = _seq([*body, *more, *rest], room, depth + 1) if high else set()
-        return once if low else once | _seq(rest, room, depth + 1)
+        once = _seq([*body, *more, *rest], room, depth + 1, at_word) if high else set()
+        return _bounded(once if low else once | _seq(rest, room, depth + 1, at_word))
     return {""}  # a character the parse cannot name: the starts end before it
+
+
+def _bounded(found: set[str]) -> set[str]:
+    if len(found) > 4 * _MOST:  # too many to look for: give up early, not after the work
+        raise _Unknown
+    return found
 
 
 def _char(code: int) -> str:
@@ -99,5 +131,6 @@ def _char(code: int) -> str:
     return folded
 
 
-def _then(char: str, rest: list[Any], room: int, depth: int) -> set[str]:
-    return {char + tail for tail in _seq(rest, room - 1, depth + 1)}
+def _then(char: str, rest: list[Any], room: int, depth: int, at_word: bool) -> set[str]:
+    mark = _AT_WORD if at_word and _WORDLIKE.match(char) else ""
+    return {mark + char + tail for tail in _seq(rest, room - 1, depth + 1, False)}

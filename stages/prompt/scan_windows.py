@@ -7,10 +7,20 @@ on either side; so the pattern is searched in the windows around its anchors' oc
 merged, and not at all when none occurs. The result is the full search's whenever those two
 facts hold (``tests/stages/test_injection_wide.py`` checks it over the whole corpus).
 
+Three things keep that cheap on ordinary tool output:
+
+- which anchors occur at all is read off the set of the text's distinct words, made in one
+  pass (for ASCII text by ``bytes.translate`` and ``split``, in C): most patterns stop there;
+- where an anchor occurs is looked up only for an anchor that does occur, by ``str.find``;
+- a pattern whose matches all begin with a few words or strings
+  (:mod:`stages.prompt.scan_starts`) is matched only where those begin inside the windows,
+  not searched through them.
+
 An anchor is a word prefix (``instruction`` finds ``instructions``, at the start of a word), or
 with a leading ``*`` a substring (for non-Latin scripts and parts of identifiers). Anchors are
-casefolded; positions are looked up in the casefolded text, which is used only when it has the
-text's length (``ß`` folds to ``ss``: then every search is a full one).
+folded (:func:`stages.prompt.scan_starts.fold`); positions are looked up in the folded text,
+which is used only when it has the text's length (``ß`` folds to ``ss``: then every search is a
+full one).
 """
 
 from __future__ import annotations
@@ -18,116 +28,120 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections import defaultdict
-from collections.abc import Iterable
-from typing import Any
 
-from stages.prompt.scan_starts import fold, starts
+from stages.prompt.scan_starts import Starts, fold, starts
 
 _WORD = re.compile(r"\w+")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# ASCII text with every byte that is not a word character (``\w``) made a space.
+_SPACED = bytes(b if b in _WORD_BYTES else 0x20 for b in range(256))
+_DENSE = 0.5  # windows covering more than this share of the text: one full search is cheaper
 # More starts than one in this many characters: matching at each costs more than searching.
 _SPARSE = 40
-_DENSE = 0.5  # windows covering more than this share of the text: one full search is cheaper
 
 
 @functools.cache
-def _starter(prefixes: frozenset[str]) -> re.Pattern[str]:
-    """A regex of the shortest anchor at each word start (a trie: one step per character)."""
-    return re.compile(r"(?<!\w)" + _trie(prefixes))
+def _shape(prefixes: frozenset[str]) -> tuple[frozenset[str], tuple[int, ...], frozenset[str]]:
+    """The anchors, their lengths, and their first one or two characters."""
+    return (prefixes, tuple(sorted({len(p) for p in prefixes})),
+            frozenset(p[:2] for p in prefixes))
 
 
-def _trie(words: Iterable[str]) -> str:
-    tree: dict[str, Any] = {}
-    for word in words:
-        node = tree
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-    return _alternatives(tree)
-
-
-def _alternatives(node: dict[str, Any]) -> str:
-    # A word that ends here matches already: its longer words are checked from the word.
-    if "" in node:
-        return ""
-    alternatives = [re.escape(ch) + _alternatives(sub) for ch, sub in sorted(node.items())]
-    return alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"  # what ``re`` takes for ``\w`` in a str pattern
 
 
 class Windows:
-    """One text, searched by many patterns: where each word anchor occurs is found in one
-    pass over the text's words, for all the patterns' anchors (``prefixes``)."""
+    """One text, searched by many patterns; what is learnt of it on the way (its words, where
+    an anchor occurs) is kept for the next pattern."""
 
     def __init__(self, text: str, prefixes: frozenset[str]) -> None:
         self.text = text
         folded = fold(text)
         self.folded = folded if len(folded) == len(text) else None
         self._prefixes = prefixes
-        self._longest = max(map(len, prefixes), default=0)
-        self._starts: dict[str, list[int]] | None = None
-        self._found: dict[tuple[str, ...], list[int] | None] = {}
+        self._present: frozenset[str] | None = None
+        self._at: dict[str, list[int]] = {}
+        self._found: dict[Starts, list[int] | None] = {}
 
-    def _anchored(self) -> dict[str, list[int]]:
-        """Where the words starting with each anchor start: the words that begin with any
-        anchor are found by one regex (a trie of the anchors), so only they cost a step in
-        Python, not every word of the text."""
-        if self._starts is None:
+    def _present_prefixes(self) -> frozenset[str]:
+        """The anchors (of ``prefixes``) that begin at least one word of the text."""
+        if self._present is None:
             folded = self.folded or ""
-            starts: dict[str, list[int]] = defaultdict(list)
-            for found in _starter(self._prefixes).finditer(folded):
-                at = found.start()
-                word = _WORD.match(folded, at, at + self._longest)
-                assert word is not None  # an anchor is a word's start
-                word_text = word.group()
-                for size in range(len(found.group()), len(word_text) + 1):
-                    if word_text[:size] in self._prefixes:
-                        starts[word_text[:size]].append(at)
-            self._starts = starts
-        return self._starts
+            if folded.isascii():
+                words = set(folded.encode("ascii").translate(_SPACED).decode("ascii").split())
+            else:
+                words = set(_WORD.findall(folded))
+            prefixes, sizes, heads = _shape(self._prefixes)
+            # Most words (numbers, ids, hex) begin as no anchor does: one lookup skips them.
+            self._present = frozenset(
+                word[:size] for word in words if word[:2] in heads or word[:1] in heads
+                for size in sizes if size <= len(word) and word[:size] in prefixes)
+        return self._present
+
+    def _word_starts(self, prefix: str) -> list[int]:
+        """Where the words that begin with ``prefix`` begin."""
+        found = self._at.get(prefix)
+        if found is None:
+            folded, found = self.folded or "", []
+            if prefix in self._present_prefixes():
+                at = folded.find(prefix)
+                while at >= 0:
+                    if at == 0 or not _is_word_char(folded[at - 1]):
+                        found.append(at)
+                    at = folded.find(prefix, at + 1)
+            self._at[prefix] = found
+        return found
+
+    def _occurs(self, anchors: tuple[str, ...]) -> bool:
+        present, folded = self._present_prefixes(), self.folded or ""
+        return any(a[1:] in folded if a[0] == "*" else a in present for a in anchors)
 
     def _positions(self, anchors: tuple[str, ...]) -> list[int]:
         folded = self.folded or ""
         found: list[int] = []
-        anchored = self._anchored()
         for anchor in anchors:
-            if not anchor.startswith("*"):
-                found.extend(anchored.get(anchor, ()))
-        for anchor in (a[1:] for a in anchors if a.startswith("*")):
-            at = folded.find(anchor)
+            if anchor[0] != "*":
+                found.extend(self._word_starts(anchor))
+                continue
+            at = folded.find(anchor[1:])
             while at >= 0:
                 found.append(at)
-                at = folded.find(anchor, at + 1)
+                at = folded.find(anchor[1:], at + 1)
         return sorted(found)
 
-    def _occurrences(self, strings: tuple[str, ...]) -> list[int] | None:
-        """Where the (folded) ``strings`` occur, sorted; None when they are so many that
-        searching costs less than matching at each."""
-        if strings in self._found:
-            return self._found[strings]
-        found: list[int] = []
+    def _occurrences(self, begins: Starts) -> list[int] | None:
+        """Where matches may begin, sorted: the words that begin with ``begins.words`` and the
+        occurrences of ``begins.strings``; None when they are so many that searching costs
+        less than matching at each."""
+        if begins in self._found:
+            return self._found[begins]
         folded = self.folded or ""
-        # Counted in C first: the common strings of a pattern ("a", "the") give up at once.
-        if sum(folded.count(string) for string in strings) > len(folded) // _SPARSE:
-            self._found[strings] = None
+        found = [at for word in begins.words for at in self._word_starts(word)]
+        # Counted in C first: common strings give up at once, before a loop in Python.
+        if len(found) + sum(folded.count(s) for s in begins.strings) > len(folded) // _SPARSE:
+            self._found[begins] = None
             return None
-        for string in strings:
+        for string in begins.strings:
             at = folded.find(string)
             while at >= 0:
                 found.append(at)
                 at = folded.find(string, at + 1)
         found.sort()
-        self._found[strings] = found
+        self._found[begins] = found
         return found
 
     def search(self, rx: re.Pattern[str], anchors: tuple[str, ...], reach: int,
                also: tuple[str, ...] = ()) -> bool:
         """Whether ``rx`` matches; ``also`` is a second set of anchors every match holds one
         of too (the sparser set's windows are searched). Where every match of ``rx`` begins
-        with one of a few strings (:func:`stages.prompt.scan_starts.starts`), it is matched
-        only where those occur inside the windows."""
+        with one of a few words or strings (:func:`stages.prompt.scan_starts.starts`), it is
+        matched only where those begin inside the windows."""
         text = self.text
         if self.folded is None or len(text) <= 4 * reach:
             return rx.search(text) is not None
+        if not self._occurs(anchors) or (also and not self._occurs(also)):
+            return False
         positions = self._positions(anchors)
         if also:
             positions = min(positions, self._positions(also), key=len)
@@ -138,8 +152,6 @@ class Windows:
                 spans[-1][1] = end
             else:
                 spans.append([start, end])
-        if not spans:
-            return False
         begins = starts(rx)
         found = None if begins is None else self._occurrences(begins)
         if found is not None:
