@@ -59,19 +59,26 @@ def _base64(run: str) -> str | None:
     return _printable(raw)
 
 
+def _runs(text: str) -> list[str]:
+    """The base64 runs of ``text`` in order (a run's ``=`` padding does not change what it
+    decodes to). For ASCII text, the words of its base64 characters, split in C: no regex
+    walks the text."""
+    if text.isascii():
+        return [run.decode("ascii") for run in text.encode("ascii").translate(_RUNS).split()
+                if len(run) >= _SHORTEST]
+    return [match.group() for match in _BASE64.finditer(text)]
+
+
 def _decoded(text: str) -> list[str]:
     found: list[str] = []
-    if text.isascii() and max(map(len, text.encode("ascii").translate(_RUNS).split()),
-                              default=0) < _SHORTEST:
-        return found  # no run long enough (one pass in C; the regex costs ten times more)
-    # A hex run is made of base64 characters too: it lies inside a base64 run (of 20 or more),
-    # so hex is looked for there only, not by a second pass over the whole text.
-    runs = [match.span() for match in _BASE64.finditer(text)]
-    for start, end in runs[:_MAX_RUNS]:
-        plain = _base64(text[start:end][:_MAX_RUN])
+    runs = _runs(text)
+    for run in runs[:_MAX_RUNS]:
+        plain = _base64(run[:_MAX_RUN])
         if plain is not None:
             found.append(plain)
-    hexes = (match.group() for start, end in runs for match in _HEX.finditer(text, start, end))
+    # A hex run is made of base64 characters too: it lies inside a base64 run (of 20 or more),
+    # so hex is looked for there only, not by a second pass over the whole text.
+    hexes = (match.group() for run in runs for match in _HEX.finditer(run))
     for n, run in enumerate(hexes):
         if n >= _MAX_RUNS:
             break

@@ -47,8 +47,11 @@ def _shape(prefixes: frozenset[str]) -> tuple[frozenset[str], tuple[int, ...], f
             frozenset(p[:2] for p in prefixes))
 
 
-def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"  # what ``re`` takes for ``\w`` in a str pattern
+@functools.cache
+def _word_start(prefix: str) -> re.Pattern[str]:
+    """``prefix`` at a word's start. The literal comes first and the look-behind after it, so
+    that ``re`` finds the literal by its fast scan instead of trying every position."""
+    return re.compile(f"{re.escape(prefix)}(?<!\\w.{{{len(prefix)}}})")
 
 
 class Windows:
@@ -83,13 +86,9 @@ class Windows:
         """Where the words that begin with ``prefix`` begin."""
         found = self._at.get(prefix)
         if found is None:
-            folded, found = self.folded or "", []
+            found = []
             if prefix in self._present_prefixes():
-                at = folded.find(prefix)
-                while at >= 0:
-                    if at == 0 or not _is_word_char(folded[at - 1]):
-                        found.append(at)
-                    at = folded.find(prefix, at + 1)
+                found = [m.start() for m in _word_start(prefix).finditer(self.folded or "")]
             self._at[prefix] = found
         return found
 
