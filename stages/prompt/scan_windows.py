@@ -38,6 +38,8 @@ _SPACED = bytes(b if b in _WORD_BYTES else 0x20 for b in range(256))
 _DENSE = 0.5  # windows covering more than this share of the text: one full search is cheaper
 # More starts than one in this many characters: matching at each costs more than searching.
 _SPARSE = 40
+# So few starts that the pattern is matched at each, without looking for its windows.
+_FEW = 16
 
 
 @functools.cache
@@ -141,6 +143,10 @@ class Windows:
             return rx.search(text) is not None
         if not self._occurs(anchors) or (also and not self._occurs(also)):
             return False
+        begins = starts(rx)
+        found = None if begins is None else self._occurrences(begins)
+        if found is not None and len(found) <= _FEW:  # matching at each beats finding windows
+            return any(rx.match(text, at) is not None for at in found)
         positions = self._positions(anchors)
         if also:
             positions = min(positions, self._positions(also), key=len)
@@ -151,8 +157,6 @@ class Windows:
                 spans[-1][1] = end
             else:
                 spans.append([start, end])
-        begins = starts(rx)
-        found = None if begins is None else self._occurrences(begins)
         if found is not None:
             return any(rx.match(text, at) is not None
                        for start, end in spans
