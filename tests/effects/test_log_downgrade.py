@@ -170,11 +170,21 @@ def test_the_cli_option_requires_signatures(tmp_path: Path, monkeypatch: pytest.
     shutil.copy(CORPUS / f"{old}.jsonl", home / "sessions")
     assert main(["--home", str(home), "log", "verify", old]) == 0
     assert "unsigned" in capsys.readouterr().out
-    assert main(["--home", str(home), "replay", old]) == 0
-    capsys.readouterr()
     assert main(["--home", str(home), "--require-signed", "log", "verify", old]) != 0
     out = capsys.readouterr().out
     assert "line 1 (seq 0): the record has no 'sig', but this home requires signed logs" in out
+
+
+def test_an_old_corpus_log_replays_unless_signatures_are_required(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(REQUIRE_SIGNED_ENV, "")
+    home = tmp_path / "home"
+    (home / "sessions").mkdir(parents=True)
+    old = "ctx3_0001"
+    shutil.copy(CORPUS / f"{old}.jsonl", home / "sessions")
+    assert main(["--home", str(home), "replay", old]) == 0
+    capsys.readouterr()
     assert main(["--home", str(home), "--require-signed", "replay", old]) != 0
     assert f"session '{old}' is corrupt at line 1 (seq 0)" in capsys.readouterr().err
 
