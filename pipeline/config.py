@@ -84,7 +84,7 @@ _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a numbe
 
 
 SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",
-                      "sandbox", "mcp", "telemetry", "output"})
+                      "sandbox", "mcp", "telemetry", "output", "logs"})
 """The top-level tables of config.toml; another name is most likely a misspelling."""
 
 
@@ -108,10 +108,24 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
         if isinstance(value, bool) or not isinstance(value, types):
             expected = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
             raise UsageError(f"{path}: [model] {key} must be {expected}, got {value!r}")
+    _check_logs(file.get("logs", {}), path)
     fallbacks = file.get("fallback_providers", [])
     if not isinstance(fallbacks, list) or not all(isinstance(f, dict) for f in fallbacks):
         raise UsageError(f"{path}: fallback_providers must be tables ([[fallback_providers]]), "
                          f"got {fallbacks!r}")
+
+
+def _check_logs(section: object, path: Path) -> None:
+    """``[logs]``: ``require_signed`` (read by the log readers, effects.eventlog.keys)."""
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: logs must be a table ([logs] require_signed = true), "
+                         f"got {section!r}")
+    for key, value in section.items():
+        if key != "require_signed":
+            raise UsageError(f"{path}: unknown setting [logs] {key}; expected require_signed")
+        if not isinstance(value, bool):
+            raise UsageError(f"{path}: [logs] require_signed must be true or false, "
+                             f"got {value!r}")
 
 
 _warned: set[tuple[Path, str]] = set()

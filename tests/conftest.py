@@ -57,6 +57,9 @@ FILE_LANES: dict[str, str] = {
 # imports the packages) in a process of its own, a second or more each; ``slow``: over a few
 # seconds on a 2-core machine for another reason.
 TEST_LANES: dict[str, str] = {
+    # a whole replay through the command line, in process (some seconds)
+    "effects/test_log_downgrade.py::"
+    "test_an_old_corpus_log_replays_unless_signatures_are_required": "slow",
     "pipeline/serve/test_serve_command.py::test_serve_answers_with_its_tokens_and_stops_on_sigterm":
         "subprocess",
     "pipeline/serve/test_serve_command.py::"

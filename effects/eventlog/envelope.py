@@ -34,6 +34,7 @@ from typing import IO, Any
 import msgspec
 
 from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, Keyring, SigningKey
+from effects.eventlog.signed_sessions import must_sign, stripped_problem
 from stages.errors import LogCorruptError, UsageError
 
 __all__ = [
@@ -407,6 +408,9 @@ def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[Ch
     """
     prev_hash, expected, start, number = GENESIS_HASH, 0, 0, 0
     sealed_before = signed_before = False
+    # The seq from which this home signed the session (or requires signatures): a log whose
+    # signatures were all stripped would otherwise pass as one from before logs were signed.
+    must = must_sign(keyring, session_id)
     while chunk := fh.readline(MAX_LINE + 1):
         number += 1
         if len(chunk) > MAX_LINE and not chunk.endswith(b"\n"):
@@ -432,6 +436,7 @@ def check_lines(fh: IO[bytes], session_id: str, keyring: Keyring) -> Iterator[Ch
         envelope, signature = decoded.envelope, decoded.signature
         problem = (_link_problem(envelope, session_id, expected, prev_hash)
                    or _order_problem(decoded, number, sealed_before, signed_before)
+                   or stripped_problem(must, envelope.seq, signature is not None)
                    or signature_problem(signature, keyring))
         prev_hash = decoded.digest or line_hash(raw)
         yield CheckedLine(number, start, expected, prev_hash, None if problem else envelope,

@@ -19,6 +19,7 @@ import hmac
 import os
 import secrets
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "KEY_ID_LEN",
     "MAC_LEN",
     "NO_KEYS",
+    "REQUIRE_SIGNED_ENV",
     "Keyring",
     "SigningKey",
     "export_key",
@@ -37,6 +39,7 @@ __all__ = [
     "install_key",
     "keyring_of",
     "keys_dir",
+    "require_signed",
     "signing_key_file",
 ]
 
@@ -91,6 +94,10 @@ class Keyring:
 
     keys: dict[bytes, SigningKey] = attrs.field(factory=dict, repr=False)
     signing: SigningKey | None = None
+    # The home's keys directory, which also notes the sessions it signed
+    # (``effects.eventlog.signed_sessions``); None: a keyring of no home.
+    keys_dir: Path | None = None
+    require_signed: bool = False  # the home refuses every unsigned record
 
     def holds(self, key_id: bytes, seal: bytes, mac: bytes) -> bool | None:
         """Whether ``mac`` is the signature of ``seal`` under key ``key_id``; None when no key
@@ -109,33 +116,52 @@ def keys_dir(root: Path) -> Path:
     return Path(root).parent / "keys"
 
 
-_CACHE: dict[tuple[str, int, bool], Keyring] = {}
+REQUIRE_SIGNED_ENV = "MIBYAN_REQUIRE_SIGNED"
+_CACHE: dict[tuple[str, int, bool, bool], Keyring] = {}
 
 
 def keyring_of(root: Path, *, create: bool = False) -> Keyring:
     """The keyring of the home whose sessions directory is ``root``; with ``create`` (a writer)
     the signing key is made if the home has none yet. Loaded once per state of the directory
-    (an import changes its modification time)."""
+    (an import changes its modification time) and of the home's ``require_signed``."""
     directory = keys_dir(root)
+    required = require_signed(directory.parent)
     if create and not (directory / SIGNING_FILE).exists():
         _create_signing_key(directory)
     try:
         stamp = directory.stat().st_mtime_ns
     except FileNotFoundError:
-        return NO_KEYS
-    cached = _CACHE.get((str(directory), stamp, create))
+        return Keyring(require_signed=True) if required else NO_KEYS
+    cache_key = (str(directory), stamp, create, required)
+    cached = _CACHE.get(cache_key)
     if cached is None:
-        cached = _CACHE[(str(directory), stamp, create)] = _load(directory, signing=create)
+        cached = _CACHE[cache_key] = _load(directory, signing=create, required=required)
     return cached
 
 
-def _load(directory: Path, *, signing: bool) -> Keyring:
+def require_signed(home: Path) -> bool:
+    """Whether the home refuses every unsigned record: ``MIBYAN_REQUIRE_SIGNED`` (what
+    ``mibyan --require-signed`` sets, so that the processes it starts inherit it), else
+    ``[logs] require_signed`` in its config.toml. A config.toml that does not parse is the
+    settings' error to report (every command reads them); here it requires nothing."""
+    value = os.environ.get(REQUIRE_SIGNED_ENV, "").strip().lower()
+    if value:
+        return value not in ("0", "false", "no", "off")
+    try:
+        with open(home / "config.toml", "rb") as fh:
+            section = tomllib.load(fh).get("logs", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(section, dict) and section.get("require_signed") is True
+
+
+def _load(directory: Path, *, signing: bool, required: bool) -> Keyring:
     keys: dict[bytes, SigningKey] = {}
     for path in sorted(directory.glob(f"*{_SUFFIX}")):
         key = _read_key(path)
         keys[key.key_id] = key
     own = _read_key(directory / SIGNING_FILE) if signing else None
-    return Keyring(keys, own)
+    return Keyring(keys, own, directory, required)
 
 
 def _read_key(path: Path) -> SigningKey:

@@ -39,6 +39,7 @@ from effects.eventlog.envelope import (
     validate_session_id,
 )
 from effects.eventlog.keys import Keyring, keyring_of
+from effects.eventlog.signed_sessions import note_signed
 from effects.logs import get_logger
 from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
 
@@ -109,6 +110,10 @@ class SessionLog:
             if keyring is None:
                 keyring = keyring_of(root, create=True)
             next_seq, last_hash, size = _recover(file, path, session_id, durability, keyring)
+            if keyring.signing is not None and keyring.keys_dir is not None:
+                # Before the first record this writer signs: a signed record never exists
+                # without the home's note that it signs the session.
+                note_signed(keyring.keys_dir, session_id, next_seq, keyring.signing)
         except BaseException:
             file.close()
             raise

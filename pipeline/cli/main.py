@@ -107,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="mibyan", description="An event-sourced LLM agent loop with deterministic replay.")
     parser.add_argument("--home", type=Path, help="state directory (default: $MIBYAN_HOME or "
                         "~/.mibyan)")
+    parser.add_argument("--require-signed", action="store_true",
+                        help="refuse any log record without a signature (as [logs] "
+                        "require_signed = true in config.toml does)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run one agent turn and print the answer")
@@ -306,6 +309,11 @@ def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.require_signed:
+        # Through the environment: every reader of a log, in this process and in those it
+        # starts (gateway workers, batch and replay pools), asks the home's keyring for it.
+        from effects.eventlog.keys import REQUIRE_SIGNED_ENV
+        os.environ[REQUIRE_SIGNED_ENV] = "1"
     from pipeline.cli import commands
     from pipeline.cli.dotenv_files import load_dotenv_files
     load_dotenv_files(home=args.home)

@@ -32,6 +32,7 @@ from effects.eventlog.envelope import (
     split_seal,
 )
 from effects.eventlog.keys import Keyring
+from effects.eventlog.signed_sessions import must_sign, stripped_problem
 
 __all__ = ["Position", "Scan", "scan"]
 
@@ -64,7 +65,7 @@ class Scan:
 
 def scan(fh: IO[bytes], session_id: str, start: Position, keyring: Keyring) -> Scan:
     """Check the records of ``fh`` (positioned at ``start.offset``) that continue ``start``."""
-    pos = start
+    pos, must = start, must_sign(keyring, session_id)
     while line := fh.readline(MAX_LINE + 1):
         if not line.endswith(b"\n"):
             if len(line) > MAX_LINE:
@@ -74,6 +75,8 @@ def scan(fh: IO[bytes], session_id: str, start: Position, keyring: Keyring) -> S
         raw = line[:-1]
         checked = _canonical(raw, session_id, pos, keyring) or _decoded(raw, session_id, pos,
                                                                        keyring)
+        if not isinstance(checked, str):
+            checked = stripped_problem(must, pos.records, checked[2]) or checked
         if isinstance(checked, str):
             return Scan(pos, f"seq {pos.records}: {checked}")
         digest, sealed, signed = checked

@@ -165,6 +165,11 @@ def _compile(patterns: tuple[tuple[str, str], ...]) -> Compiled:
 _COMPILED: dict[str, Compiled] = {"context": _compile(_CONTEXT),
                                   "strict": _compile(_CONTEXT + _STRICT)}
 
+def first_patterns() -> Compiled:
+    """Every pattern of the first scan (the strict scope holds the context scope's too)."""
+    return _COMPILED["strict"]
+
+
 # Zero-width characters, invisible operators, the byte-order mark, bidirectional embedding,
 # override and isolate controls, and the Unicode tag block (invisible ASCII smuggling).
 INVISIBLE = frozenset(
@@ -201,9 +206,16 @@ def _header_use_only(text: str) -> bool:
     return bool(lines)
 
 
+# One character class: the C scanner looks at each character once (a loop in Python cost more
+# than all the patterns of an ordinary text together).
+_INVISIBLE_RX = re.compile("[" + "".join(sorted(INVISIBLE)) + "\U000e0000-\U000e007f]")
+
+
 def _invisible(text: str) -> bool:
-    body = text[1:] if text.startswith("\ufeff") else text  # a leading BOM is only encoding
-    return any(ch in INVISIBLE or ord(ch) in _TAGS for ch in body)
+    if text.isascii():  # every invisible character is outside ASCII
+        return False
+    start = 1 if text.startswith("\ufeff") else 0  # a leading BOM is only encoding
+    return _INVISIBLE_RX.search(text, start) is not None
 
 
 Finder = Callable[[str, tuple[str, ...], "re.Pattern[str]"], bool]

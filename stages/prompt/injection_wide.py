@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 
 from stages.prompt.deobfuscate import readings
-from stages.prompt.injection import blocked_note, scan_with
+from stages.prompt.injection import blocked_note, first_patterns, scan_with
 from stages.prompt.injection import scan as scan_first
+from stages.prompt.scan_starts import starts
 from stages.prompt.scan_windows import Windows
 
 _G = r"[^.!?\n]{0,80}?"  # a gap inside one sentence
@@ -279,7 +280,12 @@ def _found(windows: Windows, pid: str, rx: re.Pattern[str]) -> bool:
 _PIPED = _COMPILED[[pid for pid, _ in _COMPILED].index("pipe_to_shell")][1]
 
 
-_PREFIXES = frozenset(a for anchors in ANCHORS.values() for a in anchors if a[0] != "*")
+# The anchors, and the words a pattern's matches begin with (their places are looked up in
+# the same pass over the text: ``stages.prompt.scan_windows``).
+_PREFIXES = frozenset(
+    {a for anchors in ANCHORS.values() for a in anchors if a[0] != "*"}
+    | {word for rx in (*(rx for _, rx in _COMPILED), *(rx for _, _, rx in first_patterns()))
+       if (begins := starts(rx)) is not None for word in begins.words})
 
 
 def _hits(text: str, scope: str) -> set[str]:

@@ -82,9 +82,10 @@ def test_a_session_log_cannot_be_overwritten(root: Path, ask: Query) -> None:
         ask(root, f"COPY (SELECT 'x' AS session_id) TO '{root.parent / INDEX_NAME}'")
     assert path.read_bytes() == before
     assert ask(root, "SELECT count(*) FROM events")[1] == [(3,)]
-    # The log and the home's key that signed it (made by its writer), nothing else.
+    # The log, the home's key that signed it and its note that it signed s1 (made by its
+    # writer), nothing else.
     assert sorted(p.name for p in root.parent.rglob("*") if p.name != INDEX_NAME) == [
-        "keys", "s1.jsonl", "sessions", "signing.key"]
+        "keys", "s1", "s1.jsonl", "sessions", "signed", "signing.key"]
 
 
 def test_no_database_file_can_be_attached(root: Path, ask: Query) -> None:
