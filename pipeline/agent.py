@@ -39,11 +39,13 @@ from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
+from pipeline.shell.decisions import Decisions, answers_for
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner
+from pipeline.shell.waits import Waits, waiting
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
@@ -56,9 +58,10 @@ from stages.log.events import (
     TreeRestored,
 )
 from stages.log.messages import from_openai
+from stages.log.pause_events import PendingApproval
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
-from stages.session.machine import Compress, Opening, RollBack, Turn
+from stages.session.machine import Compress, Decide, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
@@ -73,9 +76,13 @@ class Agent:
                  secrets: Iterable[str] = (), tools: ToolsArg = (),
                  event_listener: Listener | None = None,
                  approval_callback: ApprovalCallback | None = None, hooks: Hooks | None = None,
+                 approvals: str = "deny", tool_approvals: Iterable[str] = (),
                  **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
-        ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
+        ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``.
+        ``approvals`` answers a call that needs approval when no ``approval_callback`` does:
+        "deny", "once", or "pause" (the turn stops with the calls pending: ``resume``);
+        ``tool_approvals`` names tools each of whose calls needs one."""
         if settings is None:
             # Today's keyword arguments: the same as ``Agent.from_config`` (checked there).
             parts = configure(model, **overrides)
@@ -89,6 +96,8 @@ class Agent:
         self.settings = settings
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        if tool_approvals:
+            self.registry = self.registry.needing_approval(tool_approvals)
         # A toolset with state (pipeline.toolsets.BuiltinTools): its todo list is restored on
         # resume, its background processes stopped on close.
         self._toolset = tools
@@ -104,9 +113,10 @@ class Agent:
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._interrupt = threading.Event()
+        self._waits = Waits()
         # Installed plugins register unless the caller brings its own hooks.
         self.hooks = default_hooks() if hooks is None else hooks
-        self._effects = self._completed(effects, approval_callback)
+        self._effects = self._completed(effects, approval_callback, approvals)
         self._listener = event_listener
         self._runner: SessionRunner | None = None
         self._child: tuple[SessionRunner, SessionLog] | None = None
@@ -118,7 +128,8 @@ class Agent:
         self._logs: list[SessionLog] = []
         weakref.finalize(self, _close_logs, self._logs)
 
-    def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None) -> Effects:
+    def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None,
+                   approvals: str = "deny") -> Effects:
         """The effects with a tool runner and an approver where the caller gave none."""
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
@@ -127,7 +138,8 @@ class Agent:
                 secrets=self._secrets))
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
-                approval_callback, allowlist=AllowList(self.home / "approvals.json")))
+                approval_callback, allowlist=AllowList(self.home / "approvals.json"),
+                default=approvals))
         # The working tree: the built-in tools' root, else the directory the agent runs in.
         tree = getattr(self._toolset, "root", None) or self.agent_settings.cwd
         if effects.checkpoints is None and self.agent_settings.checkpoints and tree is not None:
@@ -139,13 +151,15 @@ class Agent:
     def from_config(cls, model: str | None = None, *, tools: ToolsArg = (),
                     event_listener: Listener | None = None,
                     approval_callback: ApprovalCallback | None = None,
-                    hooks: Hooks | None = None, **overrides: Any) -> Agent:
+                    hooks: Hooks | None = None, approvals: str = "deny",
+                    tool_approvals: Iterable[str] = (), **overrides: Any) -> Agent:
         """Settings from keyword arguments, then the environment, then
         ``<home>/config.toml``; the model client is the provider router over the key pool (or
         the embedded local model when no provider is configured). The keywords are those of
         :func:`pipeline.settings.configure`."""
         return cls(model, tools=tools, event_listener=event_listener,
-                   approval_callback=approval_callback, hooks=hooks, **overrides)
+                   approval_callback=approval_callback, hooks=hooks, approvals=approvals,
+                   tool_approvals=tool_approvals, **overrides)
 
     # --- the agent's settings ---------------------------------------------------------------
     @property
@@ -211,7 +225,7 @@ class Agent:
         """An interpreter of this agent's session machine over ``journal``."""
         performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
                                 home=self.home, toolset=self._toolset, inherit=inherit,
-                                split=self._split)
+                                split=self._split, steering=self._waits.steering)
         return SessionRunner(journal, performers, state=state,
                              listener=self._listener if listener is None else listener)
 
@@ -250,47 +264,89 @@ class Agent:
         return lineage.folded_log(self._log.path)
 
     # --- turns ------------------------------------------------------------------------------
-    def run(self, user_message: str, system_message: str | None = None,
+    def run(self, user_message: str | None = None, system_message: str | None = None,
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
-            reasoning_budget: int | None = None) -> TurnResult:
-        """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
-        model's reasoning as it streams (apart from ``stream_callback``'s text);
-        ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's."""
+            reasoning_budget: int | None = None,
+            decisions: Decisions | None = None) -> TurnResult:
+        """Run one user turn to its end (or to a pause for approvals: ``result.paused``) and
+        describe it; with ``decisions`` (and no message), go on with the turn that waits for
+        them. ``reasoning_callback`` receives the model's reasoning as it streams (apart from
+        ``stream_callback``'s text); ``reasoning_effort`` / ``reasoning_budget`` set this
+        turn's reasoning over the provider's."""
         check_setting(reasoning_effort, reasoning_budget)
+        if (user_message is None) == (decisions is None):
+            raise UsageError("run() takes a user message, or decisions on pending approvals")
         history = None
         if conversation_history is not None:
             history = tuple(from_openai(dict(m)) for m in conversation_history)
         with self._lock:
             runner = self._open()
-            if history is not None and history == runner.state.messages:
-                # A caller that passes the whole conversation each turn: nothing to replace,
-                # so nothing is redacted, encoded and logged again.
-                history = None
-            self.hooks.fire("turn_start", session_id=runner.state.session_id, task_id=task_id,
-                            user_message=user_message)
-            performers = runner.performers
-            assert performers is not None
-            # What streams is shown masked, as the log keeps it, and once.
-            performers.on_delta = (None if stream_callback is None
-                                   else MaskedStream(stream_callback, self._secrets))
-            performers.on_reasoning = (None if reasoning_callback is None
-                                       else MaskedStream(reasoning_callback, self._secrets))
-            try:
-                state = runner.command(Turn(
-                    user_message=user_message, system_message=system_message, history=history,
-                    task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget))
-                self._continue_in_child()
-            finally:
-                performers.on_delta = performers.on_reasoning = None
-                # An interrupt that came after this turn's last step must not stop the next one.
-                self._interrupt.clear()
+            if decisions is not None:
+                command: Turn | Decide = Decide(answers=answers_for(
+                    waiting(runner.state), decisions))
+            else:
+                assert user_message is not None
+                if pending := waiting(runner.state):
+                    raise UsageError(
+                        "the session waits for approvals of calls "
+                        f"{', '.join(p.call_id for p in pending)}: resume(decisions) first")
+                if history is not None and history == runner.state.messages:
+                    # A caller that passes the whole conversation each turn: nothing to
+                    # replace, so nothing is redacted, encoded and logged again.
+                    history = None
+                command = Turn(user_message=user_message, system_message=system_message,
+                               history=history, task_id=task_id,
+                               reasoning_effort=reasoning_effort,
+                               reasoning_budget=reasoning_budget)
+            state = self._drive(runner, command, stream_callback, reasoning_callback)
         result = TurnResult.from_state(state)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
         return result
+
+    def resume(self, decisions: Decisions, stream_callback: DeltaSink | None = None,
+               ) -> TurnResult:
+        """Go on with the turn that waits for approvals (``result.pending_approvals``), with a
+        decision on each pending call: ``approve()``, ``approve_for_session()``,
+        ``deny("why")`` (``pipeline.shell.decisions``), keyed by call id."""
+        return self.run(decisions=decisions, stream_callback=stream_callback)
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The calls the session's turn waits on (none: it waits for nothing)."""
+        with self._lock:
+            return waiting(self._open().state)
+
+    def _drive(self, runner: SessionRunner, command: Turn | Decide,
+               stream_callback: DeltaSink | None, reasoning_callback: DeltaSink | None
+               ) -> State:
+        """Run ``command``, then, while an ``interrupt(message)`` or a steered message came
+        too late for the turn, a turn of that message."""
+        performers = runner.performers
+        assert performers is not None
+        # What streams is shown masked, as the log keeps it, and once.
+        performers.on_delta = (None if stream_callback is None
+                               else MaskedStream(stream_callback, self._secrets))
+        performers.on_reasoning = (None if reasoning_callback is None
+                                   else MaskedStream(reasoning_callback, self._secrets))
+        try:
+            while True:
+                if isinstance(command, Turn):
+                    self.hooks.fire("turn_start", session_id=runner.state.session_id,
+                                    task_id=command.task_id, user_message=command.user_message)
+                state = runner.command(command)
+                self._continue_in_child()
+                runner = self._runner or runner
+                # An interrupt that came after this turn's last step must not stop the next.
+                self._interrupt.clear()
+                follow = None if waiting(state) else self._waits.follow_up()
+                if follow is None:
+                    return state
+                command = Turn(user_message=follow)
+        finally:
+            performers.on_delta = performers.on_reasoning = None
+            self._interrupt.clear()
 
     def compress(self) -> bool:
         """Compress the session's context now, between turns (the chat's ``/compress``);
@@ -343,11 +399,21 @@ class Agent:
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run(message, stream_callback=stream_callback).final_response or ""
 
-    def interrupt(self) -> None:
+    def interrupt(self, message: str | None = None) -> None:
         """Stop the running turn now (a model call's response is closed, a backoff is cut
         short, tools not yet started are skipped); safe from any thread. Between turns it
-        stops the next turn at its first step."""
+        stops the next turn at its first step. With a ``message``, the run goes on with a
+        turn of it once the stopped one is closed (``run`` returns that turn)."""
+        if message is not None:
+            self._waits.interrupt_with(message)
         self._interrupt.set()
+
+    def steer(self, text: str) -> None:
+        """Send ``text`` into the running turn from any thread: it joins the conversation as
+        the user's at the turn's next step boundary (after the tool batch running now, before
+        the next model request; rules 8), so the model reads it in its very next request. A
+        message no boundary took before the turn ended is answered by a turn of its own."""
+        self._waits.steering.send(text)
 
     def forget_interrupt(self) -> None:
         """Drop an interrupt that came after the turn it was meant for (a gateway's client

@@ -7,12 +7,16 @@ from typing import Any
 
 import attrs
 
-from stages.log.events import Usage
+from stages.log.events import TurnFinished, Usage
 from stages.log.messages import Message
+from stages.log.pause_events import PendingApproval
 from stages.log.ratelimits import format_usage
 from stages.log.state import State
 from stages.prompt.untrusted import unwrapped
 from stages.recovery.reasoning import last_reasoning
+
+AWAITING = "awaiting_approval"
+"""The exit reason of a turn that stopped for approvals (it is not over)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -42,13 +46,25 @@ class TurnResult:
     warnings: tuple[str, ...] = ()
     # The most recent non-empty reasoning of this turn (never of an earlier one).
     last_reasoning: str | None = None
+    # The turn stopped for these calls' approvals (``turn_exit_reason`` "awaiting_approval");
+    # it goes on with ``Agent.resume(decisions)``, in this process or another.
+    pending_approvals: tuple[PendingApproval, ...] = ()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pending_approvals)
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
         turn, settings = state.turn, state.settings
-        if turn is None or turn.finished is None or settings is None:
+        if turn is not None and turn.waiting:
+            finished: TurnFinished | None = TurnFinished(
+                exit_reason=AWAITING, final_response=None, completed=False)
+        else:
+            finished = turn.finished if turn is not None else None
+        if turn is None or finished is None or settings is None:
             raise ValueError("no finished turn to describe")
-        finished, answered = turn.finished, settings.chain[turn.provider_index]
+        answered = settings.chain[turn.provider_index]
         return cls(
             final_response=finished.final_response, messages=tuple(state.messages),
             api_calls=turn.api_calls, completed=finished.completed,
@@ -57,7 +73,7 @@ class TurnResult:
             provider=answered.provider, usage=turn.usage, session_usage=state.usage,
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
             session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings,
-            last_reasoning=last_reasoning(state))
+            last_reasoning=last_reasoning(state), pending_approvals=turn.waiting)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -81,6 +97,7 @@ class TurnResult:
             "task_id": self.task_id,
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
+            "pending_approvals": [attrs.asdict(p) for p in self.pending_approvals],
         }
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.log.events import ContextInherited, Event, SessionSettings
+from stages.log.events import ApprovalAnswered, ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
 from stages.log.tool_specs import ToolInvocation, ToolSpec
 
@@ -89,13 +89,16 @@ class Finish:
 
 @attrs.frozen(kw_only=True)
 class AskApproval:
-    """A dangerous command waits for a person's approval (``ApprovalAnswered``)."""
+    """A call waits for a person's approval (``ApprovalAnswered``), or, where the turn may
+    pause (rules 8), for the decisions on ``batch``: every call of its batch that needs one
+    (``ApprovalsPending``)."""
 
     call_id: str
     tool: str
     command: str
     pattern: str
     description: str
+    batch: tuple[AskApproval, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -136,9 +139,19 @@ class ReadClock:
 
 @attrs.frozen(kw_only=True)
 class PollInterrupt:
-    """Whether the user asked to stop (``Interrupted``, or nothing)."""
+    """Whether the user asked to stop (``Interrupted``, or nothing); where ``steer`` (a step
+    boundary, rules 8), a message steered into the turn may join it here (``Steered``)."""
 
     during: str
+    steer: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class DecideApprovals:
+    """The decisions on the calls a paused turn waits on (``ApprovalsDecided``), as the caller
+    gave them; a replay serves them from the log."""
+
+    answers: tuple[ApprovalAnswered, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -276,8 +289,8 @@ SessionEffect = (StartSession | ResumeSession | InheritContext | DeclareTools | 
                  | StartMemory | ProbeWindow | ProbeSandbox | SplitSession | SyncMemory
                  | AbortTurn | SwitchSettings | RestoreTree)
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise | RequestCompression | TakeCheckpoint | SessionEffect)
+          | RefreshCredential | AskApproval | DecideApprovals | ReadPromptInputs | ReadHints
+          | PrefetchMemory | Summarise | RequestCompression | TakeCheckpoint | SessionEffect)
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 7
+RULES = 8
 """The version of the decision rules a new session runs under."""
 
 
@@ -108,6 +108,15 @@ class RuleSet:
     # middle (``CompressionPlanned.kept``), the calls after it are summarised too, and the
     # updated summary replaces the previous one wherever it stood (``stages.context.apply``).
     iterative_compression: bool = _since(7)
+    # --- 8 ---
+    # A call that needs approval may end the turn waiting (``approvals_pending``); the turn
+    # goes on when the decisions come (``approvals_decided``), and a denial's reason reaches
+    # the model with the refusal (``stages.tools.approvals``).
+    paused_approvals: bool = _since(8)
+    # A tool declared as needing approval (``ToolSpec.requires_approval``) asks before it runs.
+    declared_approvals: bool = _since(8)
+    # A message steered into a running turn joins it at the next step boundary (``steered``).
+    steering: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

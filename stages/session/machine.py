@@ -33,6 +33,7 @@ from stages.decision import (
     SyncMemory,
 )
 from stages.log.events import (
+    ApprovalAnswered,
     ContextInherited,
     ContextWindowProbed,
     SandboxProbed,
@@ -49,7 +50,7 @@ from stages.log.messages import Message
 from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
 from stages.session.compress_now import run_compression
-from stages.turn.machine import Ask, Perform, Record, run_turn
+from stages.turn.machine import Ask, Perform, Record, resume_turn, run_turn
 from stages.turn.step import decide_abandon
 
 
@@ -87,6 +88,14 @@ class Turn:
     task_id: str | None = None
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Decide:
+    """The turn that waits for approvals goes on with these decisions (rules 8; a replay
+    reads them off the log)."""
+
+    answers: tuple[ApprovalAnswered, ...] = ()
 
 
 @attrs.frozen
@@ -130,7 +139,7 @@ class End:
     """The session ends here (a replay: its log ends)."""
 
 
-Command = Turn | Compress | RollBack | Abort | Reopen | ForkSwitch | End
+Command = Turn | Decide | Compress | RollBack | Abort | Reopen | ForkSwitch | End
 SessionFlow = Generator[Ask | Await, State | Command, None]
 
 
@@ -147,7 +156,7 @@ def run_session(opening: Opening | None) -> SessionFlow:
             state = yield from _command(command)
         except Cut:
             continue
-        if isinstance(command, Turn | Compress) and (yield from _after(command, state)):
+        if isinstance(command, Turn | Decide | Compress) and (yield from _after(command, state)):
             return  # the session went on in the split's child
 
 
@@ -185,6 +194,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
             command.user_message, system_message=command.system_message,
             history=command.history, task_id=command.task_id,
             reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget))
+    if isinstance(command, Decide):
+        return (yield from resume_turn(command.answers))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):
@@ -202,7 +213,7 @@ def _command(command: Command) -> Generator[Ask, State, State]:
                           optional=True))
 
 
-def _after(command: Turn | Compress, state: State) -> Generator[Ask, State, bool]:
+def _after(command: Turn | Decide | Compress, state: State) -> Generator[Ask, State, bool]:
     """A completed answer goes to memory; a compression's split ends the session here."""
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
         yield Perform("memory", SyncMemory(user_message=command.user_message, answer=answer),
