@@ -98,7 +98,8 @@ class AskApproval:
     command: str
     pattern: str
     description: str
-    batch: tuple[AskApproval, ...] = ()
+    # Context, not the question: two asks about the same call are the same ask.
+    batch: tuple[AskApproval, ...] = attrs.field(default=(), eq=False)
 
 
 @attrs.frozen(kw_only=True)
