@@ -38,6 +38,7 @@ FILE_LANES: dict[str, str] = {
     # `python -m pipeline.cli ...` in a process of its own, in every test of the file
     "pipeline/test_cli.py": "subprocess",
     "pipeline/test_cli_fork.py": "subprocess",
+    "pipeline/test_pause_processes.py": "subprocess",  # a paused turn resumed elsewhere
     "pipeline/test_cli_log.py": "subprocess",
     "pipeline/test_cli_output.py": "subprocess",
     "pipeline/test_conventions.py": "subprocess",
