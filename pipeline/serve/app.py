@@ -44,6 +44,7 @@ from pipeline.serve.plumbing import (
 )
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.sessions import ServedSession
+from pipeline.serve.waiting import WAITING_ROUTES
 from stages.errors import MibyanError
 
 SESSION_HEADER = "x-mibyan-session-id"
@@ -87,6 +88,10 @@ async def chat_completions(request: Request) -> Response:
 def _failed(result: TurnResult) -> oa.ApiError | None:
     """A turn that failed with no answer, as the 502 its client gets (the session made its
     error one a client may see)."""
+    if result.paused:
+        return oa.ApiError(409, "The agent's turn waits for approvals: decide them with POST "
+                           f"/v1/sessions/{result.session_id}/approvals.",
+                           type="conflict_error", code="approval_pending")
     if result.failed and not result.final_response:
         return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",
                            code="upstream_failed")
@@ -177,6 +182,7 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         *routes.SESSION_ROUTES,
+        *WAITING_ROUTES,
     ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config))
     app.state.pool, app.state.config = pool, config
     app.state.models = tuple(dict.fromkeys(models))

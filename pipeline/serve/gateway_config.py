@@ -14,6 +14,8 @@
     header_timeout = 10.0        # seconds for a request's head (line and headers)
     body_timeout = 30.0          # seconds for its whole body
     trust_terminal_approvals = false
+    approvals = "deny"           # or "pause": the turn waits for a client's decisions
+    approvers = ["alice"]        # owners whose tokens may decide (absent: every owner)
 
 ``tokens`` maps each owner's name to the environment variable holding its bearer token (as
 ``api_key_env`` does for providers: secrets stay out of the file). Each token sees only the
@@ -49,7 +51,8 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
     "max_open_sessions": int, "allowed_hosts": list, "cors_origins": list,
     "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
-    "body_timeout": (int, float), "trust_terminal_approvals": bool}
+    "body_timeout": (int, float), "trust_terminal_approvals": bool, "approvals": str,
+    "approvers": list}
 _NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list",
           bool: "true or false", (int, float): "a number of seconds"}
 _POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout")
@@ -75,6 +78,11 @@ class ServeConfig:
     body_timeout: float = BODY_TIMEOUT
     # Whether the home's "always" approvals (given in a terminal) hold for remote clients.
     trust_terminal_approvals: bool = False
+    # What a call that needs approval does: "deny" (clients that know nothing of approvals
+    # keep working), or "pause" (the turn waits; ``/v1/sessions/{id}/approvals``).
+    approvals: str = "deny"
+    # Owners whose tokens may decide on their sessions' pending calls (None: every owner).
+    approvers: tuple[str, ...] | None = None
 
 
 def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -91,7 +99,7 @@ def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
     for key in _POSITIVE:
         if section.get(key, 1) <= 0:
             raise UsageError(f"[serve] {key} must be more than 0, got {section[key]!r}")
-    for key in ("allowed_hosts", "cors_origins"):
+    for key in ("allowed_hosts", "cors_origins", "approvers"):
         if not all(isinstance(item, str) and item for item in section.get(key, ())):
             raise UsageError(f"[serve] {key} must be a list of names, got "
                              f"{section[key]!r}")
@@ -148,4 +156,22 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
                        max_json_depth=section.get("max_json_depth", MAX_JSON_DEPTH),
                        header_timeout=float(section.get("header_timeout", HEADER_TIMEOUT)),
                        body_timeout=float(section.get("body_timeout", BODY_TIMEOUT)),
-                       trust_terminal_approvals=section.get("trust_terminal_approvals", False))
+                       trust_terminal_approvals=section.get("trust_terminal_approvals", False),
+                       approvals=_approvals(section), approvers=_approvers(section, tokens))
+
+
+def _approvals(section: Mapping[str, Any]) -> str:
+    mode = section.get("approvals", "deny")
+    if mode not in ("deny", "pause"):
+        raise UsageError(f"[serve] approvals must be \"deny\" or \"pause\", got {mode!r}")
+    return str(mode)
+
+
+def _approvers(section: Mapping[str, Any], tokens: Mapping[str, str]) -> tuple[str, ...] | None:
+    if "approvers" not in section:
+        return None
+    names = tuple(section["approvers"])
+    owners = set(tokens.values())
+    if owners and (unknown := sorted(set(names) - owners)):
+        raise UsageError(f"[serve] approvers names no owner of a token: {', '.join(unknown)}")
+    return names

@@ -121,9 +121,11 @@ class ServedSession:
             shown = show.event(event, self._failure)
             self.publish({"type": "event", "kind": event.kind, "event": encode(shown)})
 
-    def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
-            system_message: str | None = None, history: Any = None) -> TurnResult:
-        """One turn, in the calling (worker) thread; the caller holds the claim. Refused
+    def run(self, message: str | None, *, on_delta: Callable[[str], object] | None = None,
+            system_message: str | None = None, history: Any = None,
+            decisions: Any = None) -> TurnResult:
+        """One turn (or, with ``decisions`` and no message, the rest of the turn that waits
+        for them), in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
             if on_delta is not None:
@@ -138,7 +140,8 @@ class ServedSession:
         self._failure = None
         try:
             result = self.agent.run(message, system_message=system_message,
-                                    conversation_history=history, stream_callback=delta)
+                                    conversation_history=history, stream_callback=delta,
+                                    decisions=decisions)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
@@ -166,6 +169,14 @@ class ServedSession:
         with self._state:
             if self._running:
                 self.agent.interrupt()
+            return self._running
+
+    def steer(self, text: str) -> bool:
+        """Send ``text`` into the running turn (it joins at its next step boundary); False
+        (and nothing sent) when no turn runs, so that it cannot land in a later one."""
+        with self._state:
+            if self._running:
+                self.agent.steer(text)
             return self._running
 
     def leave(self, claim: int) -> None:
