@@ -20,6 +20,7 @@ from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
 from effects.prompt_files import ContextSource
 from effects.protocols import Approvals, Clock, DeltaSink, IdSource, ModelClient
+from effects.steering import SteeringQueue
 from effects.tools.checkpoints import CheckpointError, TreeCheckpoints
 from effects.tools.executor import ToolRunner
 from effects.tools.processes import reap_orphans
@@ -28,6 +29,7 @@ from stages import decision as d
 from stages.errors import MibyanError
 from stages.log.events import (
     ApprovalAnswered,
+    ApprovalsDecided,
     Checkpointed,
     ClockRead,
     CompressionRequested,
@@ -50,6 +52,7 @@ from stages.log.events import (
     SessionSettings,
     SessionSplit,
     SessionStarted,
+    Steered,
     SummaryFailed,
     ToolRan,
     ToolsDeclared,
@@ -102,8 +105,8 @@ class Performers:
     def __init__(self, effects: Effects, *, interrupt: threading.Event,
                  sync: Callable[[], None], home: Path | None = None, toolset: Any = None,
                  inherit: ContextInherited | None = None,
-                 split: Callable[[d.SplitSession, State], SessionSplit] | None = None
-                 ) -> None:
+                 split: Callable[[d.SplitSession, State], SessionSplit] | None = None,
+                 steering: SteeringQueue | None = None) -> None:
         self.effects = effects
         self.interrupt = interrupt
         self.sync = sync
@@ -111,6 +114,7 @@ class Performers:
         self.toolset = toolset
         self.inherit = inherit
         self.split = split
+        self.steering = steering
         self.fork_switch: Callable[[State], SessionForked] | None = None
         self.on_delta: DeltaSink | None = None
         self.on_reasoning: DeltaSink | None = None
@@ -128,6 +132,7 @@ class Performers:
             d.RefreshCredential: self._refresh,
             d.RunTools: self._run_tools,
             d.AskApproval: self._approve,
+            d.DecideApprovals: lambda e, s: (ApprovalsDecided(answers=e.answers),),
             d.ReadPromptInputs: self._read_inputs,
             d.ReadHints: self._read_hints,
             d.PrefetchMemory: self._prefetch,
@@ -299,10 +304,11 @@ class Performers:
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:
             return self._switch(d.SwitchSettings(), state)
-        if not self.interrupt.is_set():
-            return ()
-        self.interrupt.clear()
-        return (Interrupted(during=effect.during),)
+        if self.interrupt.is_set():
+            self.interrupt.clear()
+            return (Interrupted(during=effect.during),)
+        steered = self.steering.take() if effect.steer and self.steering is not None else None
+        return () if steered is None else (Steered(text=steered),)
 
     def _wait(self, step: d.Wait, state: State) -> Sequence[Event]:
         """Sleep the backoff in short slices so that an interrupt cuts it short."""
@@ -329,7 +335,10 @@ class Performers:
             return (ApprovalAnswered(call_id=ask.call_id, pattern=ask.pattern, choice="deny",
                                      source="default",
                                      reason="no approval callback is configured"),)
-        return (self.effects.approver.answer(ask),)
+        assert state.settings is not None
+        # Rules 8: an approver that pauses records the calls the turn then waits on.
+        return (self.effects.approver.answer(
+            ask, may_pause=state.settings.rule_set.paused_approvals),)
 
     def _read_inputs(self, effect: d.ReadPromptInputs, state: State) -> Sequence[Event]:
         context = self.effects.context

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from stages.decision import AskApproval, ModelRequest
-from stages.log.events import ApprovalAnswered, ModelReplied
+from stages.log.events import ApprovalAnswered, ApprovalsPending, ModelReplied
 
 DeltaSink = Callable[[str], None]
 
@@ -27,9 +27,11 @@ class ModelClient(Protocol):
 
 
 class Approvals(Protocol):
-    """Answers whether a dangerous command may run (``pipeline.shell.approval.Approver``)."""
+    """Answers whether a call that needs approval may run (``pipeline.shell.approval.Approver``),
+    or, where the turn ``may_pause``, leaves it pending (``ApprovalsPending``)."""
 
-    def answer(self, ask: AskApproval) -> ApprovalAnswered:
+    def answer(self, ask: AskApproval, *, may_pause: bool = False
+               ) -> ApprovalAnswered | ApprovalsPending:
         ...
 
 

@@ -46,11 +46,13 @@ from pipeline.run_events import RunEvent, RunEvents
 from pipeline.run_events import TurnFinished as RunTurnFinished
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
+from pipeline.shell.decisions import Decisions, answers_for
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner, Step
+from pipeline.shell.waits import Waits, waiting
 from pipeline.telemetry.live import configured, live_spans
 from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
@@ -64,10 +66,11 @@ from stages.log.events import (
     TreeRestored,
 )
 from stages.log.messages import Message, from_openai
+from stages.log.pause_events import PendingApproval
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
-from stages.session.machine import Compress, Opening, RollBack, Turn
+from stages.session.machine import Compress, Decide, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
@@ -82,9 +85,13 @@ class Agent:
                  secrets: Iterable[str] = (), tools: ToolsArg = (),
                  event_listener: Listener | None = None,
                  approval_callback: ApprovalCallback | None = None, hooks: Hooks | None = None,
+                 approvals: str = "deny", tool_approvals: Iterable[str] = (),
                  **overrides: Any) -> None:
         """From values (``settings=``, ``agent_settings=``, ``effects=``), or, without
-        ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``."""
+        ``settings``, from config: ``Agent(model=..., **overrides)`` is ``Agent.from_config``.
+        ``approvals`` answers a call that needs approval when no ``approval_callback`` does:
+        "deny", "once", or "pause" (the turn stops with the calls pending: ``resume``);
+        ``tool_approvals`` names tools each of whose calls needs one."""
         from_config = settings is None
         if settings is None:
             # Today's keyword arguments: the same as ``Agent.from_config`` (checked there).
@@ -99,6 +106,8 @@ class Agent:
         self.settings = settings
         self.agent_settings = agent_settings or AgentSettings(home=cfg.home())
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        if tool_approvals:
+            self.registry = self.registry.needing_approval(tool_approvals)
         # A toolset with state (pipeline.toolsets.BuiltinTools): its todo list is restored on
         # resume, its background processes stopped on close.
         self._toolset = tools
@@ -117,9 +126,10 @@ class Agent:
         # Where live spans go (``pipeline.telemetry``): an agent built from values reads no
         # config, so only ``telemetry.instrument`` traces it (or the agent it was made from).
         self._tracer_provider = configured(self.home if from_config else None)
+        self._waits = Waits()
         # Installed plugins register unless the caller brings its own hooks.
         self.hooks = default_hooks() if hooks is None else hooks
-        self._effects = self._completed(effects, approval_callback)
+        self._effects = self._completed(effects, approval_callback, approvals)
         self._listener = event_listener
         self._runner: SessionRunner | None = None
         self._child: tuple[SessionRunner, SessionLog] | None = None
@@ -131,7 +141,8 @@ class Agent:
         self._logs: list[SessionLog] = []
         weakref.finalize(self, _close_logs, self._logs)
 
-    def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None) -> Effects:
+    def _completed(self, effects: Effects, approval_callback: ApprovalCallback | None,
+                   approvals: str = "deny") -> Effects:
         """The effects with a tool runner and an approver where the caller gave none."""
         if effects.tools is None:
             effects = attrs.evolve(effects, tools=ThreadPoolToolRunner(
@@ -140,7 +151,8 @@ class Agent:
                 secrets=self._secrets))
         if effects.approver is None:
             effects = attrs.evolve(effects, approver=Approver(
-                approval_callback, allowlist=AllowList(self.home / "approvals.json")))
+                approval_callback, allowlist=AllowList(self.home / "approvals.json"),
+                default=approvals))
         # The working tree: the built-in tools' root, else the directory the agent runs in.
         tree = getattr(self._toolset, "root", None) or self.agent_settings.cwd
         if effects.checkpoints is None and self.agent_settings.checkpoints and tree is not None:
@@ -152,13 +164,15 @@ class Agent:
     def from_config(cls, model: str | None = None, *, tools: ToolsArg = (),
                     event_listener: Listener | None = None,
                     approval_callback: ApprovalCallback | None = None,
-                    hooks: Hooks | None = None, **overrides: Any) -> Agent:
+                    hooks: Hooks | None = None, approvals: str = "deny",
+                    tool_approvals: Iterable[str] = (), **overrides: Any) -> Agent:
         """Settings from keyword arguments, then the environment, then
         ``<home>/config.toml``; the model client is the provider router over the key pool (or
         the embedded local model when no provider is configured). The keywords are those of
         :func:`pipeline.settings.configure`."""
         return cls(model, tools=tools, event_listener=event_listener,
-                   approval_callback=approval_callback, hooks=hooks, **overrides)
+                   approval_callback=approval_callback, hooks=hooks, approvals=approvals,
+                   tool_approvals=tool_approvals, **overrides)
 
     # --- the agent's settings ---------------------------------------------------------------
     @property
@@ -224,7 +238,7 @@ class Agent:
         """An interpreter of this agent's session machine over ``journal``."""
         performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
                                 home=self.home, toolset=self._toolset, inherit=inherit,
-                                split=self._split)
+                                split=self._split, steering=self._waits.steering)
         runner = SessionRunner(journal, performers, state=state,
                                listener=self._listener if listener is None else listener)
         # Spans of what runs live (a fork's copied prefix is not traced again).
@@ -269,15 +283,18 @@ class Agent:
         return lineage.folded_log(self._log.path)
 
     # --- turns ------------------------------------------------------------------------------
-    def run(self, user_message: str, system_message: str | None = None,
+    def run(self, user_message: str | None = None, system_message: str | None = None,
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
             reasoning_budget: int | None = None,
             on_event: Callable[[RunEvent], object] | None = None,
             output_type: Any = None, client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
-            tool_results: Sequence[Mapping[str, Any]] = ()) -> TurnResult:
-        """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
+            tool_results: Sequence[Mapping[str, Any]] = (),
+            decisions: Decisions | None = None) -> TurnResult:
+        """Run one user turn to its end (or to a pause for approvals: ``result.paused``) and
+        describe it; with ``decisions`` (and no message), go on with the turn that waits for
+        them. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
         provider's; ``on_event`` receives the turn's typed events (``pipeline.run_events``).
@@ -292,7 +309,8 @@ class Agent:
                            stream_callback, reasoning_callback=reasoning_callback,
                            reasoning_effort=reasoning_effort, reasoning_budget=reasoning_budget,
                            on_event=on_event, output_type=output_type,
-                           client_tools=client_tools, tool_results=tool_results)
+                           client_tools=client_tools, tool_results=tool_results,
+                           decisions=decisions)
         while True:
             try:
                 next(steps)
@@ -335,17 +353,19 @@ class Agent:
         return stream_events(self.iter(user_message, system_message, conversation_history,
                                        task_id, on_event=put, **options), queue)
 
-    def _turn(self, user_message: str, system_message: str | None,
+    def _turn(self, user_message: str | None, system_message: str | None,
               conversation_history: Sequence[Mapping[str, Any]] | None, task_id: str | None,
               stream_callback: DeltaSink | None = None, *,
               reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
               reasoning_budget: int | None = None,
               on_event: Callable[[RunEvent], object] | None = None, output_type: Any = None,
               client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
-              tool_results: Sequence[Mapping[str, Any]] = ()
-              ) -> Generator[Step, None, TurnResult]:
+              tool_results: Sequence[Mapping[str, Any]] = (),
+              decisions: Decisions | None = None) -> Generator[Step, None, TurnResult]:
         """The turn, one step of the session machine at a time; returns its result."""
         check_setting(reasoning_effort, reasoning_budget)
+        if (user_message is None) == (decisions is None):
+            raise UsageError("run() takes a user message, or decisions on pending approvals")
         wanted = None if output_type is None else output_types.output_type(output_type)
         history = None
         if conversation_history is not None:
@@ -358,14 +378,28 @@ class Agent:
         reasoning = _tee(reasoning_callback, reasoning)
         with self._lock:
             runner = self._open()
-            specs, results = self._client_turn(runner.state, history, client_tools,
-                                               tool_results)
-            if history is not None and history == runner.state.messages:
-                # A caller that passes the whole conversation each turn: nothing to replace,
-                # so nothing is redacted, encoded and logged again.
-                history = None
-            self.hooks.fire("turn_start", session_id=runner.state.session_id, task_id=task_id,
-                            user_message=user_message)
+            if decisions is not None:
+                command: Turn | Decide = Decide(answers=answers_for(
+                    waiting(runner.state), decisions))
+            else:
+                assert user_message is not None
+                if pending := waiting(runner.state):
+                    raise UsageError(
+                        "the session waits for approvals of calls "
+                        f"{', '.join(p.call_id for p in pending)}: resume(decisions) first")
+                specs, results = self._client_turn(runner.state, history, client_tools,
+                                                   tool_results)
+                if history is not None and history == runner.state.messages:
+                    # A caller that passes the whole conversation each turn: nothing to
+                    # replace, so nothing is redacted, encoded and logged again.
+                    history = None
+                command = Turn(user_message=user_message, system_message=system_message,
+                               history=history, task_id=task_id,
+                               reasoning_effort=reasoning_effort,
+                               reasoning_budget=reasoning_budget,
+                               output=None if wanted is None else wanted.spec,
+                               client_tools=specs, tool_results=results)
+            opened = runner
             performers = runner.performers
             assert performers is not None
             # What streams is shown masked, as the log keeps it, and once.
@@ -378,18 +412,25 @@ class Agent:
                 runner.listener = _both(listener, events.logged)
             performers.output_check = None if wanted is None else wanted.check
             try:
-                state = yield from runner.steps(Turn(
-                    user_message=user_message, system_message=system_message, history=history,
-                    task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget,
-                    output=None if wanted is None else wanted.spec, client_tools=specs,
-                    tool_results=results))
-                self._continue_in_child()
+                while True:  # then a turn of a message steered in too late for the last one
+                    if isinstance(command, Turn):
+                        self.hooks.fire("turn_start", session_id=runner.state.session_id,
+                                        task_id=command.task_id,
+                                        user_message=command.user_message)
+                    state = yield from runner.steps(command)
+                    self._continue_in_child()
+                    runner = self._runner or runner
+                    # An interrupt that came after this turn's last step must not stop the
+                    # next one.
+                    self._interrupt.clear()
+                    follow = None if waiting(state) else self._waits.follow_up()
+                    if follow is None:
+                        break
+                    command = Turn(user_message=follow)
             finally:
                 performers.on_delta = performers.on_reasoning = None
-                runner.on_ask, runner.listener = None, listener
+                opened.on_ask, opened.listener = None, listener
                 performers.output_check = None
-                # An interrupt that came after this turn's last step must not stop the next one.
                 self._interrupt.clear()
         result = TurnResult.from_state(state)
         if wanted is not None and result.output is not None:
@@ -414,6 +455,19 @@ class Agent:
         if not results and not waiting:
             return specs, ()
         return specs, client_results(results, waiting)
+
+    def resume(self, decisions: Decisions, stream_callback: DeltaSink | None = None,
+               ) -> TurnResult:
+        """Go on with the turn that waits for approvals (``result.pending_approvals``), with a
+        decision on each pending call: ``approve()``, ``approve_for_session()``,
+        ``deny("why")`` (``pipeline.shell.decisions``), keyed by call id."""
+        return self.run(decisions=decisions, stream_callback=stream_callback)
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The calls the session's turn waits on (none: it waits for nothing)."""
+        with self._lock:
+            return waiting(self._open().state)
 
     def compress(self) -> bool:
         """Compress the session's context now, between turns (the chat's ``/compress``);
@@ -466,11 +520,21 @@ class Agent:
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run(message, stream_callback=stream_callback).final_response or ""
 
-    def interrupt(self) -> None:
+    def interrupt(self, message: str | None = None) -> None:
         """Stop the running turn now (a model call's response is closed, a backoff is cut
         short, tools not yet started are skipped); safe from any thread. Between turns it
-        stops the next turn at its first step."""
+        stops the next turn at its first step. With a ``message``, the run goes on with a
+        turn of it once the stopped one is closed (``run`` returns that turn)."""
+        if message is not None:
+            self._waits.interrupt_with(message)
         self._interrupt.set()
+
+    def steer(self, text: str) -> None:
+        """Send ``text`` into the running turn from any thread: it joins the conversation as
+        the user's at the turn's next step boundary (after the tool batch running now, before
+        the next model request; rules 8), so the model reads it in its very next request. A
+        message no boundary took before the turn ended is answered by a turn of its own."""
+        self._waits.steering.send(text)
 
     def forget_interrupt(self) -> None:
         """Drop an interrupt that came after the turn it was meant for (a gateway's client

@@ -8,14 +8,17 @@ from typing import Any
 
 import attrs
 
-from stages.log.events import Usage
+from stages.log.events import TurnFinished, Usage
 from stages.log.messages import Message, ToolCall
+from stages.log.pause_events import PendingApproval
 from stages.log.ratelimits import format_usage
 from stages.log.state import State, TurnState
 from stages.prompt.untrusted import unwrapped
 from stages.recovery.reasoning import last_reasoning
 
 CLIENT_CALLS = "client_tool_calls"
+AWAITING = "awaiting_approval"
+"""The exit reason of a turn that stopped for approvals (it is not over)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -51,13 +54,25 @@ class TurnResult:
     # Rules 8: the calls to the caller's own tools the turn ended on (``client_tool_calls``),
     # for the caller to run and answer with the next turn's ``tool_results``.
     tool_calls: tuple[ToolCall, ...] = ()
+    # The turn stopped for these calls' approvals (``turn_exit_reason`` "awaiting_approval");
+    # it goes on with ``Agent.resume(decisions)``, in this process or another.
+    pending_approvals: tuple[PendingApproval, ...] = ()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pending_approvals)
 
     @classmethod
     def from_state(cls, state: State) -> TurnResult:
         turn, settings = state.turn, state.settings
-        if turn is None or turn.finished is None or settings is None:
+        if turn is not None and turn.waiting:
+            finished: TurnFinished | None = TurnFinished(
+                exit_reason=AWAITING, final_response=None, completed=False)
+        else:
+            finished = turn.finished if turn is not None else None
+        if turn is None or finished is None or settings is None:
             raise ValueError("no finished turn to describe")
-        finished, answered = turn.finished, settings.chain[turn.provider_index]
+        answered = settings.chain[turn.provider_index]
         return cls(
             final_response=finished.final_response, messages=tuple(state.messages),
             api_calls=turn.api_calls, completed=finished.completed,
@@ -67,7 +82,8 @@ class TurnResult:
             rate_limits=format_usage(state.rate_limits) if state.rate_limits else None,
             session_id=state.session_id, task_id=turn.task_id, warnings=turn.warnings,
             last_reasoning=last_reasoning(state), output=_output(turn),
-            tool_calls=turn.pending if finished.exit_reason == CLIENT_CALLS else ())
+            tool_calls=turn.pending if finished.exit_reason == CLIENT_CALLS else (),
+            pending_approvals=turn.waiting)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
@@ -93,6 +109,7 @@ class TurnResult:
             "last_reasoning": self.last_reasoning,
             "output": _jsonable(self.output),
             "tool_calls": [c.to_openai() for c in self.tool_calls],
+            "pending_approvals": [attrs.asdict(p) for p in self.pending_approvals],
         }
 
 

@@ -188,8 +188,14 @@ class Tool:
         description: str | None = None,
         interactive: bool = False,
         read_only: bool = False,
+        requires_approval: bool = False,
     ) -> Tool:
-        """A tool whose schema comes from ``fn``'s signature, type hints and docstring."""
+        """A tool whose schema comes from ``fn``'s signature, type hints and docstring;
+        ``requires_approval``: each call waits for a person's approval (rules 8)."""
+        if requires_approval:
+            made = cls.from_function(fn, name=name, description=description,
+                                     interactive=interactive, read_only=read_only)
+            return made.needing_approval()
         if inspect.ismethod(fn):
             # A method's schema is its class's: built once, then bound to each instance (a
             # gateway makes a toolset per session).
@@ -227,6 +233,7 @@ class Tool:
         *,
         interactive: bool = False,
         read_only: bool = False,
+        requires_approval: bool = False,
     ) -> Tool:
         """A tool with an explicit JSON Schema; the handler gets the arguments as keywords.
 
@@ -237,7 +244,12 @@ class Tool:
             raise UsageError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
         spec = _spec(_tool_name(name, handler), description, dict(parameters),
                      interactive=interactive, read_only=read_only)
-        return cls(spec=spec, handler=handler, wants_task_id=_takes_task_id(handler))
+        made = cls(spec=spec, handler=handler, wants_task_id=_takes_task_id(handler))
+        return made.needing_approval() if requires_approval else made
+
+    def needing_approval(self) -> Tool:
+        """This tool, each of whose calls waits for a person's approval (rules 8)."""
+        return attrs.evolve(self, spec=attrs.evolve(self.spec, requires_approval=True))
 
 
 def _spec(name: str, description: str, schema: dict[str, Any], *,
@@ -367,7 +379,7 @@ def tool(fn: Callable[..., object], /) -> Tool: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None,
-    interactive: bool = False, read_only: bool = False,
+    interactive: bool = False, read_only: bool = False, requires_approval: bool = False,
 ) -> Callable[[Callable[..., object]], Tool]: ...
 
 
@@ -379,12 +391,15 @@ def tool(
     description: str | None = None,
     interactive: bool = False,
     read_only: bool = False,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
-    """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(interactive=True, ...)``."""
+    """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(interactive=True, ...)``;
+    ``@tool(requires_approval=True)``: each call waits for a person's approval."""
 
     def decorate(func: Callable[..., object]) -> Tool:
         return Tool.from_function(func, name=name, description=description,
-                                  interactive=interactive, read_only=read_only)
+                                  interactive=interactive, read_only=read_only,
+                                  requires_approval=requires_approval)
 
     return decorate if fn is None else decorate(fn)
 
@@ -426,6 +441,14 @@ class ToolRegistry:
     def with_tools(self, *tools: Tool | Callable[..., object]) -> ToolRegistry:
         """A new registry with ``tools`` added after these (duplicates are a UsageError)."""
         return ToolRegistry((*self._tools.values(), *tools))
+
+    def needing_approval(self, names: Iterable[str]) -> ToolRegistry:
+        """These tools, those named needing a person's approval for each call (a per-tool
+        setting: ``Agent(tool_approvals=["write_file"])``)."""
+        wanted = set(names)
+        if unknown := sorted(wanted - set(self._tools)):
+            raise UsageError(f"tool_approvals names no tool of this agent: {', '.join(unknown)}")
+        return ToolRegistry(t.needing_approval() if t.name in wanted else t for t in self)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from stages.log.events import ContextInherited, Event, SessionSettings
+from stages.log.events import ApprovalAnswered, ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
 from stages.log.output_spec import OutputSpec
 from stages.log.tool_specs import ToolInvocation, ToolSpec
@@ -93,13 +93,17 @@ class Finish:
 
 @attrs.frozen(kw_only=True)
 class AskApproval:
-    """A dangerous command waits for a person's approval (``ApprovalAnswered``)."""
+    """A call waits for a person's approval (``ApprovalAnswered``), or, where the turn may
+    pause (rules 8), for the decisions on ``batch``: every call of its batch that needs one
+    (``ApprovalsPending``)."""
 
     call_id: str
     tool: str
     command: str
     pattern: str
     description: str
+    # Context, not the question: two asks about the same call are the same ask.
+    batch: tuple[AskApproval, ...] = attrs.field(default=(), eq=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -144,9 +148,19 @@ class ReadClock:
 
 @attrs.frozen(kw_only=True)
 class PollInterrupt:
-    """Whether the user asked to stop (``Interrupted``, or nothing)."""
+    """Whether the user asked to stop (``Interrupted``, or nothing); where ``steer`` (a step
+    boundary, rules 8), a message steered into the turn may join it here (``Steered``)."""
 
     during: str
+    steer: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class DecideApprovals:
+    """The decisions on the calls a paused turn waits on (``ApprovalsDecided``), as the caller
+    gave them; a replay serves them from the log."""
+
+    answers: tuple[ApprovalAnswered, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -292,8 +306,9 @@ class CheckOutput:
 
 
 Effect = (LoadHistory | BeginTurn | ReadClock | PollInterrupt | CallModel | RunTools | Wait
-          | RefreshCredential | AskApproval | ReadPromptInputs | ReadHints | PrefetchMemory
-          | Summarise | RequestCompression | TakeCheckpoint | CheckOutput | SessionEffect)
+          | RefreshCredential | AskApproval | DecideApprovals | ReadPromptInputs | ReadHints
+          | PrefetchMemory | Summarise | RequestCompression | TakeCheckpoint | CheckOutput
+          | SessionEffect)
 
 
 @attrs.frozen(kw_only=True)

@@ -262,11 +262,25 @@ def _call_repaired(state: State, e: ev.ToolCallRepaired) -> State:
     return _turn(state, pending=pending)
 
 
+PERSONS = ("callback", "decision")
+"""Sources of approval answers that a person gave (their reasons are theirs)."""
+
+
 def _approval_answered(state: State, e: ev.ApprovalAnswered) -> State:
     if e.choice in ("session", "always") and e.pattern not in state.approved_patterns:
         state = evolve(state, approved_patterns=(*state.approved_patterns, e.pattern))
-    return _turn(state, approvals=(*_current(state).approvals,
-                                    (e.call_id, e.choice, e.source)))
+    turn = _current(state)
+    denials = turn.denials
+    if e.choice == "deny" and e.reason and e.source in PERSONS:  # not a timeout's note
+        denials = (*denials, (e.call_id, e.reason))
+    return _turn(state, approvals=(*turn.approvals, (e.call_id, e.choice, e.source)),
+                 denials=denials)
+
+
+def _approvals_decided(state: State, e: ev.ApprovalsDecided) -> State:
+    for answer in e.answers:
+        state = _approval_answered(state, answer)
+    return _turn(state, waiting=())
 
 
 def _route_chosen(state: State, e: ev.RouteChosen) -> State:
@@ -326,6 +340,10 @@ _APPLY: dict[type, Callable[[State, Any], State]] = {
     ev.TurnFinished: _turn_finished,
     ev.ToolCallRepaired: _call_repaired,
     ev.ApprovalAnswered: _approval_answered,
+    ev.ApprovalsPending: lambda s, e: _turn(s, waiting=e.calls),
+    ev.ApprovalsDecided: _approvals_decided,
+    # A steered message joins as the user's (``stages.turn.steering`` says where it may).
+    ev.Steered: lambda s, e: _append(s, Message(role="user", content=e.text)),
     ev.RouteChosen: _route_chosen,
     ev.PromptInputsRead: lambda s, e: evolve(s, prompt_inputs=e, prompt_stale=False,
                                                    prompt_fresh=True),

@@ -38,6 +38,7 @@ FILE_LANES: dict[str, str] = {
     # `python -m pipeline.cli ...` in a process of its own, in every test of the file
     "pipeline/test_cli.py": "subprocess",
     "pipeline/test_cli_fork.py": "subprocess",
+    "pipeline/test_pause_processes.py": "subprocess",  # a paused turn resumed elsewhere
     "pipeline/test_cli_log.py": "subprocess",
     "pipeline/test_cli_output.py": "subprocess",
     "pipeline/test_conventions.py": "subprocess",
@@ -45,6 +46,7 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_rollback_commands.py": "subprocess",
     # slow clients are cut after deadlines of seconds
     "pipeline/serve/test_slow_clients.py": "slow",
+    "pipeline/serve/test_gateway_pause.py": "slow",  # turns that run tools over the gateway
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
     "pipeline/test_mcp.py": "subprocess",

@@ -12,8 +12,10 @@ import attrs
 
 from effects.tools.workspace import ToolError
 from pipeline.shell.approval import ApprovalRequest
+from stages.log.pause_events import PendingApproval
 
-__all__ = ["APPROVAL_KEYS", "Inbox", "Question", "approval_choice", "clarify_answer"]
+__all__ = ["APPROVAL_KEYS", "Inbox", "Question", "approval_choice", "clarify_answer",
+           "decide_inline"]
 
 APPROVAL_KEYS = {"o": "once", "s": "session", "a": "always", "d": "deny"}
 NOT_ANSWERED = "the user did not answer"
@@ -64,6 +66,14 @@ class Inbox:
         """Answer what is still waiting with nothing (the turn is being interrupted)."""
         while (question := self.next(0)) is not None:
             question.reply(None)
+
+
+def decide_inline(inbox: Inbox, pending: Sequence[PendingApproval]) -> dict[str, str]:
+    """The decisions on a turn that waits for approvals (it paused in another process, the
+    gateway or the library): each pending call asked inline, as a running turn's would be."""
+    return {p.call_id: inbox.approve(ApprovalRequest(
+        tool=p.tool, command=p.command, pattern=p.pattern, description=p.description))
+        for p in pending}
 
 
 def approval_choice(typed: str) -> str:

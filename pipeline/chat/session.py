@@ -17,7 +17,7 @@ from pipeline import config as cfg
 from pipeline.agent import Agent
 from pipeline.chat import slash
 from pipeline.chat.display import Display
-from pipeline.chat.inline import Inbox, Question
+from pipeline.chat.inline import Inbox, Question, decide_inline
 from pipeline.chat.listen import EventRouter
 from pipeline.chat.options import ChatOptions
 from pipeline.chat.text import turn_line
@@ -101,8 +101,7 @@ class ChatSession:
         """Run a turn and show it; None when it could not run (the error is shown)."""
         self.interrupted = False
         started = time.monotonic()
-        result = self.in_worker(lambda agent: agent.run(
-            message, system_message=self.options.system, stream_callback=self.router.delta))
+        result = self.in_worker(lambda agent: self._turn(agent, message))
         if result is None:
             self.failed_turns += 1
             return None
@@ -110,6 +109,17 @@ class ChatSession:
         self.last, self.interrupted = result, result.interrupted
         self.failed_turns += result.failed
         return result
+
+    def _turn(self, agent: Agent, message: str) -> TurnResult:
+        """A turn the session paused for approvals (elsewhere: the chat itself asks inline
+        as calls come) goes on with answers asked inline first; then the message's turn."""
+        if pending := agent.pending_approvals:
+            resumed = agent.resume(decide_inline(self.inbox, pending),
+                                   stream_callback=self.router.delta)
+            if resumed.paused:
+                return resumed
+        return agent.run(message, system_message=self.options.system,
+                         stream_callback=self.router.delta)
 
     def in_worker(self, job: Callable[[Agent], T]) -> T | None:
         """``job(agent)`` on a worker thread, with the spinner, inline questions and Ctrl-C

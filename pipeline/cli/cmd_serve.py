@@ -38,7 +38,8 @@ def serve(args: argparse.Namespace) -> int:
     maker = AgentMaker(workdir=config.workdir, toolsets=config.toolsets, home=home,
                        model=args.model, base_url=args.base_url, provider=args.provider,
                        durability=args.durability,
-                       trust_terminal_approvals=config.trust_terminal_approvals)
+                       trust_terminal_approvals=config.trust_terminal_approvals,
+                       approvals=config.approvals)
     pool = SessionPool(maker, home=home, max_open=config.max_open_sessions)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"

@@ -93,10 +93,13 @@ class AgentMaker:
     once; ``config`` are ``pipeline.settings.configure``'s keywords."""
 
     def __init__(self, *, workdir: Path, toolsets: Iterable[str],
-                 trust_terminal_approvals: bool = False, **config: Any) -> None:
+                 trust_terminal_approvals: bool = False, approvals: str = "deny",
+                 **config: Any) -> None:
         self.parts = configure(cwd=workdir, **config)
+        # "pause": a call that needs approval stops the turn until a client decides.
         self.approver = Approver(allowlist=gateway_approvals(
-            self.parts.agent_settings.home, trust_terminal_approvals=trust_terminal_approvals))
+            self.parts.agent_settings.home, trust_terminal_approvals=trust_terminal_approvals),
+            default=approvals)
         self.workdir = workdir
         self.toolsets = tuple(toolsets)
         self.shared = home_tools(self.parts.agent_settings.home, workdir)

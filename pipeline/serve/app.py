@@ -45,6 +45,7 @@ from pipeline.serve.plumbing import (
 from pipeline.serve.pool import SessionPool
 from pipeline.serve.responses_route import responses
 from pipeline.serve.sessions import ServedSession
+from pipeline.serve.waiting import WAITING_ROUTES
 from stages.errors import MibyanError
 
 
@@ -189,6 +190,7 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         *routes.SESSION_ROUTES,
+        *WAITING_ROUTES,
     ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config, counted))
     app.state.pool, app.state.config, app.state.metrics = pool, config, counted
     app.state.models = tuple(dict.fromkeys(models))

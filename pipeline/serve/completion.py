@@ -61,6 +61,10 @@ def chat_turn(pool: SessionPool, session: ServedSession, chat: oa.ChatRequest, h
 def failed(result: TurnResult) -> oa.ApiError | None:
     """A turn that failed with no answer, as the 502 its client gets (the session made its
     error one a client may see)."""
+    if result.paused:
+        return oa.ApiError(409, "The agent's turn waits for approvals: decide them with POST "
+                           f"/v1/sessions/{result.session_id}/approvals.",
+                           type="conflict_error", code="approval_pending")
     if result.failed and (not result.final_response or (result.output is None
                           and result.turn_exit_reason == "output_invalid")):
         return oa.ApiError(502, f"The agent's turn failed: {result.error}", type="api_error",

@@ -15,6 +15,8 @@
     body_timeout = 30.0          # seconds for its whole body
     trust_terminal_approvals = false
     metrics_owners = ["ops"]     # who may read /metrics (default: every token)
+    approvals = "deny"           # or "pause": the turn waits for a client's decisions
+    approvers = ["alice"]        # owners whose tokens may decide (absent: every owner)
 
 ``tokens`` maps each owner's name to the environment variable holding its bearer token (as
 ``api_key_env`` does for providers: secrets stay out of the file). Each token sees only the
@@ -51,7 +53,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "max_open_sessions": int, "allowed_hosts": list, "cors_origins": list,
     "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
     "body_timeout": (int, float), "trust_terminal_approvals": bool,
-    "metrics_owners": list}
+    "metrics_owners": list, "approvals": str, "approvers": list}
 _NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list",
           bool: "true or false", (int, float): "a number of seconds"}
 _POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout")
@@ -79,6 +81,11 @@ class ServeConfig:
     trust_terminal_approvals: bool = False
     # The owners whose tokens may read /metrics; None: every owner's.
     metrics_owners: frozenset[str] | None = None
+    # What a call that needs approval does: "deny" (clients that know nothing of approvals
+    # keep working), or "pause" (the turn waits; ``/v1/sessions/{id}/approvals``).
+    approvals: str = "deny"
+    # Owners whose tokens may decide on their sessions' pending calls (None: every owner).
+    approvers: tuple[str, ...] | None = None
 
 
 def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -95,7 +102,7 @@ def _section(file: Mapping[str, Any]) -> Mapping[str, Any]:
     for key in _POSITIVE:
         if section.get(key, 1) <= 0:
             raise UsageError(f"[serve] {key} must be more than 0, got {section[key]!r}")
-    for key in ("allowed_hosts", "cors_origins", "metrics_owners"):
+    for key in ("allowed_hosts", "cors_origins", "metrics_owners", "approvers"):
         if not all(isinstance(item, str) and item for item in section.get(key, ())):
             raise UsageError(f"[serve] {key} must be a list of names, got "
                              f"{section[key]!r}")
@@ -159,4 +166,22 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
                        body_timeout=float(section.get("body_timeout", BODY_TIMEOUT)),
                        metrics_owners=None if metrics_owners is None
                        else frozenset(metrics_owners),
-                       trust_terminal_approvals=section.get("trust_terminal_approvals", False))
+                       trust_terminal_approvals=section.get("trust_terminal_approvals", False),
+                       approvals=_approvals(section), approvers=_approvers(section, tokens))
+
+
+def _approvals(section: Mapping[str, Any]) -> str:
+    mode = section.get("approvals", "deny")
+    if mode not in ("deny", "pause"):
+        raise UsageError(f"[serve] approvals must be \"deny\" or \"pause\", got {mode!r}")
+    return str(mode)
+
+
+def _approvers(section: Mapping[str, Any], tokens: Mapping[str, str]) -> tuple[str, ...] | None:
+    if "approvers" not in section:
+        return None
+    names = tuple(section["approvers"])
+    owners = set(tokens.values())
+    if owners and (unknown := sorted(set(names) - owners)):
+        raise UsageError(f"[serve] approvers names no owner of a token: {', '.join(unknown)}")
+    return names

@@ -129,11 +129,13 @@ class ServedSession:
         if self.subscribers and not isinstance(event, RunTurnFinished):
             self.publish(event.to_dict())
 
-    def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
+    def run(self, message: str | None, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None,
             output: Any = None, client_tools: Sequence[Mapping[str, Any]] = (),
-            tool_results: Sequence[Mapping[str, Any]] = ()) -> TurnResult:
-        """One turn, in the calling (worker) thread; the caller holds the claim. Refused
+            tool_results: Sequence[Mapping[str, Any]] = (), decisions: Any = None
+            ) -> TurnResult:
+        """One turn (or, with ``decisions`` and no message, the rest of the turn that waits
+        for them), in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
             if on_delta is not None:
@@ -150,7 +152,8 @@ class ServedSession:
             result = self.agent.run(message, system_message=system_message,
                                     conversation_history=history, stream_callback=delta,
                                     on_event=self._typed, output_type=output,
-                                    client_tools=client_tools, tool_results=tool_results)
+                                    client_tools=client_tools, tool_results=tool_results,
+                                    decisions=decisions)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False
@@ -180,6 +183,14 @@ class ServedSession:
         with self._state:
             if self._running:
                 self.agent.interrupt()
+            return self._running
+
+    def steer(self, text: str) -> bool:
+        """Send ``text`` into the running turn (it joins at its next step boundary); False
+        (and nothing sent) when no turn runs, so that it cannot land in a later one."""
+        with self._state:
+            if self._running:
+                self.agent.steer(text)
             return self._running
 
     def leave(self, claim: int) -> None:

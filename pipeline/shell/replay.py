@@ -17,6 +17,7 @@ from pipeline.shell.runner import SessionRunner
 from stages.errors import ReplayDivergenceError, UsageError
 from stages.fold import fold
 from stages.log.events import (
+    ApprovalsDecided,
     CompressionRequested,
     HistoryLoaded,
     SessionForked,
@@ -30,6 +31,7 @@ from stages.session.machine import (
     Abort,
     Command,
     Compress,
+    Decide,
     End,
     ForkSwitch,
     Opening,
@@ -64,6 +66,8 @@ _COMMANDS: dict[str, Command] = {
     HistoryLoaded.kind: Turn(user_message="", history=()),
     TurnStarted.kind: Turn(user_message=""),
     CompressionRequested.kind: Compress(),
+    # A turn that waited for approvals goes on with the decisions the log holds.
+    ApprovalsDecided.kind: Decide(),
     TurnAborted.kind: Abort(error=""),
     # The log serves the rollback's outcome: a replay never touches the tree.
     TreeRestored.kind: RollBack(),

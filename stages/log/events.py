@@ -20,6 +20,16 @@ from stages.log.api_mode import API_MODES
 from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
 from stages.log.output_spec import OUTPUT_MODES, OutputSpec
+from stages.log.pause_events import (
+    APPROVAL_CHOICES as APPROVAL_CHOICES,  # re-exported: the approvers and tests use it
+)
+from stages.log.pause_events import (
+    REDACTED,
+    ApprovalAnswered,
+    ApprovalsDecided,
+    ApprovalsPending,
+    Steered,
+)
 from stages.log.reasoning_parts import check_budget, check_effort
 from stages.log.rules import RULES, RuleSet, rule_set
 from stages.log.setting_checks import (
@@ -32,7 +42,6 @@ from stages.log.setting_checks import (
 )
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
-REDACTED = {"redact": True}
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
 and is redacted before the event reaches the log (``stages.log.redact.redact_event``)."""
 
@@ -526,22 +535,6 @@ class RouteChosen:
     model: str
 
 
-APPROVAL_CHOICES = ("once", "session", "always", "deny")
-
-
-@attrs.frozen(kw_only=True)
-class ApprovalAnswered:
-    """Whether a dangerous command may run: ``choice`` once / session / always / deny;
-    ``source`` says who answered (callback, allowlist, default, timeout, error)."""
-
-    kind: ClassVar[str] = "approval_answered"
-    schema_version: ClassVar[int] = 1
-    observed: ClassVar[bool] = True
-    call_id: str
-    pattern: str
-    choice: str = attrs.field(validator=one_of(APPROVAL_CHOICES))
-    source: str
-    reason: str | None = attrs.field(default=None, metadata=REDACTED)
 # --- prompt inputs, context files, hints (rules 3) ---------------------------------------------
 
 @attrs.frozen(kw_only=True)
@@ -834,7 +827,8 @@ Event = (SessionStarted | SessionResumed | ToolsDeclared | HistoryLoaded | TurnS
          | MemoryPrefetched | ContextWindowProbed
          | CompressionPlanned | ContextSummarised | SummaryFailed | ContextCompressed
          | SessionSplit | ContextInherited | SessionForked | CompressionRequested
-         | Checkpointed | TreeRestored | SandboxProbed | OutputChecked)
+         | Checkpointed | TreeRestored | SandboxProbed | OutputChecked | ApprovalsPending
+         | ApprovalsDecided | Steered)
 
 EVENT_TYPES: dict[str, Any] = {cls.kind: cls for cls in Event.__args__}
 

@@ -418,6 +418,11 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
             tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
                              for c in value.tool_calls),
             reasoning_parts=tuple(_redact_part(p, known) for p in value.reasoning_parts))
+    if attrs.has(type(value)):  # a value with text fields of its own (a pending approval)
+        names = [f.name for f in attrs.fields(cast(Any, type(value))) if f.metadata.get("redact")]
+        if names:
+            return attrs.evolve(cast(Any, value),
+                                **{n: _redact_value(getattr(value, n), known) for n in names})
     return value
 
 

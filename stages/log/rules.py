@@ -121,6 +121,14 @@ class RuleSet:
     # (``client_tool_calls``), and the next turn goes on from the caller's results
     # (``TurnStarted.tool_results``).
     client_tools: bool = _since(8)
+    # A call that needs approval may end the turn waiting (``approvals_pending``); the turn
+    # goes on when the decisions come (``approvals_decided``), and a denial's reason reaches
+    # the model with the refusal (``stages.tools.approvals``).
+    paused_approvals: bool = _since(8)
+    # A tool declared as needing approval (``ToolSpec.requires_approval``) asks before it runs.
+    declared_approvals: bool = _since(8)
+    # A message steered into a running turn joins it at the next step boundary (``steered``).
+    steering: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

@@ -22,6 +22,7 @@ from stages.log.events import (
 from stages.log.history import History, as_history
 from stages.log.messages import Message, ToolCall
 from stages.log.output_spec import OutputSpec
+from stages.log.pause_events import PendingApproval
 from stages.log.ratelimits import RateLimitSnapshot
 from stages.log.tool_specs import ToolSpec
 
@@ -59,6 +60,10 @@ class TurnState:
     finished: TurnFinished | None = None
     # Approval answers for this turn's dangerous calls: (call_id, choice, source).
     approvals: tuple[tuple[str, str, str], ...] = ()
+    # Rules 8: the calls the turn waits on (it stopped for their decisions), and the reasons
+    # given with denials, by call id.
+    waiting: tuple[PendingApproval, ...] = ()
+    denials: tuple[tuple[str, str], ...] = ()
     # Calls that ran and failed this turn, as ``call_key`` (name and canonical arguments).
     failed_calls: tuple[str, ...] = ()
     # Smart routing sent this turn to the cheap model (until a call of it fails).

@@ -20,7 +20,8 @@ class ToolSpec:
     """A tool as the model sees it. ``parameters`` is a JSON Schema as canonical JSON text.
 
     ``interactive`` tools (they wait for a person) force a batch to run sequentially;
-    ``read_only`` tools do not need the log fsynced before they run.
+    ``read_only`` tools do not need the log fsynced before they run; ``requires_approval``
+    tools ask a person first (``stages.tools.approvals``).
     """
 
     name: str
@@ -28,6 +29,8 @@ class ToolSpec:
     parameters: str
     interactive: bool = False
     read_only: bool = False
+    # Rules 8: every call waits for a person's approval before it runs.
+    requires_approval: bool = False
     wire: str = attrs.field(init=False, eq=False, repr=False,
                             default=attrs.Factory(_wire, takes_self=True))
 

@@ -33,6 +33,7 @@ from stages.decision import (
     SyncMemory,
 )
 from stages.log.events import (
+    ApprovalAnswered,
     ContextInherited,
     ContextWindowProbed,
     SandboxProbed,
@@ -50,7 +51,7 @@ from stages.log.output_spec import OutputSpec
 from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
 from stages.session.compress_now import run_compression
-from stages.turn.machine import Ask, Perform, Record, run_turn
+from stages.turn.machine import Ask, Perform, Record, resume_turn, run_turn
 from stages.turn.step import decide_abandon
 
 
@@ -95,6 +96,14 @@ class Turn:
     tool_results: tuple[Message, ...] = ()
 
 
+@attrs.frozen(kw_only=True)
+class Decide:
+    """The turn that waits for approvals goes on with these decisions (rules 8; a replay
+    reads them off the log)."""
+
+    answers: tuple[ApprovalAnswered, ...] = ()
+
+
 @attrs.frozen
 class Compress:
     """The user asks to compress now, between turns."""
@@ -136,7 +145,7 @@ class End:
     """The session ends here (a replay: its log ends)."""
 
 
-Command = Turn | Compress | RollBack | Abort | Reopen | ForkSwitch | End
+Command = Turn | Decide | Compress | RollBack | Abort | Reopen | ForkSwitch | End
 SessionFlow = Generator[Ask | Await, State | Command, None]
 
 
@@ -153,7 +162,7 @@ def run_session(opening: Opening | None) -> SessionFlow:
             state = yield from _command(command)
         except Cut:
             continue
-        if isinstance(command, Turn | Compress) and (yield from _after(command, state)):
+        if isinstance(command, Turn | Decide | Compress) and (yield from _after(command, state)):
             return  # the session went on in the split's child
 
 
@@ -193,6 +202,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
             reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
             output=command.output, client_tools=command.client_tools,
             tool_results=command.tool_results))
+    if isinstance(command, Decide):
+        return (yield from resume_turn(command.answers))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):
@@ -210,7 +221,7 @@ def _command(command: Command) -> Generator[Ask, State, State]:
                           optional=True))
 
 
-def _after(command: Turn | Compress, state: State) -> Generator[Ask, State, bool]:
+def _after(command: Turn | Decide | Compress, state: State) -> Generator[Ask, State, bool]:
     """A completed answer goes to memory; a compression's split ends the session here."""
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
         asked = command.user_message

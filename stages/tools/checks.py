@@ -14,6 +14,7 @@ from stages.log.messages import ToolCall, canonical_json
 from stages.log.rules import RuleSet
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation, call_key
+from stages.tools.approvals import with_reason
 from stages.tools.dangerous import COMMAND_ARGUMENTS, detector
 from stages.tools.repair import repair
 
@@ -29,6 +30,7 @@ DENIED = {
                 "find a safer way, or tell the user what to run"),
     "timeout": "no approval came in time, so the command was denied",
     "error": "the approval could not be asked for, so the command was denied",
+    "decision": "the user denied running this command",
 }
 
 
@@ -91,8 +93,10 @@ def check_danger(state: State, call: ToolCall, invocation: ToolInvocation, *, ru
         return AskApproval(call_id=call.id, tool=call.name, command=command,
                            pattern=danger.key, description=danger.description)
     if answer[1] == "deny":
+        why = DENIED.get(answer[2], DENIED["error"])
+        text = f"denied: this command {danger.description}; {why}"
         return ToolCallRejected(call=call, reason="denied", content=_error(
-            f"denied: this command {danger.description}; {DENIED.get(answer[2], DENIED['error'])}"))
+            with_reason(state, call.id, text, rules=rules)))
     return invocation
 
 

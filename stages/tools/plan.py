@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 
+import attrs
+
 from stages.decision import AskApproval, Decision, RunTools
 from stages.log.events import Event, SessionSettings, ToolCallRejected, ToolsPlanned
 from stages.log.evolve import evolve
 from stages.log.messages import ToolCall, canonical_json
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
+from stages.tools.approvals import check_declared
 from stages.tools.checks import (
     check_danger,
     duplicate_of,
@@ -91,7 +94,10 @@ def _check_rules3(state: State, call: ToolCall, cut_off: bool, config: SessionSe
     checked_danger = check_danger(state, call, checked, rules=rules)
     if not isinstance(checked_danger, ToolInvocation) or not rules.unconfined_asks:
         return checked_danger
-    return check_unconfined(state, call, checked_danger, config=config)
+    unconfined = check_unconfined(state, call, checked_danger, config=config)
+    if not isinstance(unconfined, ToolInvocation) or not rules.declared_approvals:
+        return unconfined
+    return check_declared(state, call, unconfined, rules=rules)
 
 
 def decide_tool_plan(state: State, *, config: SessionSettings) -> Decision:
@@ -125,7 +131,9 @@ def _plan(state: State, checked: list[Checked], before: tuple[Event, ...], *,
         rejected.append(head)
         checked.pop(0)
     if checked and isinstance(ask := checked[0], AskApproval):
-        return Decision(events=(*before, *rejected), next=ask)
+        # The other calls of the batch that need approval too: a pause asks about them all.
+        batch = tuple(c for c in checked if isinstance(c, AskApproval))
+        return Decision(events=(*before, *rejected), next=attrs.evolve(ask, batch=batch))
     valid: list[ToolInvocation] = []
     while checked and isinstance(head := checked[0], ToolInvocation):
         valid.append(head)

@@ -13,6 +13,7 @@ from stages.log.events import SessionSettings, ToolCallRejected
 from stages.log.messages import ToolCall, canonical_json
 from stages.log.state import State
 from stages.log.tool_specs import ToolInvocation
+from stages.tools.approvals import with_reason
 from stages.tools.read_only import is_read_only
 
 __all__ = ["UNCONFINED", "check_unconfined"]
@@ -44,7 +45,8 @@ def check_unconfined(state: State, call: ToolCall, invocation: ToolInvocation, *
         return AskApproval(call_id=call.id, tool=call.name, command=command,
                            pattern=UNCONFINED, description=_DESCRIPTION)
     if answer[1] == "deny":
+        text = (f"denied: this command {_DESCRIPTION}, and it was not approved "
+                f"({answer[2]}); use read-only commands, or ask the user to run it")
         return ToolCallRejected(call=call, reason="denied", content=canonical_json({
-            "error": f"denied: this command {_DESCRIPTION}, and it was not approved "
-                     f"({answer[2]}); use read-only commands, or ask the user to run it"}))
+            "error": with_reason(state, call.id, text, rules=config.rule_set)}))
     return invocation

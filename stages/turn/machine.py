@@ -28,6 +28,7 @@ from stages.decision import (
     BeginTurn,
     CallModel,
     CheckOutput,
+    DecideApprovals,
     Decision,
     Effect,
     Finish,
@@ -47,6 +48,8 @@ from stages.decision import (
 )
 from stages.log.events import (
     ApprovalAnswered,
+    ApprovalsDecided,
+    ApprovalsPending,
     Checkpointed,
     ClockRead,
     ContextSummarised,
@@ -62,6 +65,7 @@ from stages.log.events import (
     PromptInputsRead,
     SessionForked,
     SessionSettings,
+    Steered,
     SummaryFailed,
     ToolRan,
     TurnStarted,
@@ -81,6 +85,7 @@ from stages.turn.cache_marks import decide_cache_marks
 from stages.turn.output import decide_output, output_candidate
 from stages.turn.request import decide_request
 from stages.turn.routing import decide_routing
+from stages.turn.steering import steerable
 from stages.turn.step import ROUTES, next_stage
 
 
@@ -104,6 +109,9 @@ Ask = Record | Perform
 # a turn takes up its own settings here (``SessionForked``).
 _POLL = Perform("interrupt", PollInterrupt(during="between_steps"),
                 (Interrupted.kind, SessionForked.kind), optional=True)
+# At a step boundary where a steered message may join (rules 8, ``stages.turn.steering``).
+_POLL_STEER = Perform("interrupt", PollInterrupt(during="between_steps", steer=True),
+                      (Interrupted.kind, SessionForked.kind, Steered.kind), optional=True)
 Flow = Generator[Ask, State, State]
 SubFlow = Flow
 Stage = Callable[..., Decision]
@@ -137,8 +145,21 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         state = yield Perform("memory", PrefetchMemory(query=query), (MemoryPrefetched.kind,))
     state = yield from _decide("memory", decide_memory, state, config)
     state = yield from _decide("prompt", decide_prompt, state, config)
+    return (yield from steps(state, config))
+
+
+def resume_turn(answers: tuple[ApprovalAnswered, ...] = ()) -> Flow:
+    """A turn that waited for approvals goes on with their decisions (rules 8)."""
+    state = yield Perform("approval", DecideApprovals(answers=answers), (ApprovalsDecided.kind,))
+    assert state.settings is not None, "a turn needs a started session"
+    return (yield from steps(state, state.settings))
+
+
+def steps(state: State, config: SessionSettings) -> Flow:
+    """The turn's steps, from its prompt (or the decisions it waited for) to its end, or to a
+    pause for approvals."""
     while True:
-        state = yield _POLL
+        state = yield _POLL_STEER if steerable(state, config) else _POLL
         # Settings change inside a turn only where a fork goes on (``SessionForked``).
         config = state.settings or config
         stage = next_stage(state)
@@ -169,7 +190,16 @@ def run_turn(user_message: str, *, system_message: str | None = None,
         elif isinstance(step, RefreshCredential):
             state = yield Perform("credentials", step, (CredentialRefreshed.kind,))
         elif isinstance(step, AskApproval):
-            state = yield Perform("approval", step, (ApprovalAnswered.kind,))
+            state = yield Perform("approval", step, _answers(config))
+            if state.turn is not None and state.turn.waiting:
+                return state  # the turn waits for decisions (``resume_turn``)
+
+
+def _answers(config: SessionSettings) -> tuple[str, ...]:
+    """An approval is answered, or (rules 8) the turn pauses for it."""
+    if config.rule_set.paused_approvals:
+        return (ApprovalAnswered.kind, ApprovalsPending.kind)
+    return (ApprovalAnswered.kind,)
 
 
 def _checkpoint(effect: TakeCheckpoint) -> Perform:

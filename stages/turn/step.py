@@ -343,8 +343,8 @@ ROUTES: dict[str, Callable[..., Decision]] = {
 
 def decide_abandon(state: State) -> Decision:
     """A resumed session whose last turn never finished (the process was killed): close it."""
-    if state.turn is None or state.turn.finished is not None:
-        return Decision()
+    if state.turn is None or state.turn.finished is not None or state.turn.waiting:
+        return Decision()  # a turn waiting for approvals goes on when they come (rules 8)
     text = "the process stopped before the turn finished"
     closing = _close(state, reason="abandoned", text=text, exit_reason="abandoned", failed=True,
                      error=text)

@@ -339,3 +339,26 @@ def test_a_timeout_flag_without_a_deadline_gives_three_read_timeouts(tmp_path, m
     with chat.session:
         agent = chat.session.agent
         assert (agent.agent_settings.timeout, agent.agent_settings.deadline) == (5.0, 15.0)
+
+
+def test_a_turn_paused_elsewhere_is_asked_inline_before_the_next_message(server, tmp_path):
+    from pipeline.agent import Agent
+    from pipeline.toolsets import builtin_tools
+
+    (tmp_path / "sub").mkdir()
+    server.script(Reply.tool_calls([("terminal", '{"command": "rm -rf sub"}')]),
+                  Reply.text("Removed."), Reply.text("Yes, it is gone."))
+    with Agent(model="gpt-4o-mini", base_url=server.base_url, api_key=KEY,
+               home=tmp_path / "home", approvals="pause",
+               tools=builtin_tools(tmp_path, toolsets=("terminal",))) as library:
+        sid = library.run("remove sub").session_id
+        assert library.pending_approvals
+    asked: list[Question] = []
+    chat = Chat(attrs.evolve(_options(server, tmp_path), session_id=sid),
+                asker=lambda q: asked.append(q) or "once")
+    with chat.session:
+        assert chat.lines("is it gone?") == 0
+    assert [q.request.command for q in asked] == ["rm -rf sub"]
+    assert not (tmp_path / "sub").exists()
+    assert server.requests[2]["messages"][-1] == {"role": "user", "content": "is it gone?"}
+    assert replay(tmp_path / "home" / "sessions", sid).identical

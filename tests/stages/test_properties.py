@@ -84,8 +84,9 @@ def _answered_first(events, turn, config) -> bool:
     """The model's final answer had arrived when the interrupt came: the answer wins. An
     empty reply is no answer (rules 3) while the budget allows asking again."""
     cut = max(i for i, e in enumerate(events) if isinstance(e, ev.Interrupted))
+    # A message steered in after an answer (rules 8) makes the model answer again.
     before = [e for e in events[:cut]
-              if isinstance(e, ev.ModelReplied | ev.ToolRan | ev.ToolCallRejected)]
+              if isinstance(e, ev.ModelReplied | ev.ToolRan | ev.ToolCallRejected | ev.Steered)]
     if not (bool(before) and isinstance(before[-1], ev.ModelReplied)
             and (turn.budget_exhausted or not before[-1].message.tool_calls)):
         return False

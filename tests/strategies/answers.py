@@ -59,6 +59,9 @@ class Play:
     refreshes: int = 0
     approvals: int = 0
     polls: int = 0
+    steer_waiting: bool = False
+    steered: str | None = None
+    """A message steered into the turn and not yet sent to the model."""
 
     def __attrs_post_init__(self) -> None:
         self.steps = list(self.script.steps)
@@ -84,10 +87,17 @@ class Play:
         self.polls += 1
         if self.polls - 1 == self.script.fork_at_poll:
             return (driver.fork_switch(),)
-        if not self.interrupt:
+        if self.polls - 1 == self.script.steer_at_poll:
+            self.steer_waiting = True
+        if self.interrupt:
+            self.interrupt = False
+            return (ev.Interrupted(during=effect.during),)
+        if not (self.steer_waiting and effect.steer):
             return ()
-        self.interrupt = False
-        return (ev.Interrupted(during=effect.during),)
+        # As the live queue: the message waits for a poll at a step boundary.
+        self.steer_waiting = False
+        self.steered = f"steered into turn {self.index}"
+        return (ev.Steered(text=self.steered),)
 
     def call_model(self, request: d.ModelRequest, step: Step, driver: Driver) -> ev.Event:
         state = driver.state
@@ -100,6 +110,11 @@ class Play:
             assert request.messages[:first] + request.messages[first + 1:] == (
                 state.messages[:first] + state.messages[first + 1:])
         assert violations(request.messages) == [], "a request must send a closed history"
+        if self.steered is not None:
+            # A steered message arrives in the very next request, as the user's last word.
+            assert request.messages[-1].role == "user"
+            assert request.messages[-1].content == self.steered
+            self.steered = None
         if state.turn.budget_exhausted:
             assert request.tools == () and request.purpose == "budget_summary"
         if isinstance(step, CutStep):

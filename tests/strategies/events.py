@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from stages.log import events as ev
 from stages.log.messages import Message, ToolCall, canonical_json
 from stages.log.output_spec import OUTPUT_MODES, OutputSpec
+from stages.log.pause_events import PendingApproval
 from stages.log.reasoning_parts import EFFORTS, ReasoningPart
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
@@ -300,6 +301,14 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.OutputChecked.kind: _full(ev.OutputChecked, valid=st.booleans(),
                                  output=st.none() | json_objects.map(canonical_json),
                                  errors=_opt_text),
+    ev.ApprovalsPending.kind: _full(ev.ApprovalsPending, calls=st.lists(_full(
+        PendingApproval, call_id=identifiers, tool=identifiers, pattern=identifiers),
+        min_size=1, max_size=3).map(tuple)),
+    ev.ApprovalsDecided.kind: _full(ev.ApprovalsDecided, answers=st.lists(_full(
+        ev.ApprovalAnswered, call_id=identifiers, pattern=identifiers,
+        choice=st.sampled_from(ev.APPROVAL_CHOICES), source=st.just("decision"),
+        reason=_opt_text), min_size=1, max_size=3).map(tuple)),
+    ev.Steered.kind: _full(ev.Steered),
 }
 
 

@@ -124,6 +124,9 @@ class TurnScript:
     fork_at_poll: int | None = None
     """This poll of the turn (0: its first) is answered by a fork taking up its own settings
     (``SessionForked``; pure driver only)."""
+    steer_at_poll: int | None = None
+    """A message is steered into the turn at this poll (0: its first); it joins at the first
+    poll from then on that takes one (``Steered``; pure driver only)."""
     tool_text: str | None = None
     """What each successful tool run returns, scanned as the performer scans it (pure driver
     only; default: a text naming the call's arguments)."""
@@ -212,7 +215,8 @@ _MOVING = {
     "before": st.lists(st.sampled_from(MOVES), max_size=2).map(tuple),
     "stop_at": st.none() | st.integers(1, 16),
     "stop": st.sampled_from(("crash", "abort")),
-    "fork_at_poll": st.none() | st.none() | st.integers(0, 4)}
+    "fork_at_poll": st.none() | st.none() | st.integers(0, 4),
+    "steer_at_poll": st.none() | st.integers(0, 6)}
 """A moving session's draws for each turn (see the module's docstring)."""
 
 

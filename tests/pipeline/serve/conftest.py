@@ -74,7 +74,8 @@ def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, work
     maker = AgentMaker(workdir=workdir, toolsets=toolsets, home=home, model=model,
                        base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
                        durability="flush",
-                       trust_terminal_approvals=settings.trust_terminal_approvals, **config)
+                       trust_terminal_approvals=settings.trust_terminal_approvals,
+                       approvals=settings.approvals, **config)
     pool = SessionPool(maker, home=home, workers=workers)
     app = create_app(pool, settings, models=("mibyan", maker.model))
     try:

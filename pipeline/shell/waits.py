@@ -1,0 +1,37 @@
+"""What an agent holds for its running turn from other threads: steered messages, and the
+message an ``interrupt(message)`` goes on with."""
+
+from __future__ import annotations
+
+import threading
+
+from effects.steering import SteeringQueue
+from stages.log.pause_events import PendingApproval
+from stages.log.state import State
+
+__all__ = ["Waits", "waiting"]
+
+
+def waiting(state: State) -> tuple[PendingApproval, ...]:
+    """The calls the session's turn waits on (rules 8)."""
+    return state.turn.waiting if state.turn is not None else ()
+
+
+class Waits:
+    def __init__(self) -> None:
+        self.steering = SteeringQueue()
+        self._lock = threading.Lock()
+        self._after_interrupt: list[str] = []
+
+    def interrupt_with(self, message: str) -> None:
+        with self._lock:
+            self._after_interrupt.append(message)
+
+    def follow_up(self) -> str | None:
+        """The message the run goes on with after a turn: an interrupt's, then what was
+        steered too late for the turn (oldest first, as one message); None: nothing."""
+        with self._lock:
+            texts, self._after_interrupt = self._after_interrupt, []
+        late = self.steering.take()
+        texts = [*texts, *([late] if late is not None else [])]
+        return "\n\n".join(texts) if texts else None
