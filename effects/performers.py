@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from effects.images import BlobStore, sendable_request
 from effects.logs import get_logger
 from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
@@ -107,6 +108,8 @@ class Performers:
         self.interrupt = interrupt
         self.sync = sync
         self.home = home
+        # Where the session's images are kept; they are put back into requests at send time.
+        self.blobs = None if home is None else BlobStore.in_home(home)
         self.toolset = toolset
         self.inherit = inherit
         self.split = split
@@ -154,6 +157,7 @@ class Performers:
     def call_model(self, request: d.ModelRequest, on_delta: DeltaSink | None = None,
                    on_reasoning: DeltaSink | None = None) -> Event:
         try:
+            request = sendable_request(request, self.blobs)
             return call_model(self.effects.model, request, clock=self.effects.clock,
                               interrupt=self.interrupt, on_delta=on_delta,
                               on_reasoning=on_reasoning)
@@ -282,7 +286,7 @@ class Performers:
                             started_at=clock.now(), user_message=effect.user_message,
                             system_message=effect.system_message,
                             reasoning_effort=effect.reasoning_effort,
-                            reasoning_budget=effect.reasoning_budget),)
+                            reasoning_budget=effect.reasoning_budget, images=effect.images),)
 
     def _poll(self, effect: d.PollInterrupt, state: State) -> Sequence[Event]:
         if self.fork_switch is not None:
@@ -356,7 +360,7 @@ class Performers:
         kept = memory.on_pre_compress(state.messages) if memory is not None else ""
         event = self.call_model(effect.request)
         if isinstance(event, ModelReplied):
-            text = (event.message.content or "").strip()
+            text = event.message.text.strip()
             if text:
                 if kept:
                     text = f"{text}\n\n{kept}"

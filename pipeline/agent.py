@@ -27,6 +27,7 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
+from effects.images import BlobStore, ImageSource, image_part, message_parts, stored_message
 from effects.masked_stream import MaskedStream
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
@@ -48,6 +49,7 @@ from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
 from stages.log.api_mode import resolve_api_mode
+from stages.log.content_parts import ContentPart
 from stages.log.events import (
     ContextInherited,
     Event,
@@ -250,19 +252,28 @@ class Agent:
         return lineage.folded_log(self._log.path)
 
     # --- turns ------------------------------------------------------------------------------
-    def run(self, user_message: str, system_message: str | None = None,
+    def run(self, user_message: str | Sequence[Mapping[str, Any] | ContentPart],
+            system_message: str | None = None,
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
-            reasoning_budget: int | None = None) -> TurnResult:
+            reasoning_budget: int | None = None, images: Sequence[ImageSource] = ()
+            ) -> TurnResult:
         """Run one user turn to its end and describe it. ``reasoning_callback`` receives the
         model's reasoning as it streams (apart from ``stream_callback``'s text);
         ``reasoning_effort`` / ``reasoning_budget`` set this turn's reasoning over the
-        provider's."""
+        provider's. ``images`` go with the message (paths, bytes, http(s) or ``data:`` URLs;
+        see docs/images.md); ``user_message`` may also be a list of content parts (OpenAI's
+        ``text`` and ``image_url`` dicts, or ``TextPart`` / ``ImagePart``)."""
         check_setting(reasoning_effort, reasoning_budget)
+        store = BlobStore.in_home(self.home)
+        user_message, parts = message_parts(user_message)
+        # Stored before the turn starts: the log then holds references only.
+        taken = tuple(image_part(source, store) for source in (*parts, *images))
         history = None
         if conversation_history is not None:
-            history = tuple(from_openai(dict(m)) for m in conversation_history)
+            history = tuple(stored_message(from_openai(dict(m)), store)
+                            for m in conversation_history)
         with self._lock:
             runner = self._open()
             if history is not None and history == runner.state.messages:
@@ -282,7 +293,7 @@ class Agent:
                 state = runner.command(Turn(
                     user_message=user_message, system_message=system_message, history=history,
                     task_id=task_id, reasoning_effort=reasoning_effort,
-                    reasoning_budget=reasoning_budget))
+                    reasoning_budget=reasoning_budget, images=taken))
                 self._continue_in_child()
             finally:
                 performers.on_delta = performers.on_reasoning = None

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from stages.log.content_parts import ImagePart
 from stages.log.events import ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
 from stages.log.tool_specs import ToolInvocation, ToolSpec
@@ -127,6 +128,8 @@ class BeginTurn:
     # This turn's own reasoning setting (rules 4).
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+    # Images with the message, already stored (references) or URLs.
+    images: tuple[ImagePart, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

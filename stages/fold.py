@@ -12,6 +12,7 @@ from stages.context.engine import engine_for
 from stages.log import context_fold as cf
 from stages.log import events as ev
 from stages.log import pools
+from stages.log.content_parts import Content, TextPart
 from stages.log.evolve import evolve
 from stages.log.history import History
 from stages.log.messages import Message
@@ -104,12 +105,20 @@ def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
     if state.settings is not None and state.settings.rule_set.untrusted_marked:
         # Rules 7: the caller's tool results are data as much as the session's own.
         code = data_code(state)
-        messages = tuple(evolve(m, content=wrap(unwrapped(m.content or ""), name=m.name,
+        messages = tuple(evolve(m, content=wrap(unwrapped(m.text), name=m.name,
                                                 code=code)) if m.role == "tool" else m
                          for m in messages)
     return evolve(state, messages=History(messages),
                         history_chars=sum(m.chars for m in messages),
                         history_digest=_digest("", messages))
+
+
+def user_content(e: ev.TurnStarted) -> Content:
+    """The user's message: its text, or (with images) its text and the images after it."""
+    if not e.images:
+        return e.user_message
+    text = (TextPart(text=e.user_message),) if e.user_message else ()
+    return (*text, *e.images)
 
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
@@ -118,7 +127,7 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
                      provider_index=pools.start_provider(state, e),
                      reasoning_effort=e.reasoning_effort, reasoning_budget=e.reasoning_budget)
     return evolve(state, turns=state.turns + 1, turn=turn,
-                  **_appended(state, Message(role="user", content=e.user_message)))
+                  **_appended(state, Message(role="user", content=user_content(e))))
 
 
 def _model_requested(state: State, e: ev.ModelRequested) -> State:

@@ -71,7 +71,7 @@ class TodoList:
         last = None
         for message in messages:
             if message.role == "tool" and message.name == "todo" and message.content:
-                last = unwrapped(message.content)  # rules 7 sends results as data blocks
+                last = unwrapped(message.text)  # rules 7 sends results as data blocks
         if last is None:
             return
         try:

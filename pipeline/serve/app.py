@@ -76,7 +76,7 @@ async def chat_completions(request: Request) -> Response:
     with session.claimed():
         result = await until_done(request, session, pool.submit(
             lambda: session.run(chat.user_message, system_message=chat.system_message,
-                                history=history)))
+                                history=history, images=chat.images)))
     refused = _failed(result)
     if refused is not None:
         raise refused
@@ -104,7 +104,7 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
     session.claim()  # 409 now, before the stream starts; the worker releases it
     worker, left = streamed_turn(pool, session, lambda: session.run(
         chat.user_message, system_message=chat.system_message, history=history,
-        on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
+        images=chat.images, on_delta=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t)))
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:

@@ -122,7 +122,8 @@ class ServedSession:
             self.publish({"type": "event", "kind": event.kind, "event": encode(shown)})
 
     def run(self, message: str, *, on_delta: Callable[[str], object] | None = None,
-            system_message: str | None = None, history: Any = None) -> TurnResult:
+            system_message: str | None = None, history: Any = None,
+            images: Sequence[Any] = ()) -> TurnResult:
         """One turn, in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
         def delta(text: str) -> None:
@@ -138,7 +139,8 @@ class ServedSession:
         self._failure = None
         try:
             result = self.agent.run(message, system_message=system_message,
-                                    conversation_history=history, stream_callback=delta)
+                                    conversation_history=history, stream_callback=delta,
+                                    images=images)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import attrs
 
 from stages.log.api_mode import API_MODES
+from stages.log.content_parts import ImagePart
 from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
 from stages.log.reasoning_parts import check_budget, check_effort
@@ -249,6 +250,8 @@ class TurnStarted:
     # This turn's own reasoning setting, over the provider's (rules 4).
     reasoning_effort: str | None = attrs.field(default=None, validator=check_effort)
     reasoning_budget: int | None = attrs.field(default=None, validator=check_budget)
+    # Images sent with the message: references to the home's blob store, or URLs.
+    images: tuple[ImagePart, ...] = attrs.field(default=(), metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)

@@ -32,6 +32,7 @@ from stages.decision import (
     SwitchSettings,
     SyncMemory,
 )
+from stages.log.content_parts import ImagePart
 from stages.log.events import (
     ContextInherited,
     ContextWindowProbed,
@@ -87,6 +88,7 @@ class Turn:
     task_id: str | None = None
     reasoning_effort: str | None = None
     reasoning_budget: int | None = None
+    images: tuple[ImagePart, ...] = ()
 
 
 @attrs.frozen
@@ -184,7 +186,8 @@ def _command(command: Command) -> Generator[Ask, State, State]:
         return (yield from run_turn(
             command.user_message, system_message=command.system_message,
             history=command.history, task_id=command.task_id,
-            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget))
+            reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
+            images=command.images))
     if isinstance(command, Compress):
         return (yield from run_compression())
     if isinstance(command, Abort):

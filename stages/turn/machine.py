@@ -44,6 +44,7 @@ from stages.decision import (
     TakeCheckpoint,
     Wait,
 )
+from stages.log.content_parts import ImagePart
 from stages.log.events import (
     ApprovalAnswered,
     Checkpointed,
@@ -106,14 +107,16 @@ Stage = Callable[..., Decision]
 
 def run_turn(user_message: str, *, system_message: str | None = None,
              history: tuple[Message, ...] | None = None, task_id: str | None = None,
-             reasoning_effort: str | None = None, reasoning_budget: int | None = None) -> Flow:
+             reasoning_effort: str | None = None, reasoning_budget: int | None = None,
+             images: tuple[ImagePart, ...] = ()) -> Flow:
     """One user turn, from the user's message to the turn's end; returns the state then."""
     if history is not None:
         yield Perform("input", LoadHistory(messages=history), (HistoryLoaded.kind,))
     state = yield Perform("input", BeginTurn(user_message=user_message,
                                              system_message=system_message, task_id=task_id,
                                              reasoning_effort=reasoning_effort,
-                                             reasoning_budget=reasoning_budget),
+                                             reasoning_budget=reasoning_budget,
+                                             images=images),
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings

@@ -101,9 +101,9 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
                                  "the iteration budget is used up; no more tools run this turn")
         finished = TurnFinished(
             exit_reason=f"max_iterations_reached({config.max_turns}/{config.max_turns})",
-            final_response=reply.message.content or NO_SUMMARY_TEXT, completed=False)
+            final_response=reply.message.text or NO_SUMMARY_TEXT, completed=False)
     elif config.rule_set.content_filter_fails and reply.finish_reason == "content_filter":
-        finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
+        finished = TurnFinished(exit_reason="content_filter", final_response=_text(reply),
                                 completed=False, failed=True, error=FILTERED_TEXT)
     elif config.rule_set.cut_answer_partial and reply.finish_reason == "length":
         # The call budget ran out while the answer was still cut at the output limit.
@@ -111,7 +111,7 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
                                 final_response=_joined_answer(state), completed=False)
     else:
         text = (_joined_answer(state) if config.rule_set.early_end_retry
-                else reply.message.content or "")
+                else reply.message.text)
         finished = TurnFinished(exit_reason=f"text_response(finish_reason={reply.finish_reason})",
                                 final_response=text, completed=True)
     return Decision(events=(*events, finished), next=Finish())
@@ -152,12 +152,12 @@ def _cut_parts(state: State) -> list[str]:
 def cut_parts(messages: Sequence[Message], last: int) -> list[str]:
     """The reply at ``last`` and the replies cut at the output limit just before it, each
     followed by the length prompt, oldest first."""
-    parts = [messages[last].content or ""]
+    parts = [messages[last].text]
     index = last - 1
     while (index >= 1 and messages[index].role == "user"
            and messages[index].content in LENGTH_PROMPTS
            and messages[index - 1].role == "assistant"):
-        parts.append(messages[index - 1].content or "")
+        parts.append(messages[index - 1].text)
         index -= 2
     return parts[::-1]
 
@@ -169,8 +169,13 @@ def _starts_over(first: str, part: str) -> bool:
     return size >= RESTART_MIN and first[:size] == part[:size]
 
 
+def _text(reply: ModelReplied) -> str | None:
+    """The reply's text, None when it had no content at all."""
+    return None if reply.message.content is None else reply.message.text
+
+
 def _empty(reply: ModelReplied) -> bool:
-    return (not (reply.message.content or "").strip() and not reply.message.tool_calls
+    return (not reply.message.text.strip() and not reply.message.tool_calls
             and reply.finish_reason not in ("content_filter", "incomplete"))
 
 
@@ -233,7 +238,7 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
     if fallback is None:
         reply = turn.last_reply
         assert reply is not None
-        text = _joined_answer(state) if why == "length" else reply.message.content or ""
+        text = _joined_answer(state) if why == "length" else reply.message.text
         return Decision(events=(TurnFinished(
             exit_reason="incomplete_response", final_response=text, completed=False),),
             next=Finish())
