@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from stages.errors import LogCorruptError
 from stages.log.content_parts import Content, ImagePart, TextPart
@@ -55,9 +55,19 @@ def _structure_content(value: object, _: object) -> Content:
     for raw in value:
         if not isinstance(raw, dict) or raw.get("type") not in _PART_TAGS:
             raise TypeError(f"unknown content part {raw!r:.80}")
-        fields = {k: v for k, v in raw.items() if k != "type"}
-        parts.append(converter.structure(fields, _PART_TAGS[raw["type"]]))
+        parts.append(converter.structure(raw, _PART_TAGS[raw["type"]]))
     return tuple(parts)
+
+
+def _structure_part(converter: cattrs.Converter, tag: str, cls: type) -> Callable:
+    """A part is written with its ``type`` tag (as OpenAI's parts are), read back without."""
+    fields = make_dict_structure_fn(cls, converter)
+
+    def structure(value: object, _: type) -> object:
+        if not isinstance(value, dict) or value.get("type") != tag:
+            raise TypeError(f"expected a {tag!r} part, got {value!r:.80}")
+        return fields({k: v for k, v in value.items() if k != "type"}, cls)
+    return structure
 
 
 def _unstructure_part(tag: str) -> Callable[[object], dict]:
@@ -88,6 +98,7 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(lambda t: t == Content, _structure_content)
     for tag, cls in _PART_TAGS.items():
         converter.register_unstructure_hook(cls, _unstructure_part(tag))
+        converter.register_structure_hook(cls, _structure_part(converter, tag, cls))
     for cls, names in ADDITIVE_FIELDS.items():
         overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(

@@ -127,8 +127,8 @@ class Message:
 
     def to_openai(self) -> dict:
         content = self.content
-        out: dict = {"role": self.role, "content": content if content is None
-                     or isinstance(content, str) else [part.to_openai() for part in content]}
+        out: dict = {"role": self.role, "content": [part.to_openai() for part in content]
+                     if type(content) is tuple else content}
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         if self.tool_call_id is not None:
@@ -153,8 +153,10 @@ def from_openai(raw: dict) -> Message:
         for c in raw.get("tool_calls") or ()
     )
     content = raw.get("content")
-    if isinstance(content, list) and content and all(
-            isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content):
+    # With an image, parts; text parts alone stay the JSON text they always were.
+    if isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content) and any(
+            p.get("type") in ("image_url", "input_image") for p in content):
         content = tuple(part_from_openai(p) for p in content)
     elif content is not None and not isinstance(content, str):
         content = canonical_json(content)
