@@ -15,6 +15,7 @@ from stages.log import pools
 from stages.log.content_parts import Content, TextPart
 from stages.log.evolve import evolve
 from stages.log.history import History
+from stages.log.image_notes import without_images
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
@@ -166,6 +167,12 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
     if e.action == "fallback":
         return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
                      credential_id=None)
+    if e.action == "drop_images":  # rules 8
+        messages = tuple(without_images(m) for m in state.messages)
+        state = evolve(state, messages=History(messages),
+                       history_chars=sum(m.chars for m in messages),
+                       history_digest=_digest("", messages))
+        return _turn(state, failure=None, sticky_credential=True)
     if e.action == "strip_reasoning":  # rules 4
         return _turn(state, failure=None, reasoning_stripped=True, sticky_credential=True)
     if e.action == "stop_reasoning_replay":  # rules 4

@@ -61,7 +61,7 @@ def _structure_content(value: object, _: object) -> Content:
 
 def _structure_part(converter: cattrs.Converter, tag: str, cls: type) -> Callable:
     """A part is written with its ``type`` tag (as OpenAI's parts are), read back without."""
-    fields = make_dict_structure_fn(cls, converter)
+    fields: Callable[[dict, type], object] = make_dict_structure_fn(cls, converter)
 
     def structure(value: object, _: type) -> object:
         if not isinstance(value, dict) or value.get("type") != tag:

@@ -405,8 +405,9 @@ class CredentialSelected:
 @attrs.frozen(kw_only=True)
 class RecoveryDecided:
     """What a failed call leads to: ``retry`` (after a backoff), ``refresh`` (the key's refresh
-    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider), or
-    ``fail``. ``at`` is the time the cooldowns are counted from."""
+    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider),
+    ``drop_images`` (the history's images replaced by notes, rules 8), or ``fail``. ``at`` is
+    the time the cooldowns are counted from."""
 
     kind: ClassVar[str] = "recovery_decided"
     schema_version: ClassVar[int] = 1

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 7
+RULES = 8
 """The version of the decision rules a new session runs under."""
 
 
@@ -108,6 +108,10 @@ class RuleSet:
     # middle (``CompressionPlanned.kept``), the calls after it are summarised too, and the
     # updated summary replaces the previous one wherever it stood (``stages.context.apply``).
     iterative_compression: bool = _since(7)
+    # --- 8 ---
+    # A call refused because an image is too large is retried with the history's images
+    # replaced by a note naming each one (``RecoveryDecided`` action ``drop_images``).
+    image_recovery: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

@@ -27,6 +27,7 @@ SINCE = {
     "unconfined_asks": 7,
     "untrusted_marked": 7, "wide_injection_scan": 7,
     "iterative_compression": 7,
+    "image_recovery": 8,
 }
 
 
@@ -39,7 +40,7 @@ def test_each_version_has_exactly_the_behaviours_of_the_table(version: int) -> N
 
 def test_the_table_names_every_flag() -> None:
     assert set(SINCE) == set(FLAGS)
-    assert RULES == 7 == max(SINCE.values())
+    assert RULES == 8 == max(SINCE.values())
 
 
 def test_one_shared_value_per_version() -> None:
