@@ -16,6 +16,7 @@ from typing import TypeVar
 from pipeline import config as cfg
 from pipeline.agent import Agent
 from pipeline.chat import slash
+from pipeline.chat.attachments import image_paths
 from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question
 from pipeline.chat.listen import EventRouter
@@ -101,8 +102,10 @@ class ChatSession:
         """Run a turn and show it; None when it could not run (the error is shown)."""
         self.interrupted = False
         started = time.monotonic()
+        images = image_paths(message, self.agent.agent_settings.cwd or Path.cwd())
         result = self.in_worker(lambda agent: agent.run(
-            message, system_message=self.options.system, stream_callback=self.router.delta))
+            message, system_message=self.options.system, stream_callback=self.router.delta,
+            images=images))
         if result is None:
             self.failed_turns += 1
             return None
