@@ -35,8 +35,8 @@ from stages.log.content_parts import (
 )
 from stages.log.messages import Message
 
-__all__ = ["BlobStore", "ImageSource", "data_url", "image_part", "message_parts",
-           "sendable_request", "sniff", "stored_message"]
+__all__ = ["BlobStore", "ImageSource", "data_url", "decoded_data_url", "image_part",
+           "message_parts", "sendable_request", "sniff", "stored_message"]
 
 # What a caller may give as an image.
 ImageSource = str | os.PathLike[str] | bytes | ImagePart
@@ -191,14 +191,23 @@ def stored_part(part: ImagePart, store: BlobStore) -> ImagePart:
     """A ``data:`` URL part as a stored reference (others as they are)."""
     if part.url is None or not part.url.startswith("data:"):
         return part
-    head, _, payload = part.url.partition(",")
+    media_type, data = decoded_data_url(part.url)
+    return stored_image(data, store, media_type=media_type, detail=part.detail)
+
+
+def decoded_data_url(url: str) -> tuple[str | None, bytes]:
+    """(media type, bytes) of a base64 ``data:`` URL of an image a provider takes; a usage
+    error that says what is wrong otherwise."""
+    head, _, payload = url.partition(",")
     if not head.endswith(";base64"):
         raise UsageError("a data: URL image must be base64 (data:image/png;base64,...)")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UsageError(f"the data: URL image is not valid base64: {exc}") from exc
-    return stored_image(data, store, media_type=head[5:-7] or None, detail=part.detail)
+    if sniff(data) is None:
+        raise UsageError(f"not an image a provider takes ({', '.join(MEDIA_TYPES)})")
+    return head[5:-7] or None, data
 
 
 def stored_message(message: Message, store: BlobStore) -> Message:

@@ -14,6 +14,8 @@ from typing import Any, cast
 
 import attrs
 
+from effects.images import decoded_data_url
+from stages.errors import UsageError
 from stages.log.content_parts import Content, ImagePart, TextPart, part_from_openai
 from stages.log.messages import Message, from_openai
 
@@ -102,6 +104,12 @@ def _part(raw: Any, param: str) -> TextPart | ImagePart:
         if not url.startswith(("http://", "https://", "data:image/")):
             raise bad(f"Invalid image URL at {param}.image_url.url: expected an http(s) URL or "
                       "a base64 data URL (data:image/png;base64,...).", f"{param}.image_url")
+        if url.startswith("data:"):
+            try:  # checked now: a bad image is the caller's 400, not a failed turn
+                decoded_data_url(url)
+            except UsageError as exc:
+                raise bad(f"Invalid image at {param}.image_url.url: {exc}.",
+                          f"{param}.image_url") from exc
         if part.detail not in (None, "auto", "low", "high"):
             raise bad(f"Invalid value for '{param}.image_url.detail': {part.detail!r}; "
                       "expected 'auto', 'low' or 'high'.", f"{param}.image_url.detail")

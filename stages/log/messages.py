@@ -158,6 +158,8 @@ def from_openai(raw: dict) -> Message:
             isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content) and any(
             p.get("type") in ("image_url", "input_image") for p in content):
         content = tuple(part_from_openai(p) for p in content)
+    elif isinstance(content, tuple):  # parts already read (the gateway's checked messages)
+        pass
     elif content is not None and not isinstance(content, str):
         content = canonical_json(content)
     parts = tuple(ReasoningPart(**{**p, "summary": tuple(p.get("summary") or ())})
