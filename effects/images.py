@@ -33,6 +33,7 @@ from stages.log.content_parts import (
     part_from_openai,
     text_of,
 )
+from stages.log.history import History
 from stages.log.messages import Message
 
 __all__ = ["BlobStore", "ImageSource", "data_url", "decoded_data_url", "image_part",
@@ -250,9 +251,12 @@ _SENDABLE: dict[Path | None, _Sendable] = {}
 
 def sendable_request(request: ModelRequest, store: BlobStore | None) -> ModelRequest:
     """``request`` with every stored image as bytes (a ``data:`` URL): the same request when
-    it holds none, which is the common case and costs a scan of the content types."""
-    if all(m.content is None or type(m.content) is str or not m.images
-           for m in request.messages):
+    it holds none, which is the common case: a session's history counts its messages with
+    parts as they come, so a text-only one is known without a look at its messages."""
+    messages = request.messages
+    if isinstance(messages, History) and not messages.with_parts:
+        return request
+    if all(m.content is None or type(m.content) is str or not m.images for m in messages):
         return request
     sendable = _SENDABLE.get(None if store is None else store.root)
     if sendable is None:
