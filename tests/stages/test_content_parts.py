@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stages.context.summary import serialise
 from stages.log.content_parts import (
@@ -21,6 +23,7 @@ from stages.log.events import HistoryLoaded, TurnStarted
 from stages.log.image_notes import DROPPED_NOTE, has_images, without_images
 from stages.log.messages import Message, canonical_json, from_openai
 from stages.log.redact import redact_event
+from tests.strategies.events import image_parts, texts
 
 SHA = hashlib.sha256(b"img").hexdigest()
 STORED = ImagePart(sha256=SHA, media_type="image/png", size=3, width=750, height=100)
@@ -106,3 +109,14 @@ def test_dropping_images_leaves_a_note_naming_each() -> None:
                                TextPart(text=DROPPED_NOTE + STORED.describe()))
     text = Message(role="user", content="plain")
     assert without_images(text) is text
+
+
+@given(st.builds(lambda texts_, image: Message(role="user", content=(*texts_, image)),
+                 st.lists(st.builds(TextPart, text=texts), max_size=2), image_parts))
+def test_the_wire_of_parts_is_the_canonical_json_of_the_openai_shape(m: Message) -> None:
+    out = m.to_openai()
+    out.pop("reasoning", None)
+    out.pop("reasoning_parts", None)
+    assert m.wire == canonical_json(out)
+    assert from_openai(out).text == m.text
+    assert [i.ref for i in from_openai(out).images] == [i.ref for i in m.images]

@@ -24,6 +24,7 @@ __all__ = [
     "any_event",
     "events_of_kind",
     "identifiers",
+    "image_parts",
     "json_objects",
     "json_values",
     "messages",
@@ -144,14 +145,16 @@ content_parts = st.lists(_full(TextPart, text=texts) | image_parts, min_size=1,
 
 
 def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", "assistant",
-                                                                   "tool"))
-             ) -> st.SearchStrategy[Message]:
+                                                                   "tool")),
+             *, parts: bool = False) -> st.SearchStrategy[Message]:
+    """Messages of ``roles``; with ``parts``, user messages may hold text and image parts (as
+    logged: stored images by reference, which only the send path turns into bytes)."""
     def build(role: str) -> st.SearchStrategy[Message]:
         calls = (st.lists(tool_calls(), max_size=3).map(tuple) if role == "assistant"
                  else st.just(()))
         return _full(
             Message, role=st.just(role), content=st.none() | texts | (
-                content_parts if role == "user" else st.nothing()), tool_calls=calls,
+                content_parts if parts and role == "user" else st.nothing()), tool_calls=calls,
             tool_call_id=identifiers if role == "tool" else st.none() | identifiers,
             name=st.none() | identifiers,
             reasoning=st.none() | texts if role == "assistant" else st.none(),
@@ -220,7 +223,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.ToolsDeclared.kind: _full(
         ev.ToolsDeclared, tools=st.lists(tool_specs, max_size=3).map(tuple)),
     ev.HistoryLoaded.kind: _full(
-        ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
+        ev.HistoryLoaded, messages=st.lists(messages(parts=True), max_size=4).map(tuple)),
     ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
         user_message=texts, system_message=_opt_text, **_REASONING,
