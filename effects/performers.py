@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from effects.images import BlobStore, sendable_request
 from effects.logs import get_logger
 from effects.masked_stream import MaskedStream
 from effects.model_call import INTERRUPT_POLL_SECONDS, call_model
@@ -111,6 +112,8 @@ class Performers:
         self.interrupt = interrupt
         self.sync = sync
         self.home = home
+        # Where the session's images are kept; they are put back into requests at send time.
+        self.blobs = None if home is None else BlobStore.in_home(home)
         self.toolset = toolset
         self.inherit = inherit
         self.split = split
@@ -163,6 +166,7 @@ class Performers:
     def call_model(self, request: d.ModelRequest, on_delta: DeltaSink | None = None,
                    on_reasoning: DeltaSink | None = None) -> Event:
         try:
+            request = sendable_request(request, self.blobs)
             return call_model(self.effects.model, request, clock=self.effects.clock,
                               interrupt=self.interrupt, on_delta=on_delta,
                               on_reasoning=on_reasoning)
@@ -293,7 +297,7 @@ class Performers:
                             reasoning_effort=effect.reasoning_effort,
                             reasoning_budget=effect.reasoning_budget, output=effect.output,
                             client_tools=effect.client_tools,
-                            tool_results=effect.tool_results),)
+                            tool_results=effect.tool_results, images=effect.images),)
 
     def _check_output(self, effect: d.CheckOutput, state: State) -> Sequence[Event]:
         check = self.output_check
@@ -377,7 +381,7 @@ class Performers:
         kept = memory.on_pre_compress(state.messages) if memory is not None else ""
         event = self.call_model(effect.request)
         if isinstance(event, ModelReplied):
-            text = (event.message.content or "").strip()
+            text = event.message.text.strip()
             if text:
                 if kept:
                     text = f"{text}\n\n{kept}"

@@ -28,6 +28,7 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
+from effects.images import BlobStore, ImageSource, image_part, message_parts, stored_message
 from effects.masked_stream import MaskedStream
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
@@ -58,6 +59,7 @@ from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
 from stages.log.api_mode import resolve_api_mode
+from stages.log.content_parts import ContentPart, ImagePart
 from stages.log.events import (
     ContextInherited,
     Event,
@@ -283,7 +285,8 @@ class Agent:
         return lineage.folded_log(self._log.path)
 
     # --- turns ------------------------------------------------------------------------------
-    def run(self, user_message: str | None = None, system_message: str | None = None,
+    def run(self, user_message: str | Sequence[Mapping[str, Any] | ContentPart] | None = None,
+            system_message: str | None = None,
             conversation_history: Sequence[Mapping[str, Any]] | None = None,
             task_id: str | None = None, stream_callback: DeltaSink | None = None, *,
             reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
@@ -291,7 +294,8 @@ class Agent:
             on_event: Callable[[RunEvent], object] | None = None,
             output_type: Any = None, client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
             tool_results: Sequence[Mapping[str, Any]] = (),
-            decisions: Decisions | None = None) -> TurnResult:
+            decisions: Decisions | None = None, images: Sequence[ImageSource] = ()
+            ) -> TurnResult:
         """Run one user turn to its end (or to a pause for approvals: ``result.paused``) and
         describe it; with ``decisions`` (and no message), go on with the turn that waits for
         them. ``reasoning_callback`` receives the
@@ -304,13 +308,15 @@ class Agent:
         ``client_tools`` (OpenAI function tools) are offered next to the agent's own: a call to
         one ends the turn (``client_tool_calls``, the calls in ``result.tool_calls``), and the
         next turn passes their ``tool_results`` (tool messages) instead of a user message
-        (``pipeline.client_tools``)."""
+        (``pipeline.client_tools``). ``images`` go with the message (paths, bytes, http(s) or
+        ``data:`` URLs; see docs/images.md); ``user_message`` may also be a list of content
+        parts (OpenAI's ``text`` and ``image_url`` dicts, or ``TextPart`` / ``ImagePart``)."""
         steps = self._turn(user_message, system_message, conversation_history, task_id,
                            stream_callback, reasoning_callback=reasoning_callback,
                            reasoning_effort=reasoning_effort, reasoning_budget=reasoning_budget,
                            on_event=on_event, output_type=output_type,
                            client_tools=client_tools, tool_results=tool_results,
-                           decisions=decisions)
+                           decisions=decisions, images=images)
         while True:
             try:
                 next(steps)
@@ -353,7 +359,8 @@ class Agent:
         return stream_events(self.iter(user_message, system_message, conversation_history,
                                        task_id, on_event=put, **options), queue)
 
-    def _turn(self, user_message: str | None, system_message: str | None,
+    def _turn(self, user_message: str | Sequence[Mapping[str, Any] | ContentPart] | None,
+              system_message: str | None,
               conversation_history: Sequence[Mapping[str, Any]] | None, task_id: str | None,
               stream_callback: DeltaSink | None = None, *,
               reasoning_callback: DeltaSink | None = None, reasoning_effort: str | None = None,
@@ -361,15 +368,23 @@ class Agent:
               on_event: Callable[[RunEvent], object] | None = None, output_type: Any = None,
               client_tools: Sequence[Mapping[str, Any] | ToolSpec] = (),
               tool_results: Sequence[Mapping[str, Any]] = (),
-              decisions: Decisions | None = None) -> Generator[Step, None, TurnResult]:
+              decisions: Decisions | None = None, images: Sequence[ImageSource] = ()
+              ) -> Generator[Step, None, TurnResult]:
         """The turn, one step of the session machine at a time; returns its result."""
         check_setting(reasoning_effort, reasoning_budget)
         if (user_message is None) == (decisions is None):
             raise UsageError("run() takes a user message, or decisions on pending approvals")
         wanted = None if output_type is None else output_types.output_type(output_type)
+        store = BlobStore.in_home(self.home)
+        taken: tuple[ImagePart, ...] = ()
+        if user_message is not None:
+            user_message, parts = message_parts(user_message)
+            # Stored before the turn starts: the log then holds references only.
+            taken = tuple(image_part(source, store) for source in (*parts, *images))
         history = None
         if conversation_history is not None:
-            history = tuple(from_openai(dict(m)) for m in conversation_history)
+            history = tuple(stored_message(from_openai(dict(m)), store)
+                            for m in conversation_history)
         events = text = reasoning = None
         if on_event is not None:
             events = RunEvents(on_event, self._secrets)
@@ -398,7 +413,7 @@ class Agent:
                                reasoning_effort=reasoning_effort,
                                reasoning_budget=reasoning_budget,
                                output=None if wanted is None else wanted.spec,
-                               client_tools=specs, tool_results=results)
+                               client_tools=specs, tool_results=results, images=taken)
             opened = runner
             performers = runner.performers
             assert performers is not None

@@ -139,5 +139,5 @@ def _returned(message: Message) -> dict[str, Any]:
     again)."""
     out = message.to_openai()
     if message.role == "tool" and message.content is not None:
-        out["content"] = unwrapped(message.content)
+        out["content"] = unwrapped(message.text)
     return out

@@ -104,8 +104,8 @@ class ScriptedModel:
                             f"{step!r}")
         if on_reasoning is not None and reply.message.reasoning:
             on_reasoning(reply.message.reasoning)
-        if on_delta is not None and reply.message.content:
-            on_delta(reply.message.content)
+        if on_delta is not None and reply.message.text:
+            on_delta(reply.message.text)
         return attrs.evolve(reply, streamed=on_delta is not None)
 
     def _reply(self, step: str | ToolCalls) -> ModelReplied:

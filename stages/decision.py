@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from stages.log.content_parts import ImagePart
 from stages.log.events import ApprovalAnswered, ContextInherited, Event, SessionSettings
 from stages.log.messages import Message
 from stages.log.output_spec import OutputSpec
@@ -139,6 +140,8 @@ class BeginTurn:
     # Rules 8: the caller's own tools, and its results of the calls the last turn ended on.
     client_tools: tuple[ToolSpec, ...] = ()
     tool_results: tuple[Message, ...] = ()
+    # Images with the message, already stored (references) or URLs.
+    images: tuple[ImagePart, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

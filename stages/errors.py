@@ -18,8 +18,9 @@ exceptions; these classes are for what the *caller* must handle.
     ├── BudgetExhaustedError
     ├── LogError
     │   ├── LogConflictError       another writer holds the session, or seq/hash mismatch
-    │   └── LogCorruptError        a complete record does not parse, chain or match its hash,
-    │                              or the log is empty or does not begin with session_started
+    │   ├── LogCorruptError        a complete record does not parse, chain or match its hash,
+    │   │                          or the log is empty or does not begin with session_started
+    │   └── BlobMissingError       an image the log refers to is not in the home's blob store
     ├── ReplayDivergenceError      replay produced an event that differs from the log
     └── InterruptedTurnError
 """
@@ -111,6 +112,11 @@ class LogCorruptError(LogError):
     """A complete record fails to parse, to chain or to match its own hash, or the log is empty
     or does not begin with its session start (only a final line without its newline is a torn
     write, which is cut instead)."""
+
+
+class BlobMissingError(LogError):
+    """An image a session refers to (by its SHA-256) is not in the home's blob store, or its
+    bytes there no longer match their hash: it cannot be sent, exported or served again."""
 
 
 class EventEncodingError(LogError):

@@ -12,8 +12,10 @@ from stages.context.engine import engine_for
 from stages.log import context_fold as cf
 from stages.log import events as ev
 from stages.log import pools
+from stages.log.content_parts import Content, TextPart
 from stages.log.evolve import evolve
 from stages.log.history import History
+from stages.log.image_notes import without_images
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
@@ -104,12 +106,20 @@ def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
     if state.settings is not None and state.settings.rule_set.untrusted_marked:
         # Rules 7: the caller's tool results are data as much as the session's own.
         code = data_code(state)
-        messages = tuple(evolve(m, content=wrap(unwrapped(m.content or ""), name=m.name,
+        messages = tuple(evolve(m, content=wrap(unwrapped(m.text), name=m.name,
                                                 code=code)) if m.role == "tool" else m
                          for m in messages)
     return evolve(state, messages=History(messages),
                         history_chars=sum(m.chars for m in messages),
                         history_digest=_digest("", messages))
+
+
+def user_content(e: ev.TurnStarted) -> Content:
+    """The user's message: its text, or (with images) its text and the images after it."""
+    if not e.images:
+        return e.user_message
+    text = (TextPart(text=e.user_message),) if e.user_message else ()
+    return (*text, *e.images)
 
 
 def _turn_started(state: State, e: ev.TurnStarted) -> State:
@@ -123,7 +133,7 @@ def _turn_started(state: State, e: ev.TurnStarted) -> State:
         return evolve(state, turns=state.turns + 1,
                       turn=evolve(turn, first_message=_last_user(state)))
     return evolve(state, turns=state.turns + 1, turn=turn,
-                  **_appended(state, Message(role="user", content=e.user_message)))
+                  **_appended(state, Message(role="user", content=user_content(e))))
 
 
 def _client_results(state: State, results: tuple[Message, ...]) -> tuple[Message, ...]:
@@ -135,7 +145,7 @@ def _client_results(state: State, results: tuple[Message, ...]) -> tuple[Message
     answers = []
     for result in results:
         name = names.get(result.tool_call_id or "", result.name)
-        content = result.content or ""
+        content = result.text
         if code is not None:
             content = wrap(content, name=name, code=code)
         answers.append(Message(role="tool", content=content, tool_call_id=result.tool_call_id,
@@ -197,6 +207,12 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
     if e.action == "fallback":
         return _turn(state, failure=None, retries=0, provider_index=e.provider_index,
                      credential_id=None)
+    if e.action == "drop_images":  # rules 8
+        messages = tuple(without_images(m) for m in state.messages)
+        state = evolve(state, messages=History(messages),
+                       history_chars=sum(m.chars for m in messages),
+                       history_digest=_digest("", messages))
+        return _turn(state, failure=None, sticky_credential=True)
     if e.action == "strip_reasoning":  # rules 4
         return _turn(state, failure=None, reasoning_stripped=True, sticky_credential=True)
     if e.action == "stop_reasoning_replay":  # rules 4

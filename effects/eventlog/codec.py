@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from stages.errors import LogCorruptError
+from stages.log.content_parts import Content, ImagePart, TextPart
 from stages.log.events import (
     EVENT_TYPES,
     ContextInherited,
@@ -28,7 +30,8 @@ from stages.log.upcast import upcast
 # not use them is written exactly as before (readers of the log see no new keys).
 ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     Message: ("reasoning_parts",),
-    TurnStarted: ("reasoning_effort", "reasoning_budget", "client_tools", "tool_results"),
+    TurnStarted: ("reasoning_effort", "reasoning_budget", "client_tools", "tool_results",
+                  "images"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
                       "allow_unconfined"),
@@ -37,6 +40,42 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     ToolOutcome: ("findings",),
     SessionStarted: ("data_boundary",),
 }
+
+
+_PART_TAGS: dict[str, type] = {"text": TextPart, "image": ImagePart}
+
+
+def _structure_content(value: object, _: object) -> Content:
+    """A message's content: text or null as before images, else a list of tagged parts."""
+    if value is None or type(value) is str:
+        return value
+    if not isinstance(value, list):
+        raise TypeError(f"expected text or content parts, got {type(value).__name__}")
+    converter = make_converter()
+    parts: list[TextPart | ImagePart] = []
+    for raw in value:
+        if not isinstance(raw, dict) or raw.get("type") not in _PART_TAGS:
+            raise TypeError(f"unknown content part {raw!r:.80}")
+        parts.append(converter.structure(raw, _PART_TAGS[raw["type"]]))
+    return tuple(parts)
+
+
+def _structure_part(converter: cattrs.Converter, tag: str, cls: type) -> Callable:
+    """A part is written with its ``type`` tag (as OpenAI's parts are), read back without."""
+    fields: Callable[[dict, type], object] = make_dict_structure_fn(cls, converter)
+
+    def structure(value: object, _: type) -> object:
+        if not isinstance(value, dict) or value.get("type") != tag:
+            raise TypeError(f"expected a {tag!r} part, got {value!r:.80}")
+        return fields({k: v for k, v in value.items() if k != "type"}, cls)
+    return structure
+
+
+def _unstructure_part(tag: str) -> Callable[[object], dict]:
+    def unstructure(part: object) -> dict:
+        fields = attrs.asdict(cast(Any, part), recurse=False)
+        return {"type": tag, **{k: v for k, v in fields.items() if v is not None}}
+    return unstructure
 
 
 def _strict(kind: type, accepted: tuple[type, ...]) -> Callable[[object, type], object]:
@@ -57,6 +96,10 @@ def make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for kind, accepted in ((str, (str,)), (int, (int,)), (float, (float, int)), (bool, (bool,))):
         converter.register_structure_hook(kind, _strict(kind, accepted))
+    converter.register_structure_hook_func(lambda t: t == Content, _structure_content)
+    for tag, cls in _PART_TAGS.items():
+        converter.register_unstructure_hook(cls, _unstructure_part(tag))
+        converter.register_structure_hook(cls, _structure_part(converter, tag, cls))
     for cls, names in ADDITIVE_FIELDS.items():
         overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
         converter.register_unstructure_hook(cls, make_dict_unstructure_fn(

@@ -27,6 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from typing import cast
 
 import attrs
 
@@ -42,6 +43,7 @@ from effects.providers.anthropic_thinking import (
 from effects.providers.wire import WireCache, arguments_object
 from stages.decision import ModelRequest
 from stages.errors import UsageError
+from stages.log.content_parts import ImagePart, TextPart
 from stages.log.messages import Message, canonical_json
 from stages.log.tool_specs import ToolSpec
 
@@ -62,17 +64,36 @@ def _text(text: str) -> dict:
     return {"type": "text", "text": text}
 
 
+def _part(part: TextPart | ImagePart) -> dict:
+    """A text or image content block; an image as base64 (from the ``data:`` URL the send
+    path made of the stored bytes) or as a URL Anthropic fetches."""
+    if isinstance(part, TextPart):
+        return _text(part.text)
+    url = part.url or ""
+    if url.startswith("data:"):
+        head, _, data = url.partition(",")
+        media_type = head[5:].removesuffix(";base64")
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type,
+                                            "data": data}}
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"an image that was not made sendable: {part.ref[:80]}")
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
 def _blocks(message: Message, provider: str | None = None, *,
             reasoning_text: str | None = None) -> tuple[str, list[dict]]:
     """The Anthropic role and content blocks of one canonical message (an assistant's with
     the thinking blocks ``provider`` issued first, when given, or its reasoning as text)."""
     if message.role == "tool":
         return "user", [{"type": "tool_result", "tool_use_id": _tool_id(message.tool_call_id),
-                         "content": message.content or "(no output)"}]
-    has_text = bool(message.content and message.content.strip())
+                         "content": message.text or "(no output)"}]
+    if message.images:
+        return "user", [_part(part) for part in cast(tuple, message.content)
+                        if not isinstance(part, TextPart) or part.text.strip()]
+    has_text = bool(message.text.strip())
     if message.role == "user":
-        return "user", [_text(message.content or "" if has_text else "(empty message)")]
-    blocks = [_text(message.content or "")] if has_text else []
+        return "user", [_text(message.text if has_text else "(empty message)")]
+    blocks = [_text(message.text)] if has_text else []
     if reasoning_text:
         blocks.insert(0, _text(f"<thinking>\n{reasoning_text}\n</thinking>"))
     blocks += [{"type": "tool_use", "id": _tool_id(c.id), "name": c.name,
@@ -181,7 +202,7 @@ class _Converted:
 def _convert(message: Message, provider: str | None = None, *,
              reasoning_text: str | None = None) -> _Converted:
     if message.role == "system":
-        role, blocks = None, [_text(message.content)] if message.content else []
+        role, blocks = None, [_text(message.text)] if message.content else []
     else:
         role, blocks = _blocks(message, provider, reasoning_text=reasoning_text)
     texts = tuple((canonical_json(b), json.dumps(b["text"], ensure_ascii=False)

@@ -34,7 +34,8 @@ from effects.providers.reasoning_wire import ContentSplit, is_openai
 from effects.providers.structured import responses_text_format
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
-from stages.errors import ModelBehaviourError, ProviderUnavailableError
+from stages.errors import ModelBehaviourError, ProviderUnavailableError, UsageError
+from stages.log.content_parts import TextPart
 from stages.log.events import ModelReplied, Usage
 from stages.log.messages import Message, ToolCall, canonical_arguments, canonical_json
 from stages.log.reasoning_parts import ReasoningPart
@@ -51,16 +52,33 @@ def _reasoning_item(part: ReasoningPart) -> dict:
             "summary": [{"type": "summary_text", "text": text} for text in part.summary]}
 
 
+def _input_parts(message: Message) -> list[dict]:
+    """A user or system message's input parts: its text, and its images as ``input_image``
+    (a ``data:`` URL the send path made of the stored bytes, or a URL the server fetches)."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return [{"type": "input_text", "text": content or ""}]
+    parts: list[dict] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "input_text", "text": part.text})
+            continue
+        if part.sha256 is not None:
+            raise UsageError(f"an image that was not made sendable: {part.ref[:80]}")
+        parts.append({"type": "input_image", "image_url": part.url,
+                      "detail": part.detail or "auto"})
+    return parts
+
+
 def _message_items(message: Message, provider: str | None = None) -> list[dict]:
     """The input items of one message; with ``provider``, an assistant message's reasoning
     items issued by that provider come first (deduplicated: a continuation repeats none)."""
     message = sendable_message(message)
     if message.role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
-                 "output": message.content or ""}]
+                 "output": message.text}]
     if message.role != "assistant":
-        return [{"type": "message", "role": message.role,
-                 "content": [{"type": "input_text", "text": message.content or ""}]}]
+        return [{"type": "message", "role": message.role, "content": _input_parts(message)}]
     items: list[dict] = []
     if provider is not None:
         seen: set[str] = set()
@@ -70,7 +88,7 @@ def _message_items(message: Message, provider: str | None = None) -> list[dict]:
                 items.append(_reasoning_item(part))
     if message.content or not message.tool_calls:
         items.append({"type": "message", "role": "assistant",
-                      "content": [{"type": "output_text", "text": message.content or ""}]})
+                      "content": [{"type": "output_text", "text": message.text}]})
     items.extend({"type": "function_call", "call_id": call.id, "name": call.name,
                   "arguments": call.arguments} for call in message.tool_calls)
     return items

@@ -70,7 +70,7 @@ class EventRouter:
         if depth:
             return
         if e.message.content and not self._streamed:
-            self.display.reply_text(e.message.content)
+            self.display.reply_text(e.message.text)
         self.display.reply_done()
 
     def _planned(self, e: ev.ToolsPlanned, depth: int, label: str) -> None:

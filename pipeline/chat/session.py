@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from pipeline import config as cfg
 from pipeline.agent import Agent
 from pipeline.chat import slash
+from pipeline.chat.attachments import image_paths
 from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question, decide_inline
 from pipeline.chat.listen import EventRouter
@@ -101,7 +102,8 @@ class ChatSession:
         """Run a turn and show it; None when it could not run (the error is shown)."""
         self.interrupted = False
         started = time.monotonic()
-        result = self.in_worker(lambda agent: self._turn(agent, message))
+        images = image_paths(message, self.agent.agent_settings.cwd or Path.cwd())
+        result = self.in_worker(lambda agent: self._turn(agent, message, images))
         if result is None:
             self.failed_turns += 1
             return None
@@ -110,7 +112,7 @@ class ChatSession:
         self.failed_turns += result.failed
         return result
 
-    def _turn(self, agent: Agent, message: str) -> TurnResult:
+    def _turn(self, agent: Agent, message: str, images: Sequence[Path]) -> TurnResult:
         """A turn the session paused for approvals (elsewhere: the chat itself asks inline
         as calls come) goes on with answers asked inline first; then the message's turn."""
         if pending := agent.pending_approvals:
@@ -119,7 +121,7 @@ class ChatSession:
             if resumed.paused:
                 return resumed
         return agent.run(message, system_message=self.options.system,
-                         stream_callback=self.router.delta)
+                         stream_callback=self.router.delta, images=images)
 
     def in_worker(self, job: Callable[[Agent], T]) -> T | None:
         """``job(agent)`` on a worker thread, with the spinner, inline questions and Ctrl-C

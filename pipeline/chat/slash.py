@@ -147,7 +147,7 @@ def session_recap(root: Path, session_id: str) -> str:
     """How many messages the session holds, and the last answer's first words."""
     from pipeline.chat.text import shorten
     state = _folded(root, session_id)
-    answers = [m.content for m in state.messages if m.role == "assistant" and m.content]
+    answers = [m.text for m in state.messages if m.role == "assistant" and m.text]
     last = f"; last answer: {shorten(answers[-1], 80)}" if answers else ""
     return f"{len(state.messages)} messages{last}"
 

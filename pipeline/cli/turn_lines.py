@@ -21,7 +21,8 @@ from stages.log.redact import redact
 __all__ = ["TurnLines", "usage_line"]
 
 _NEXT = {"retry": "retrying after a pause", "refresh": "refreshing the key",
-         "rotate": "trying another key", "fallback": "trying the next provider"}
+         "rotate": "trying another key", "fallback": "trying the next provider",
+         "drop_images": "retrying without the images"}
 
 
 class TurnLines:

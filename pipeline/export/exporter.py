@@ -28,11 +28,13 @@ import attrs
 
 from effects.eventlog.envelope import list_session_ids, session_path
 from effects.eventlog.store import read_envelopes
+from effects.images import BlobStore, data_url
 from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
-from stages.errors import LogError, UsageError
+from stages.errors import BlobMissingError, LogError, UsageError
+from stages.log.content_parts import BLOB_SCHEME, ImagePart, blob_ref
 from stages.log.redact import holds_mask, redact
 
 __all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
@@ -90,14 +92,22 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
             skipped.append((sid, str(exc)))
     known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
     rows, redacted = [], 0
+    store = BlobStore.in_home(root.parent)
     for item in lineages:
-        for sample in lineage_samples(item, lineage=lineage):
-            record = FORMATS[fmt](sample)
-            record, changed = _redacted(record, known)
-            redacted += changed
-            record["provenance"]["redactions"] = _marked(record, fmt, known)
-            record["provenance"]["redacted_on_export"] = changed
-            rows.append(record)
+        samples = []
+        try:
+            for sample in lineage_samples(item, lineage=lineage):
+                record = FORMATS[fmt](sample)
+                record, changed = _redacted(record, known)
+                redacted += changed
+                record["provenance"]["redactions"] = _marked(record, fmt, known)
+                record["provenance"]["redacted_on_export"] = changed
+                # The images' bytes go in after redaction, which is for text.
+                samples.append(with_image_bytes(record, store))
+        except BlobMissingError as exc:  # said in the report, the other sessions written
+            skipped.append((item.session_id, str(exc)))
+            continue
+        rows.extend(samples)
     (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
                         samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
@@ -251,6 +261,19 @@ def _open_calls(out: list[Entry]) -> Counter[str | None]:
 
 
 # --- secrets ------------------------------------------------------------------------------------
+
+def with_image_bytes(value: Any, store: BlobStore) -> Any:
+    """``value`` with every stored image's ``mibyan-blob:`` address as a ``data:`` URL."""
+    if isinstance(value, str):
+        if not value.startswith(BLOB_SCHEME) or (ref := blob_ref(value)) is None:
+            return value
+        return data_url(ImagePart(sha256=ref[1], media_type=ref[0]), store).url
+    if isinstance(value, dict):
+        return {k: with_image_bytes(v, store) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_image_bytes(v, store) for v in value]
+    return value
+
 
 def _named_keys(lineages: list[Lineage], env: Mapping[str, str]) -> list[str]:
     """The keys the logs' credential labels name (the labels are environment variables)."""

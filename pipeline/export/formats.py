@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from pipeline.export.trajectory import Entry
+from stages.log.content_parts import Content, ImagePart, text_of
 from stages.log.messages import Message
 from stages.log.tool_specs import ToolSpec
 from stages.prompt.untrusted import unwrapped
@@ -103,17 +104,47 @@ def hermes_system_prompt(tools: tuple[ToolSpec, ...]) -> str:
 def _gpt_value(message: Message) -> str:
     reasoning = (message.reasoning or "").strip()
     parts = [f"<think>\n{reasoning}\n</think>" if reasoning else "<think>\n</think>"]
-    if message.content and message.content.strip():
-        parts.append(message.content)
+    if message.text.strip():
+        parts.append(message.text)
     parts.extend(f"<tool_call>\n{_dumps({'name': c.name, 'arguments': _parsed(c.arguments)})}"
                  "\n</tool_call>" for c in message.tool_calls)
     return "\n".join(parts).rstrip()
 
 
-def _returned(content: str | None) -> str | None:
+def _returned(content: Content) -> str | None:
     """A tool result as the tool returned it: a trajectory is the conversation's data, not
     the session's marking of it (rules 7 sends each result as a data block)."""
-    return None if content is None else unwrapped(content)
+    return None if content is None else unwrapped(text_of(content))
+
+
+# Images are written as their ``mibyan-blob:`` address here; the exporter puts the bytes in
+# (a ``data:`` URL) after redaction, which is for text and never scans image bytes.
+def _content_parts(message: Message) -> Any:
+    """OpenAI's content: the text, or (with images) text and ``image_url`` parts."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content
+    return [part.to_openai() for part in content]
+
+
+def _trl_content(message: Message) -> Any:
+    """TRL's conversational vision format: ``{"type": "image"}`` where each image was
+    (its bytes in the sample's ``images``), the text as ``{"type": "text"}`` parts."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content or ""
+    return [{"type": "image"} if isinstance(part, ImagePart) else part.to_openai()
+            for part in content]
+
+
+def _images(sample: Sample) -> list[str]:
+    return [image.ref for e in _history(sample) for image in e.message.images]
+
+
+def _human_value(message: Message) -> str:
+    """ShareGPT's user turn: an ``<image>`` token for each image (LLaMA-Factory's
+    convention, the images in the sample's ``images``), then the text."""
+    return "".join("<image>" for _ in message.images) + message.text
 
 
 def _tool_response(message: Message) -> str:
@@ -137,9 +168,16 @@ def sharegpt(sample: Sample) -> dict[str, Any]:
             turns.append({"from": "gpt", "value": _gpt_value(message),
                           "weight": _weight(entry)})
         elif message.role == "user":
-            turns.append({"from": "human", "value": message.content or ""})
+            turns.append({"from": "human", "value": _human_value(message)})
     return {"conversations": turns, "timestamp": sample.timestamp, "model": sample.model,
-            "completed": sample.completed, "provenance": sample.provenance}
+            "completed": sample.completed, "provenance": sample.provenance,
+            **_with_images(sample)}
+
+
+def _with_images(sample: Sample) -> dict[str, Any]:
+    """The sample's ``images`` field, only when it has images (text samples are unchanged)."""
+    images = _images(sample)
+    return {"images": images} if images else {}
 
 
 def _weight(entry: Entry) -> int:
@@ -151,7 +189,7 @@ def _openai_message(entry: Entry) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id,
                 "content": _returned(message.content)}
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    out: dict[str, Any] = {"role": message.role, "content": _content_parts(message)}
     if message.role == "assistant":
         if message.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in message.tool_calls]
@@ -181,7 +219,7 @@ def _trl_message(entry: Entry) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "name": message.name, "tool_call_id": message.tool_call_id,
                 "content": _returned(message.content) or ""}
-    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+    out: dict[str, Any] = {"role": message.role, "content": _trl_content(message)}
     if message.role == "assistant":
         out["weight"] = _weight(entry)
         if message.reasoning:
@@ -202,7 +240,7 @@ def _arguments(text: str) -> Any:
 def trl(sample: Sample) -> dict[str, Any]:
     messages = _system(sample) + [_trl_message(e) for e in _history(sample)]
     return {"messages": messages, "tools": [_tool_schema(t) for t in sample.tools],
-            "provenance": sample.provenance}
+            "provenance": sample.provenance, **_with_images(sample)}
 
 
 FORMATS: dict[str, Callable[[Sample], dict[str, Any]]] = {

@@ -53,7 +53,8 @@ def chat_turn(pool: SessionPool, session: ServedSession, chat: oa.ChatRequest, h
     noted, for the request that brings their results."""
     result = session.run(chat.user_message, system_message=chat.system_message,
                          history=history, on_delta=on_delta, output=chat.output,
-                         client_tools=chat.client_tools, tool_results=chat.tool_results)
+                         client_tools=chat.client_tools, tool_results=chat.tool_results,
+                         images=chat.images)
     pool.note_calls(session, result.tool_calls)
     return result
 

@@ -13,12 +13,14 @@ it (``pipeline.client_tools``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
+from effects.images import decoded_data_url
 from pipeline.output_types import spec_of_schema
 from stages.errors import UsageError
+from stages.log.content_parts import Content, ImagePart, TextPart, part_from_openai
 from stages.log.messages import Message, from_openai
 from stages.log.output_spec import OutputSpec
 
@@ -70,6 +72,8 @@ class ChatRequest:
     model: str
     user_message: str
     history: tuple[dict[str, Any], ...] | None
+    # The images of the last message (``data:`` URLs are stored when the turn starts).
+    images: tuple[ImagePart, ...] = ()
     system_message: str | None
     stream: bool
     include_usage: bool
@@ -84,21 +88,46 @@ class ChatRequest:
     results_need_session: bool = False
 
 
-def _text(content: Any, param: str) -> str:
-    """A message's content: a string, or a list of text parts (joined)."""
+def _text(content: Any, param: str) -> Content:
+    """A message's content: a string; a list of text parts (joined, as before images); or,
+    with images, a tuple of text and image parts (an ``image_url`` by an http(s) or a base64
+    ``data:`` URL, as OpenAI takes them)."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            if not isinstance(part, Mapping) or part.get("type") != "text" \
-                    or not isinstance(part.get("text"), str):
-                raise bad(f"Invalid content part at {param}[{index}]: only text parts "
-                          "({'type': 'text', 'text': ...}) are supported.", f"{param}[{index}]")
-            texts.append(part["text"])
-        return "".join(texts)
-    raise bad(f"Invalid type for '{param}': expected a string or an array of text parts.",
-              param)
+    if not isinstance(content, list):
+        raise bad(f"Invalid type for '{param}': expected a string or an array of content "
+                  "parts.", param)
+    parts = [_part(part, f"{param}[{index}]") for index, part in enumerate(content)]
+    if all(isinstance(part, TextPart) for part in parts):
+        return "".join(cast(TextPart, part).text for part in parts)
+    return tuple(parts)
+
+
+def _part(raw: Any, param: str) -> TextPart | ImagePart:
+    kind = raw.get("type") if isinstance(raw, Mapping) else None
+    if kind not in ("text", "image_url"):
+        raise bad(f"Invalid content part at {param}: text parts ({{'type': 'text', 'text': "
+                  "...}) and image parts ({'type': 'image_url', 'image_url': {'url': ...}}) "
+                  "are supported.", param)
+    try:
+        part = part_from_openai(dict(raw))
+    except ValueError as exc:
+        raise bad(f"Invalid content part at {param}: {exc}.", param) from exc
+    if isinstance(part, ImagePart):
+        url = part.url or ""
+        if not url.startswith(("http://", "https://", "data:image/")):
+            raise bad(f"Invalid image URL at {param}.image_url.url: expected an http(s) URL or "
+                      "a base64 data URL (data:image/png;base64,...).", f"{param}.image_url")
+        if url.startswith("data:"):
+            try:  # checked now: a bad image is the caller's 400, not a failed turn
+                decoded_data_url(url)
+            except UsageError as exc:
+                raise bad(f"Invalid image at {param}.image_url.url: {exc}.",
+                          f"{param}.image_url") from exc
+        if part.detail not in (None, "auto", "low", "high"):
+            raise bad(f"Invalid value for '{param}.image_url.detail': {part.detail!r}; "
+                      "expected 'auto', 'low' or 'high'.", f"{param}.image_url.detail")
+    return part
 
 
 def _string(raw: Mapping[str, Any], name: str, param: str, *, required: bool = False) -> None:
@@ -146,6 +175,9 @@ def _message(raw: Any, index: int) -> Message:
     content = raw.get("content")
     if content is not None:
         content = _text(content, f"{param}.content")
+        if not isinstance(content, str) and role != "user":
+            raise bad(f"Invalid content at '{param}.content': image parts are only allowed in "
+                      "messages with role 'user'.", f"{param}.content")
     elif role != "assistant":
         raise bad(f"Missing required parameter: '{param}.content'.", f"{param}.content")
     _string(raw, "tool_call_id", param, required=role == "tool")
@@ -242,10 +274,11 @@ def parse_chat_request(body: Any, models: Sequence[str]) -> ChatRequest:
     include_usage = _checked_options(body, stream)
     tools = client_tools(body.get("tools"))
     new = len(messages) - 1 if last.role == "user" else results
-    system = [m.content or "" for m in messages[:new] if m.role in _SYSTEM_ROLES]
+    system = [m.text for m in messages[:new] if m.role in _SYSTEM_ROLES]
     earlier = tuple(m.to_openai() for m in messages[:new] if m.role not in _SYSTEM_ROLES)
-    return ChatRequest(model=model, user_message=last.content or "" if last.role == "user"
-                       else "", history=earlier or None,
+    return ChatRequest(model=model, user_message=last.text if last.role == "user" else "",
+                       images=last.images if last.role == "user" else (),
+                       history=earlier or None,
                        system_message="\n\n".join(system) or None, stream=stream,
                        include_usage=include_usage, client_tools=tools,
                        tool_results=tuple(m.to_openai() for m in messages[results:]),

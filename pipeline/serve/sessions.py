@@ -132,8 +132,8 @@ class ServedSession:
     def run(self, message: str | None, *, on_delta: Callable[[str], object] | None = None,
             system_message: str | None = None, history: Any = None,
             output: Any = None, client_tools: Sequence[Mapping[str, Any]] = (),
-            tool_results: Sequence[Mapping[str, Any]] = (), decisions: Any = None
-            ) -> TurnResult:
+            tool_results: Sequence[Mapping[str, Any]] = (), decisions: Any = None,
+            images: Sequence[Any] = ()) -> TurnResult:
         """One turn (or, with ``decisions`` and no message, the rest of the turn that waits
         for them), in the calling (worker) thread; the caller holds the claim. Refused
         (and nothing logged) when the claim's client left before the turn could start."""
@@ -153,7 +153,7 @@ class ServedSession:
                                     conversation_history=history, stream_callback=delta,
                                     on_event=self._typed, output_type=output,
                                     client_tools=client_tools, tool_results=tool_results,
-                                    decisions=decisions)
+                                    decisions=decisions, images=images)
         finally:
             with self._state:  # an interrupt that came as the turn ended is for no turn
                 self._running = False

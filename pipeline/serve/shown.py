@@ -47,7 +47,9 @@ def history(messages: Iterable[Message]) -> tuple[Message, ...]:
 
 
 def _message(message: Message) -> Message:
-    text = note(message.content) if message.role == "assistant" else message.content
+    if message.role != "assistant" or not isinstance(message.content, str):
+        return message  # a user's message is the user's; an image is no note
+    text = note(message.content)
     return message if text == message.content else attrs.evolve(message, content=text)
 
 

@@ -4,6 +4,7 @@ commands it waited for (a turn, a compression, ...) are read off the log."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
@@ -11,6 +12,7 @@ import attrs
 from effects.eventlog.codec import from_payload
 from effects.eventlog.envelope import Envelope
 from effects.eventlog.store import read_envelopes, session_path
+from effects.images import BlobStore
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import EndOfLog, ReplayJournal
 from pipeline.shell.runner import SessionRunner
@@ -47,6 +49,9 @@ class ReplayReport:
     events: int
     divergence: ReplayDivergenceError | None = None
     unfinished_tail: bool = False
+    # Stored images the log refers to that the home's blob store no longer holds: the replay
+    # needs none of them (events hold references), but a fork going on live or an export does.
+    missing_images: tuple[str, ...] = ()
 
     @property
     def identical(self) -> bool:
@@ -55,6 +60,10 @@ class ReplayReport:
     def describe(self) -> str:
         if self.divergence is None:
             tail = ", the log ends inside an unfinished turn" if self.unfinished_tail else ""
+            if self.missing_images:
+                tail += (f"; {len(self.missing_images)} image(s) missing from the blob store ("
+                         + ", ".join(f"sha256:{h[:16]}" for h in self.missing_images)
+                         + "): a fork or an export of this session cannot send them")
             return f"identical ({self.events} events{tail})"
         d = self.divergence
         return (f"diverged at seq {d.seq} in stage {d.stage}\n"
@@ -115,12 +124,35 @@ def drive(runner: SessionRunner, journal: ReplayJournal | ForkJournal) -> None:
             seq=envelope.seq, stage="session", expected=envelope.kind, produced="(end of log)")
 
 
+def logged_images(envelopes: Iterable[Envelope]) -> tuple[str, ...]:
+    """The hashes of the stored images the log's turns and loaded histories refer to."""
+    found: dict[str, None] = {}
+    for envelope in envelopes:  # read off the payloads: a replay decodes them once already
+        if envelope.kind == TurnStarted.kind:
+            parts = envelope.payload.get("images") or ()
+        elif envelope.kind == HistoryLoaded.kind:
+            parts = [p for m in envelope.payload.get("messages") or ()
+                     if isinstance(m.get("content"), list) for p in m["content"]]
+        else:
+            continue
+        found.update((p["sha256"], None) for p in parts if p.get("sha256"))
+    return tuple(found)
+
+
 def replay(root: Path, session_id: str) -> ReplayReport:
-    """Re-run ``session_id`` from its log under ``root`` (the sessions directory)."""
+    """Re-run ``session_id`` from its log under ``root`` (the sessions directory); the report
+    names the stored images of the session that the home (``root``'s parent) has lost."""
     path = session_path(root, session_id)
     if not path.exists():
         raise UsageError(f"no session {session_id!r} under {root}")
     envelopes = list(read_envelopes(path))
+    store = BlobStore.in_home(root.parent)
+    missing = tuple(h for h in logged_images(envelopes) if not store.has(h))
+    report = _replayed(session_id, envelopes)
+    return attrs.evolve(report, missing_images=missing) if missing else report
+
+
+def _replayed(session_id: str, envelopes: list[Envelope]) -> ReplayReport:
     journal = ReplayJournal(envelopes)
     runner = SessionRunner(journal, None)
     try:

@@ -9,6 +9,7 @@ import attrs
 
 from stages.context.compression_plan import cut_text, is_compaction, prune_line
 from stages.context.summary import without_compaction
+from stages.log.content_parts import with_text
 from stages.log.events import CompressionPlanned
 from stages.log.messages import Message
 
@@ -19,8 +20,8 @@ def _kept(messages: Sequence[Message], plan: CompressionPlanned) -> list[Message
     for index in range(plan.tail_start, len(messages)):
         message = messages[index]
         if index in cut:
-            message = attrs.evolve(message, content=cut_text(message.content or "",
-                                                             plan.cut_chars))
+            message = attrs.evolve(message, content=with_text(
+                message.content, cut_text(message.text, plan.cut_chars)))
         elif index in pruned:
             message = attrs.evolve(message, content=prune_line(message))
         kept.append(message)
@@ -36,9 +37,9 @@ def _role(before: str | None, after: str | None) -> str | None:
 
 
 def _joined(message: Message, text: str, *, prefix: bool) -> Message:
-    content = message.content or ""
+    content = message.text
     joined = f"{text}\n\n{content}" if prefix else f"{content}\n\n{text}"
-    return attrs.evolve(message, content=joined)
+    return attrs.evolve(message, content=with_text(message.content, joined))
 
 
 def compacted(messages: Sequence[Message], plan: CompressionPlanned,
@@ -56,7 +57,8 @@ def compacted(messages: Sequence[Message], plan: CompressionPlanned,
 def _without_summary(message: Message) -> Message:
     if not is_compaction(message):
         return message
-    return attrs.evolve(message, content=without_compaction(message.content or ""))
+    return attrs.evolve(message, content=with_text(message.content,
+                                                   without_compaction(message.text)))
 
 
 def _placed(head: list[Message], kept: list[Message], text: str) -> tuple[Message, ...]:

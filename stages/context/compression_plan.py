@@ -36,7 +36,7 @@ DROPPED_TAG = "earlier messages were dropped to fit the context window"
 
 def is_compaction(message: Message) -> bool:
     """A summary or a dropped-middle marker a compression put in the history."""
-    text = message.content or ""
+    text = message.text
     return SUMMARY_PREFIX in text or DROPPED_TAG in text
 
 
@@ -139,7 +139,7 @@ def cut_indices(messages: Sequence[Message], start: int, limit: int) -> tuple[in
 
 def prune_line(message: Message) -> str:
     """A tool result as one line: the tool, the size, and how it began."""
-    text = message.content or ""
+    text = message.text
     first = text.strip().splitlines()[0][:80] if text.strip() else ""
     return f"[{message.name or 'tool'}] result pruned ({len(text)} chars): {first}"
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from stages.context.compression_plan import DROPPED_TAG, SUMMARY_PREFIX, prune_line
+from stages.log.content_parts import described
 from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.log.messages import Message
 
@@ -80,10 +81,11 @@ def serialise(messages: Sequence[Message], pruned: frozenset[int] = frozenset())
     lines = []
     for index, m in enumerate(messages):
         if m.role == "tool":
-            body = prune_line(m) if index in pruned else (m.content or "")
+            body = prune_line(m) if index in pruned else m.text
             lines.append(f"[TOOL RESULT {m.name or ''}]: {_cut(body)}")
             continue
-        body = _strip_summary(m.content or "").strip()
+        # An image is named in the text the summary is written from: never dropped unsaid.
+        body = _strip_summary(described(m.content)).strip()
         if DROPPED_TAG in body:
             continue
         if m.tool_calls:

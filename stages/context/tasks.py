@@ -48,7 +48,7 @@ def latest_tasks(messages: Sequence[Message]) -> tuple[int, list[dict[str, str]]
     """Where the latest list stands in ``messages``, and its items."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        content = message.content or ""
+        content = message.text
         if message.role == "tool" and message.name == "todo" and content:
             items = _items_of_result(content)
             if items is not None:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import attrs
 
 from stages.log.api_mode import API_MODES
+from stages.log.content_parts import ImagePart
 from stages.log.credential_pool import STRATEGIES as CREDENTIAL_STRATEGIES
 from stages.log.messages import Message, ToolCall
 from stages.log.output_spec import OUTPUT_MODES, OutputSpec
@@ -273,6 +274,8 @@ class TurnStarted:
     # Rules 8: the caller's results of the client calls the last turn ended on; the turn
     # goes on from them (``user_message`` is then empty and no user message is added).
     tool_results: tuple[Message, ...] = attrs.field(default=(), metadata=REDACTED)
+    # Images sent with the message: references to the home's blob store, or URLs.
+    images: tuple[ImagePart, ...] = attrs.field(default=(), metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)
@@ -426,8 +429,9 @@ class CredentialSelected:
 @attrs.frozen(kw_only=True)
 class RecoveryDecided:
     """What a failed call leads to: ``retry`` (after a backoff), ``refresh`` (the key's refresh
-    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider), or
-    ``fail``. ``at`` is the time the cooldowns are counted from."""
+    hook, then the same key), ``rotate`` (another key), ``fallback`` (the next provider),
+    ``drop_images`` (the history's images replaced by notes, rules 8), or ``fail``. ``at`` is
+    the time the cooldowns are counted from."""
 
     kind: ClassVar[str] = "recovery_decided"
     schema_version: ClassVar[int] = 1

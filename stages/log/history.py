@@ -15,18 +15,29 @@ from typing import overload
 from stages.log.messages import Message
 
 
+def _parts(messages: Iterable[Message]) -> int:
+    return sum(type(m.content) is tuple for m in messages)
+
+
 class History(Sequence[Message]):
-    __slots__ = ("_items", "_size")
+    __slots__ = ("_items", "_parts", "_size")
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
         self._items: list[Message] = list(messages)
         self._size = len(self._items)
+        self._parts = _parts(self._items)
 
     @classmethod
-    def _view(cls, items: list[Message], size: int) -> History:
+    def _view(cls, items: list[Message], size: int, parts: int) -> History:
         view = cls.__new__(cls)
-        view._items, view._size = items, size
+        view._items, view._size, view._parts = items, size, parts
         return view
+
+    @property
+    def with_parts(self) -> int:
+        """How many messages have content parts (images): kept as messages are appended, so
+        the send path knows a text-only history without reading it."""
+        return self._parts
 
     def append(self, *messages: Message) -> History:
         """This history followed by ``messages``; ``self`` is unchanged."""
@@ -36,7 +47,7 @@ class History(Sequence[Message]):
         if len(items) != self._size:
             items = items[:self._size]
         items.extend(messages)
-        return History._view(items, len(items))
+        return History._view(items, len(items), self._parts + _parts(messages))
 
     def __len__(self) -> int:
         return self._size

@@ -9,9 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 from json.encoder import encode_basestring as _text
+from typing import cast
 
 import attrs
 
+from stages.log.content_parts import (
+    Content,
+    ImagePart,
+    images_of,
+    part_from_openai,
+    text_of,
+)
 from stages.log.reasoning_parts import ReasoningPart
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -57,7 +65,8 @@ def _wire(message: Message) -> str:
         out.pop("reasoning", None)
         out.pop("reasoning_parts", None)
         return canonical_json(out)
-    content = "null" if message.content is None else _text(message.content)
+    # _all_text saw a string or None here.
+    content = "null" if message.content is None else _text(cast(str, message.content))
     parts = ['{"content":', content]
     if message.role == "tool" and message.name is not None:
         parts += [',"name":', _text(message.name)]
@@ -86,7 +95,8 @@ class Message:
     """One history entry. ``wire`` and ``chars`` are derived once and never serialised."""
 
     role: str = attrs.field(validator=attrs.validators.in_(ROLES))
-    content: str | None = None
+    # Text (nearly always), or a tuple of text and image parts (``stages.log.content_parts``).
+    content: Content = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
@@ -99,10 +109,26 @@ class Message:
 
     @property
     def chars(self) -> int:
-        return len(self.wire)
+        """The size the context estimate counts: the wire text, and an image as the characters
+        of the tokens it costs (its wire is only a short reference)."""
+        if self.content is None or type(self.content) is str:
+            return len(self.wire)
+        return len(self.wire) + 4 * sum(image.tokens for image in images_of(self.content))
+
+    @property
+    def text(self) -> str:
+        """The content's text ("" for none; the text parts joined when there are parts)."""
+        content = self.content
+        return content if type(content) is str else text_of(content)
+
+    @property
+    def images(self) -> tuple[ImagePart, ...]:
+        return images_of(self.content)
 
     def to_openai(self) -> dict:
-        out: dict = {"role": self.role, "content": self.content}
+        content = self.content
+        out: dict = {"role": self.role, "content": [part.to_openai() for part in content]
+                     if type(content) is tuple else content}
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         if self.tool_call_id is not None:
@@ -116,6 +142,9 @@ class Message:
         return out
 
 
+_PART_TYPES = ("text", "image_url", "input_text", "input_image")
+
+
 def from_openai(raw: dict) -> Message:
     """Build a :class:`Message` from an OpenAI-format dict (e.g. a caller's history)."""
     calls = tuple(
@@ -124,7 +153,14 @@ def from_openai(raw: dict) -> Message:
         for c in raw.get("tool_calls") or ()
     )
     content = raw.get("content")
-    if content is not None and not isinstance(content, str):
+    # With an image, parts; text parts alone stay the JSON text they always were.
+    if isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") in _PART_TYPES for p in content) and any(
+            p.get("type") in ("image_url", "input_image") for p in content):
+        content = tuple(part_from_openai(p) for p in content)
+    elif isinstance(content, tuple):  # parts already read (the gateway's checked messages)
+        pass
+    elif content is not None and not isinstance(content, str):
         content = canonical_json(content)
     parts = tuple(ReasoningPart(**{**p, "summary": tuple(p.get("summary") or ())})
                   for p in raw.get("reasoning_parts") or ())

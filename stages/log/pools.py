@@ -84,7 +84,7 @@ def on_recovery(state: State, turn: TurnState, e: RecoveryDecided) -> State:
     pool = _pool(state, turn.provider_index)
     # Resending without replayed reasoning (rules 4) is no fault of the key.
     if pool is not None and e.credential_id is not None and e.action not in (
-            "retry", "strip_reasoning", "stop_reasoning_replay"):
+            "retry", "strip_reasoning", "stop_reasoning_replay", "drop_images"):  # no key fault
         # Without a refresh (none configured, or already tried) an auth failure rests the key
         # at once; the pool's first auth failure only marks the refresh as tried.
         times = 2 if e.action != "refresh" and e.reason in AUTH_REASONS else 1

@@ -23,6 +23,7 @@ import attrs
 import re2
 
 from stages.log.command_secrets import hide_in_commands
+from stages.log.content_parts import Content, ImagePart, TextPart
 from stages.log.events import REDACTED_FIELDS, Event
 from stages.log.gated import Gated, on_gated_lines
 from stages.log.gitleaks.prefilter import Literals
@@ -411,9 +412,17 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
                             error=None if value.error is None else redact(value.error, known))
     if isinstance(value, tuple):
         return tuple(_redact_value(item, known) for item in value)
+    if isinstance(value, TextPart):
+        return attrs.evolve(value, text=redact(value.text, known))
+    if isinstance(value, ImagePart):
+        # An image's bytes are no text (and live in the blob store, not the log); an address
+        # is, and a signed URL carries its key in the query.
+        if value.url is None or value.url.startswith("data:"):
+            return value
+        return attrs.evolve(value, url=redact(value.url, known))
     if isinstance(value, Message):
         return attrs.evolve(
-            value, content=None if value.content is None else redact(value.content, known),
+            value, content=cast(Content, _redact_value(value.content, known)),
             reasoning=None if value.reasoning is None else redact(value.reasoning, known),
             tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
                              for c in value.tool_calls),

@@ -129,6 +129,9 @@ class RuleSet:
     declared_approvals: bool = _since(8)
     # A message steered into a running turn joins it at the next step boundary (``steered``).
     steering: bool = _since(8)
+    # A call refused because an image is too large is retried with the history's images
+    # replaced by a note naming each one (``RecoveryDecided`` action ``drop_images``).
+    image_recovery: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

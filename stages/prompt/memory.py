@@ -14,6 +14,7 @@ import re
 import attrs
 
 from stages.decision import NOTHING, Decision
+from stages.log.content_parts import with_text
 from stages.log.events import SessionSettings
 from stages.log.messages import Message
 from stages.log.state import State
@@ -109,7 +110,7 @@ def needs_prefetch(state: State, config: SessionSettings) -> str | None:
         return None
     if turn.first_message >= len(state.messages):
         return None
-    return state.messages[turn.first_message].content or None
+    return state.messages[turn.first_message].text or None
 
 
 def recall_block(state: State, config: SessionSettings) -> str | None:
@@ -126,7 +127,8 @@ def with_recall(state: State, recall: str) -> tuple[Message, ...]:
     index = state.turn.first_message
     messages = list(state.messages)
     user = messages[index]
-    messages[index] = attrs.evolve(user, content=f"{user.content or ''}\n\n{recall}")
+    text = f"{user.text}\n\n{recall}"
+    messages[index] = attrs.evolve(user, content=with_text(user.content, text))
     return tuple(messages)
 
 

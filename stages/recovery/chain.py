@@ -17,6 +17,7 @@ from stages.decision import Decision, PrepareCall, RefreshCredential, Wait
 from stages.log import credential_pool as cp
 from stages.log.context_tokens import overflow_cap, window_of
 from stages.log.events import ModelFailed, RecoveryDecided, SessionSettings
+from stages.log.image_notes import has_images
 from stages.log.state import State, TurnState
 from stages.recovery.classify import ClassifiedError, classify_api_error
 from stages.recovery.reasoning import reasoning_move
@@ -94,6 +95,11 @@ def decide_recovery(state: State, *, config: SessionSettings) -> Decision:
                            context_length=_window(state, config),
                            estimated_tokens=estimate_tokens(state))
     at = (state.now or 0.0) + failure.latency_ms / 1000
+    if (config.rule_set.image_recovery and str(c.reason) == "image_too_large"
+            and not failure.partial and has_images(state.messages)):
+        # Rules 8: the same request would be refused again; without its images it may pass.
+        return Decision(events=(_decided(turn, failure, c, "drop_images", at=at),),
+                        next=PrepareCall())
     if _compress_first(state, c, config):
         return Decision(events=(_decided(turn, failure, c, "compress", at=at),), next=PrepareCall())
     reasoning = reasoning_move(state, c, config)

@@ -82,7 +82,7 @@ def reasoning_move(state: State, c: ClassifiedError, config: SessionSettings) ->
 
 def thinking_only(message: Message) -> bool:
     """A reply with reasoning and nothing else: no visible text, no call."""
-    return (not (message.content or "").strip() and not message.tool_calls
+    return (not message.text.strip() and not message.tool_calls
             and bool(message.reasoning or message.reasoning_parts))
 
 

@@ -32,6 +32,7 @@ from stages.decision import (
     SwitchSettings,
     SyncMemory,
 )
+from stages.log.content_parts import ImagePart
 from stages.log.events import (
     ApprovalAnswered,
     ContextInherited,
@@ -94,6 +95,7 @@ class Turn:
     # Rules 8: the caller's own tools; its results of the calls the last turn ended on.
     client_tools: tuple[ToolSpec, ...] = ()
     tool_results: tuple[Message, ...] = ()
+    images: tuple[ImagePart, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -201,7 +203,7 @@ def _command(command: Command) -> Generator[Ask, State, State]:
             history=command.history, task_id=command.task_id,
             reasoning_effort=command.reasoning_effort, reasoning_budget=command.reasoning_budget,
             output=command.output, client_tools=command.client_tools,
-            tool_results=command.tool_results))
+            tool_results=command.tool_results, images=command.images))
     if isinstance(command, Decide):
         return (yield from resume_turn(command.answers))
     if isinstance(command, Compress):
@@ -226,7 +228,7 @@ def _after(command: Turn | Decide | Compress, state: State) -> Generator[Ask, St
     if isinstance(command, Turn) and (answer := _completed_answer(state)) is not None:
         asked = command.user_message
         if not asked and state.turn is not None:  # rules 8: it went on from tool results
-            asked = state.messages[state.turn.first_message].content or ""
+            asked = state.messages[state.turn.first_message].text
         yield Perform("memory", SyncMemory(user_message=asked, answer=answer), (), count=0)
     if not wants_split(state):
         return False

@@ -46,6 +46,7 @@ from stages.decision import (
     TakeCheckpoint,
     Wait,
 )
+from stages.log.content_parts import ImagePart
 from stages.log.events import (
     ApprovalAnswered,
     ApprovalsDecided,
@@ -121,7 +122,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
              history: tuple[Message, ...] | None = None, task_id: str | None = None,
              reasoning_effort: str | None = None, reasoning_budget: int | None = None,
              output: OutputSpec | None = None, client_tools: tuple[ToolSpec, ...] = (),
-             tool_results: tuple[Message, ...] = ()) -> Flow:
+             tool_results: tuple[Message, ...] = (), images: tuple[ImagePart, ...] = ()) -> Flow:
     """One user turn, from the user's message (or the caller's results of the calls to its
     own tools the last turn ended on) to the turn's end; returns the state then. With
     ``output``, the answer is checked against it before the turn ends with it."""
@@ -132,7 +133,7 @@ def run_turn(user_message: str, *, system_message: str | None = None,
                                              reasoning_effort=reasoning_effort,
                                              reasoning_budget=reasoning_budget,
                                              output=output, client_tools=client_tools,
-                                             tool_results=tool_results),
+                                             tool_results=tool_results, images=images),
                           (TurnStarted.kind,))
     assert state.settings is not None, "a turn needs a started session"
     config = state.settings

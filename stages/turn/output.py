@@ -83,7 +83,8 @@ def decide_output(state: State, *, config: SessionSettings) -> Decision:
                         next=PrepareCall())
     error = (f"the answer does not match the output type after {turn.output_failures} "
              f"tries: {checked.errors}")
-    answer = final.arguments if final is not None else reply.message.content
+    answer = final.arguments if final is not None else (
+        None if reply.message.content is None else reply.message.text)
     return Decision(events=(*_answered(turn, final, canonical_json({"error": prompt})),
                             TurnFinished(exit_reason="output_invalid", final_response=answer,
                                          completed=False, failed=True, error=error)),

@@ -56,7 +56,7 @@ def decide_routing(state: State, *, config: SessionSettings) -> Decision:
     if cheap is None or turn is None or turn.api_calls > 0:
         return NOTHING
     message = state.messages[turn.first_message]
-    reason = why_complex(message.content or "")
+    reason = why_complex(message.text)
     if reason is None:
         return Decision(events=(RouteChosen(route="cheap", reason="simple_turn",
                                             model=cheap.model),))

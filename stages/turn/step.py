@@ -102,9 +102,9 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
                                  "the iteration budget is used up; no more tools run this turn")
         finished = TurnFinished(
             exit_reason=f"max_iterations_reached({config.max_turns}/{config.max_turns})",
-            final_response=reply.message.content or NO_SUMMARY_TEXT, completed=False)
+            final_response=reply.message.text or NO_SUMMARY_TEXT, completed=False)
     elif config.rule_set.content_filter_fails and reply.finish_reason == "content_filter":
-        finished = TurnFinished(exit_reason="content_filter", final_response=reply.message.content,
+        finished = TurnFinished(exit_reason="content_filter", final_response=_text(reply),
                                 completed=False, failed=True, error=FILTERED_TEXT)
     elif config.rule_set.cut_answer_partial and reply.finish_reason == "length":
         # The call budget ran out while the answer was still cut at the output limit.
@@ -117,13 +117,17 @@ def decide_answer(state: State, *, config: SessionSettings) -> Decision:
     return Decision(events=(*events, finished), next=Finish())
 
 
+def _text_or_none(message: Message) -> str | None:
+    return None if message.content is None else message.text
+
+
 def answer_text(state: State) -> str:
     """The last reply's answer (from rules 3 with the parts cut at the output limit before
     it)."""
     assert state.turn is not None and state.turn.last_reply is not None
     if state.settings is not None and state.settings.rule_set.early_end_retry:
         return _joined_answer(state)
-    return state.turn.last_reply.message.content or ""
+    return state.turn.last_reply.message.text
 
 
 def _joined_answer(state: State) -> str:
@@ -161,12 +165,12 @@ def _cut_parts(state: State) -> list[str]:
 def cut_parts(messages: Sequence[Message], last: int) -> list[str]:
     """The reply at ``last`` and the replies cut at the output limit just before it, each
     followed by the length prompt, oldest first."""
-    parts = [messages[last].content or ""]
+    parts = [messages[last].text]
     index = last - 1
     while (index >= 1 and messages[index].role == "user"
            and messages[index].content in LENGTH_PROMPTS
            and messages[index - 1].role == "assistant"):
-        parts.append(messages[index - 1].content or "")
+        parts.append(messages[index - 1].text)
         index -= 2
     return parts[::-1]
 
@@ -178,8 +182,13 @@ def _starts_over(first: str, part: str) -> bool:
     return size >= RESTART_MIN and first[:size] == part[:size]
 
 
+def _text(reply: ModelReplied) -> str | None:
+    """The reply's text, None when it had no content at all."""
+    return None if reply.message.content is None else reply.message.text
+
+
 def _empty(reply: ModelReplied) -> bool:
-    return (not (reply.message.content or "").strip() and not reply.message.tool_calls
+    return (not reply.message.text.strip() and not reply.message.tool_calls
             and reply.finish_reason not in ("content_filter", "incomplete"))
 
 
@@ -242,7 +251,7 @@ def decide_continuation(state: State, *, config: SessionSettings) -> Decision:
     if fallback is None:
         reply = turn.last_reply
         assert reply is not None
-        text = _joined_answer(state) if why == "length" else reply.message.content or ""
+        text = _joined_answer(state) if why == "length" else reply.message.text
         return Decision(events=(TurnFinished(
             exit_reason="incomplete_response", final_response=text, completed=False),),
             next=Finish())
@@ -327,8 +336,9 @@ def decide_client_calls(state: State, *, config: SessionSettings) -> Decision:
     del config
     assert state.turn is not None and state.turn.last_reply is not None
     return Decision(events=(TurnFinished(
-        exit_reason="client_tool_calls", final_response=state.turn.last_reply.message.content,
-        completed=False),), next=Finish())
+        exit_reason="client_tool_calls",
+        final_response=_text_or_none(state.turn.last_reply.message), completed=False),),
+        next=Finish())
 
 
 ROUTES: dict[str, Callable[..., Decision]] = {

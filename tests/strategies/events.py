@@ -7,12 +7,14 @@ JSON-ish strings, so codecs and redaction see quotes, braces, escapes and non-AS
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 
 import attrs
 from hypothesis import strategies as st
 
 from stages.log import events as ev
+from stages.log.content_parts import MEDIA_TYPES, ImagePart, TextPart
 from stages.log.messages import Message, ToolCall, canonical_json
 from stages.log.output_spec import OUTPUT_MODES, OutputSpec
 from stages.log.pause_events import PendingApproval
@@ -24,6 +26,7 @@ __all__ = [
     "any_event",
     "events_of_kind",
     "identifiers",
+    "image_parts",
     "json_objects",
     "json_values",
     "messages",
@@ -129,14 +132,31 @@ reasoning_parts = st.one_of(
 """Provider-issued reasoning as each API issues it."""
 
 
+_sha256 = st.binary(min_size=1, max_size=8).map(lambda b: hashlib.sha256(b).hexdigest())
+_sizes = st.none() | st.integers(1, 4096)
+image_parts = st.one_of(
+    _full(ImagePart, sha256=_sha256, media_type=st.sampled_from(MEDIA_TYPES), url=st.none(),
+          size=st.integers(1, 10**7), width=_sizes, height=_sizes,
+          detail=st.none() | st.sampled_from(("auto", "low", "high"))),
+    st.builds(ImagePart, url=st.sampled_from(("https://example.com/a.png",
+                                              "http://h/x.jpg?sig=1"))))
+"""Images as events hold them: stored by hash, or by URL."""
+
+content_parts = st.lists(_full(TextPart, text=texts) | image_parts, min_size=1,
+                         max_size=3).map(tuple)
+
+
 def messages(roles: st.SearchStrategy[str] = st.sampled_from(("system", "user", "assistant",
-                                                                   "tool"))
-             ) -> st.SearchStrategy[Message]:
+                                                                   "tool")),
+             *, parts: bool = False) -> st.SearchStrategy[Message]:
+    """Messages of ``roles``; with ``parts``, user messages may hold text and image parts (as
+    logged: stored images by reference, which only the send path turns into bytes)."""
     def build(role: str) -> st.SearchStrategy[Message]:
         calls = (st.lists(tool_calls(), max_size=3).map(tuple) if role == "assistant"
                  else st.just(()))
         return _full(
-            Message, role=st.just(role), content=st.none() | texts, tool_calls=calls,
+            Message, role=st.just(role), content=st.none() | texts | (
+                content_parts if parts and role == "user" else st.nothing()), tool_calls=calls,
             tool_call_id=identifiers if role == "tool" else st.none() | identifiers,
             name=st.none() | identifiers,
             reasoning=st.none() | texts if role == "assistant" else st.none(),
@@ -210,12 +230,13 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.ToolsDeclared.kind: _full(
         ev.ToolsDeclared, tools=st.lists(tool_specs, max_size=3).map(tuple)),
     ev.HistoryLoaded.kind: _full(
-        ev.HistoryLoaded, messages=st.lists(messages(), max_size=4).map(tuple)),
+        ev.HistoryLoaded, messages=st.lists(messages(parts=True), max_size=4).map(tuple)),
     ev.TurnStarted.kind: _full(
         ev.TurnStarted, turn_id=identifiers, task_id=identifiers, started_at=timestamps,
         user_message=texts, system_message=_opt_text, output=st.none() | output_specs,
         **_REASONING, client_tools=st.lists(tool_specs, max_size=2).map(tuple),
-        tool_results=st.lists(messages(st.just("tool")), max_size=2).map(tuple)),
+        tool_results=st.lists(messages(st.just("tool")), max_size=2).map(tuple),
+        images=st.lists(image_parts, max_size=2).map(tuple)),
     ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
