@@ -34,6 +34,7 @@ SLOW_LANES = ("realserver", "local_model", "ray", "tmux", "subprocess", "slow")
 FILE_LANES: dict[str, str] = {
     "realserver/": "realserver",              # llama.cpp's own server (also marked in the files)
     "pipeline/test_batch_ray.py": "ray",      # a local Ray cluster in a process of its own
+    "pipeline/test_eval_ray.py": "ray",       # secured Ray clusters started by `ray start`
     "pipeline/test_chat_terminal.py": "tmux",  # `mibyan chat` in a real terminal
     # `python -m pipeline.cli ...` in a process of its own, in every test of the file
     "pipeline/test_cli.py": "subprocess",
@@ -55,6 +56,8 @@ FILE_LANES: dict[str, str] = {
 # imports the packages) in a process of its own, a second or more each; ``slow``: over a few
 # seconds on a 2-core machine for another reason.
 TEST_LANES: dict[str, str] = {
+    # 48 forks, each replayed
+    "pipeline/test_eval.py::test_every_fork_pairs_with_its_recording_and_replays": "slow",
     "pipeline/serve/test_serve_command.py::test_serve_answers_with_its_tokens_and_stops_on_sigterm":
         "subprocess",
     "pipeline/serve/test_serve_command.py::"

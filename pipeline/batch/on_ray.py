@@ -8,6 +8,7 @@ started with ``workers`` CPUs.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -129,6 +130,6 @@ def run_ray(job: BatchJob, tasks: list[Task],
         results.append(attrs.evolve(result, logs=()))
         progress(len(results), len(tasks))
 
-    run_bounded(ray, [lambda task=task: remote.remote(job, task, key) for task in tasks],
+    run_bounded(ray, [functools.partial(remote.remote, job, task, key) for task in tasks],
                 job.workers, collect)
     return results

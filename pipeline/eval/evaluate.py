@@ -8,6 +8,7 @@ exports, and a second evaluation never mistakes the forks of the first for recor
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -107,7 +108,7 @@ def _run_ray(spec: EvalSpec, jobs: list[ForkJob], root: Path,
         results.append(result)
         progress(len(results), len(jobs))
 
-    run_bounded(ray, [lambda job=job: remote.remote(job, origins[job.point.session_id], key)
+    run_bounded(ray, [functools.partial(remote.remote, job, origins[job.point.session_id], key)
                       for job in jobs], spec.workers, collect)
     return results
 
@@ -151,7 +152,7 @@ def evaluate(spec: EvalSpec, *, tools: Sequence[Any] = (),
 def _row(result: ForkResult, recorded: Outcome, prompt: str,
          scorers: dict[str, Any]) -> Row:
     name = result.job.config.name
-    fork_scores = recorded_scores = {n: None for n in scorers}
+    fork_scores: dict[str, Any] = dict.fromkeys(scorers)
     if result.outcome is not None:
         fork_scores = score_all(scorers, Sample(prompt=prompt, answer=result.outcome.answer,
                                                 recorded=recorded.answer, config=name))

@@ -1,6 +1,7 @@
 """Where a recorded session forks, as record counts (``at``: the fork keeps ``seq < at``).
 
-* ``turns``: each turn, right after its ``turn_started`` (the fork answers the same message);
+* ``turns``: each turn, just before its ``turn_started``: the fork asks the turn's message
+  again, so every setting (the system prompt included) holds from the turn's start;
 * ``last-turn``: the last turn only;
 * ``first-tool-result``: after the first batch of tool results of each turn (a batch is never
   split: a fork inside one is refused);
@@ -26,6 +27,10 @@ class ForkPoint:
     at: int
     point: str  # the name it was chosen by
     turn: int  # the turn it falls in, counted from 0
+    # A fork before a turn asks its message again (with its system message and task id).
+    message: str | None = None
+    system: str | None = None
+    task_id: str | None = None
 
 
 def _turns(log: Sequence[Envelope]) -> list[list[Envelope]]:
@@ -62,8 +67,15 @@ def fork_points(session_id: str, log: Sequence[Envelope],
             if name == "last-turn" and index != len(turns) - 1:
                 continue
             if name in ("turns", "last-turn"):
-                at: int | None = turn[0].seq + 1
-            elif name == "first-tool-result":
+                start = turn[0]
+                if start.seq not in found:
+                    found[start.seq] = ForkPoint(
+                        session_id=session_id, at=start.seq, point=name, turn=index,
+                        message=start.payload.get("user_message"),
+                        system=start.payload.get("system_message"),
+                        task_id=start.payload.get("task_id"))
+                continue
+            if name == "first-tool-result":
                 at = _after_tools(turn)
             else:
                 at = _first_of(turn, name.removeprefix("kind:"))

@@ -64,7 +64,9 @@ def run_fork(job: ForkJob, home: Path) -> ForkResult:
         with Agent(**dict(job.base), home=home, cwd=workdir, tools=_tools(job, workdir),
                    stream=False, durability="flush", checkpoints=False) as agent:
             fork = fork_session(agent, point.session_id, at=point.at, **job.config.changes)
-            fork.agent.close()
+            with fork.agent:
+                if point.message is not None:  # forked before the turn: ask it again
+                    fork.agent.run(point.message, point.system, task_id=point.task_id)
     except MibyanError as exc:
         return ForkResult(job=job, fork_session_id=None, outcome=None,
                           error=f"{type(exc).__name__}: {exc}")
