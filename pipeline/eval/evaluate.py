@@ -9,6 +9,7 @@ exports, and a second evaluation never mistakes the forks of the first for recor
 from __future__ import annotations
 
 import functools
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -73,6 +74,18 @@ def _plan(spec: EvalSpec, logs: dict[str, list[Envelope]],
     return jobs
 
 
+def _check_tools(spec: EvalSpec, tools: Sequence[Any]) -> None:
+    """Processes and Ray nodes get the tools by pickling; a tool that does not pickle (a
+    ``@tool`` function is a wrapper, not its module's attribute) is named as ``module:name``."""
+    if spec.backend == "threads":
+        return
+    try:
+        pickle.dumps(tuple(tools))
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise UsageError(f"the {spec.backend} backend sends the tools to other processes: "
+                         f"name them as 'module:name' strings ({exc})") from exc
+
+
 def _pool(spec: EvalSpec) -> Executor:
     if spec.backend == "threads":
         return ThreadPoolExecutor(max_workers=spec.workers)
@@ -131,6 +144,7 @@ def evaluate(spec: EvalSpec, *, tools: Sequence[Any] = (),
     selection = select_lineages(source, spec.filters)
     root = _prepare(spec)
     logs = {sid: list(read_envelopes(session_path(source, sid))) for sid in selection.roots}
+    _check_tools(spec, tools)
     jobs = _plan(spec, logs, tools)
     for session_id in {job.point.session_id for job in jobs}:
         _copy(source, root, session_id)

@@ -4,6 +4,7 @@ end of that turn."""
 
 from __future__ import annotations
 
+import importlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from pipeline.batch.task import digest, work_dir_name
 from pipeline.eval.outcome import Outcome, measure
 from pipeline.eval.points import ForkPoint
 from pipeline.eval.spec import Configuration
-from stages.errors import MibyanError
+from stages.errors import MibyanError, UsageError
 
 __all__ = ["ForkJob", "ForkResult", "run_fork", "run_fork_elsewhere"]
 
@@ -40,9 +41,20 @@ class ForkResult:
     logs: tuple[tuple[str, bytes], ...] = ()  # Ray: the fork's log, written back by the driver
 
 
+def _resolve(item: Any) -> Any:
+    """A tool, or its ``module:name`` (how tools reach worker processes and Ray nodes)."""
+    if not isinstance(item, str):
+        return item
+    module, _, name = item.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"cannot import the tool {item!r}: {exc}") from exc
+
+
 def _tools(job: ForkJob, workdir: Path) -> Any:
     if job.config.toolsets is None:
-        return job.tools
+        return [_resolve(item) for item in job.tools]
     from pipeline.toolsets import builtin_tools
     return builtin_tools(workdir, toolsets=job.config.toolsets)
 
