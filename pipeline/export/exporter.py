@@ -98,7 +98,10 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
             record["provenance"]["redactions"] = _marked(record, fmt, known)
             record["provenance"]["redacted_on_export"] = changed
             rows.append(record)
-    (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
+    if output == "parquet":
+        _write_parquet([parquet_row(row) for row in rows], out)
+    else:
+        _write_jsonl(rows, out)
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
                         samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
                         redacted=redacted, skipped=tuple(skipped))
@@ -301,6 +304,34 @@ def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
     _replace(out, write)
+
+
+def parquet_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with what varies in shape from row to row as JSON text, as chat datasets on the
+    Hub store it: the tool schemas (``tools``) and TRL's tool-call ``arguments``. Inferred as
+    structs, each row's keys padded every other row with nulls (a reader got back arguments
+    they never had), and an argument that was an object in one row and not in another made
+    the file impossible to write."""
+    out = dict(row)
+    if "tools" in out:
+        out["tools"] = json.dumps(out["tools"], ensure_ascii=False, sort_keys=True)
+    if "messages" in out:
+        out["messages"] = [_stable_message(m) for m in out["messages"]]
+    return out
+
+
+def _stable_message(message: dict[str, Any]) -> dict[str, Any]:
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    return {**message, "tool_calls": [
+        {**call, "function": {**call["function"], "arguments": _json_text(
+            call["function"]["arguments"])}} for call in calls]}
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           sort_keys=True)
 
 
 def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:

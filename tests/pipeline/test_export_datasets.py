@@ -58,7 +58,9 @@ def _messages(fmt: str, row: dict) -> list[dict]:
 
 
 def _tools(row: dict) -> list[dict] | None:
-    return row.get("tools")
+    """The tool schemas: Parquet keeps them as JSON text, as chat datasets on the Hub do."""
+    tools = row.get("tools")
+    return json.loads(tools) if isinstance(tools, str) else tools
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
