@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,19 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
+def _check_reachable(address: str) -> None:
+    """Ray retries an address where nothing listens for minutes, printing warnings; one TCP
+    connection says at once whether the cluster's GCS port answers."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", a name Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UsageError(f"cannot join the Ray cluster at {address}: nothing answers there "
+                         f"({exc.strerror or exc})") from None
+
+
 def join_ray(address: str | None, workers: int) -> Any:
     """The ``ray`` module, joined to the cluster at ``address`` (else a local Ray with
     ``workers`` CPUs), unless this process is in one already. A secured cluster is joined with
@@ -78,6 +92,8 @@ def join_ray(address: str | None, workers: int) -> Any:
     # Under `uv run`, Ray would start every worker through `uv run` (a sync per worker, which
     # fails offline and uploads the working tree); the workers use this interpreter instead.
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    if address:
+        _check_reachable(address)
     try:
         import ray
     except ImportError as exc:

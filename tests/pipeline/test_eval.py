@@ -4,6 +4,7 @@ OpenAI server) forked onto two configurations served by two more fake servers, o
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import duckdb
@@ -198,3 +199,18 @@ def test_the_eval_command_prints_the_paired_table(home, servers, tmp_path, monke
     assert "score:contains:answer" in printed and "6 sessions, 6 forks" in printed
     assert main(["--home", str(home), "eval", "--out", str(tmp_path / "o2")]) == 2
     assert "--configs FILE or --onto MODEL" in capsys.readouterr().err
+
+
+def test_a_ray_cluster_that_cannot_be_joined_is_named_not_a_traceback(home, tmp_path, capsys):
+    with socket.socket() as unused:  # a port where nothing listens
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    for argv in (["batch", str(prompts), "--out", str(tmp_path / "b")],
+                 ["eval", "--onto", "m", "--out", str(tmp_path / "e")]):
+        code = main(["--home", str(home), *argv, "--backend", "ray", "--ray-address", address,
+                     "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"cannot join the Ray cluster at {address}" in err
+        assert "Traceback" not in err
