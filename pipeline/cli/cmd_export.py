@@ -38,7 +38,8 @@ def export(args: argparse.Namespace) -> int:
     filters = _filters(args)
     root = (args.home or cfg.home()) / "sessions"
     report = export_sessions(root, Path(args.out), fmt=args.format, filters=filters,
-                             lineage=args.lineage, output=args.output)
+                             lineage=args.lineage, output=args.output,
+                             provenance=args.provenance, trainable_only=not args.all_samples)
     print(report.describe())
     return EXIT_OK
 

@@ -237,16 +237,23 @@ def _model_call_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _export_parsers(commands: Any) -> None:
-    from pipeline.export.names import FORMAT_NAMES, LINEAGE_NAMES, OUTPUT_NAMES
+    from pipeline.export import names
     export = commands.add_parser("export", help="write trajectories from the logs as training "
                                  "data (ShareGPT, OpenAI fine-tuning, TRL)")
     export.add_argument("out", help="the file to write (.jsonl or .parquet)")
-    _format_options(export, FORMAT_NAMES)
-    export.add_argument("--output", choices=OUTPUT_NAMES, help="jsonl or parquet (else from "
+    _format_options(export, names.FORMAT_NAMES)
+    export.add_argument("--output", choices=names.OUTPUT_NAMES, help="jsonl or parquet (else from "
                         "the file name's suffix)")
-    export.add_argument("--lineage", choices=LINEAGE_NAMES, default="stitched",
+    export.add_argument("--lineage", choices=names.LINEAGE_NAMES, default="stitched",
                         help="a compressed session as one stitched sample (default) or one "
                              "sample per context segment")
+    export.add_argument("--provenance", choices=names.PROVENANCE_NAMES,
+                        help="where each sample's provenance goes: in the sample (inline), in "
+                             "OUT.provenance.jsonl (sidecar) or nowhere; default none for "
+                             "openai (only the keys OpenAI documents), else inline")
+    export.add_argument("--all-samples", action="store_true",
+                        help="keep samples that do not end on an answer of the model "
+                             "(by default a sample ends on its last one)")
     _filter_options(export)
 
     batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "
@@ -258,7 +265,7 @@ def _export_parsers(commands: Any) -> None:
     batch.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="a local process pool (default) or Ray")
     batch.add_argument("--ray-address", help="a Ray cluster to join (else a local Ray)")
-    _format_options(batch, FORMAT_NAMES)
+    _format_options(batch, names.FORMAT_NAMES)
     _eval_parser(commands)
     batch.add_argument("--model", help="model name (else $MIBYAN_MODEL)")
     batch.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")

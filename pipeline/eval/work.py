@@ -93,6 +93,7 @@ def run_fork_elsewhere(job: ForkJob, origin: bytes, key: bytes) -> ForkResult:
         home = Path(scratch)
         root = home / "sessions"
         install_key(root, key)
+        root.mkdir()
         session_path(root, job.point.session_id).write_bytes(origin)
         result = run_fork(job, home)
         if result.fork_session_id is None:

@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,35 +37,50 @@ def _env(**extra: str) -> dict[str, str]:
             "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "OPENAI_API_KEY": "sk-ray-eval", **extra}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    """A secured head node; ``--block`` keeps ``ray start`` in the foreground, and stopping
-    that one process stops the cluster it started (no ``ray stop``: that stops every Ray on
-    the machine)."""
-    token = secrets.token_hex(32)
-    port = _free_port()
-    temp = tmp_path_factory.mktemp("raytmp")
+def _start_head(port: int, token: str, temp: Path) -> subprocess.Popen:
+    """``ray start --head --block``: in the foreground, so that stopping this one process
+    stops the cluster it started (no ``ray stop``: that stops every Ray on the machine). On a
+    loaded machine the head can fail to come up; its output says when it is up."""
     head = subprocess.Popen(
         [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
-        env=_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token), cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
+        env=_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token), cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    assert head.stdout is not None
+    for line in head.stdout:  # ends when the process does
+        if "Ray runtime started" in line:
+            return head
+    head.wait()
+    raise RuntimeError(f"ray start exited with {head.returncode}")
+
+
+def _stop(head: subprocess.Popen) -> None:
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    token = secrets.token_hex(32)
+    for attempt in range(3):
+        port = _free_port()
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            head = _start_head(port, token, tmp_path_factory.mktemp("raytmp"))
             break
-        except OSError:
-            assert head.poll() is None, "ray start exited"
-            time.sleep(1)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    # The rest of --block's output is not read: drained, so that the head never blocks on it.
+    drain = threading.Thread(target=lambda: head.stdout and head.stdout.read(), daemon=True)
+    drain.start()
     try:
         yield f"127.0.0.1:{port}", token
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
+        _stop(head)
 
 
 def _eval(home: Path, out: Path, address: str, configs: Path,
