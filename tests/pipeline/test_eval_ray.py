@@ -47,11 +47,13 @@ def _start_head(port: int, token: str, temp: Path) -> subprocess.Popen:
         env=_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token), cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     assert head.stdout is not None
+    said: list[str] = []
     for line in head.stdout:  # ends when the process does
         if "Ray runtime started" in line:
             return head
+        said.append(line)
     head.wait()
-    raise RuntimeError(f"ray start exited with {head.returncode}")
+    raise RuntimeError(f"ray start exited with {head.returncode}: {''.join(said[-5:])}")
 
 
 def _stop(head: subprocess.Popen) -> None:

@@ -29,7 +29,11 @@ ARGUMENTS = ['{"query": "plain"}', '{"query": {"deep": [1, 2]}}', '{"limit": 3}'
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("consumers")
+    return record_argument_sessions(tmp_path_factory.mktemp("consumers"))
+
+
+def record_argument_sessions(home: Path) -> Path:
+    """Three sessions, each calling ``lookup`` with one of ``ARGUMENTS``, then answering."""
     with FakeOpenAIServer() as srv:
         for n, arguments in enumerate(ARGUMENTS):
             srv.script(Reply.tool_calls([("lookup", arguments)]), Reply.text(f"done {n}"))
