@@ -68,13 +68,13 @@ def _stop(head: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[str, str]]:
     token = secrets.token_hex(32)
-    for attempt in range(3):
+    for attempt in range(5):
         port = _free_port()
         try:
             head = _start_head(port, token, tmp_path_factory.mktemp("raytmp"))
             break
         except RuntimeError:
-            if attempt == 2:
+            if attempt == 4:
                 raise
     # The rest of --block's output is not read: drained, so that the head never blocks on it.
     drain = threading.Thread(target=lambda: head.stdout and head.stdout.read(), daemon=True)
