@@ -33,8 +33,8 @@ def _exports(root: Path, out: Path, lineage: str = "stitched",
     asked for the default's."""
     rows = {}
     for fmt in FORMATS:
-        name = f"{fmt}.{lineage}.{trainable_only}.jsonl"
-        path = out / name
+        name = f"{fmt}.jsonl" if lineage == "stitched" else f"{fmt}.{lineage}.jsonl"
+        path = out / (f"trainable.{name}" if trainable_only else name)
         export_sessions(root, path, fmt=fmt, lineage=lineage, provenance="inline",
                         trainable_only=trainable_only)
         rows[fmt] = [json.loads(line) for line in path.open()]
