@@ -34,6 +34,9 @@ SLOW_LANES = ("realserver", "local_model", "ray", "tmux", "subprocess", "slow")
 FILE_LANES: dict[str, str] = {
     "realserver/": "realserver",              # llama.cpp's own server (also marked in the files)
     "pipeline/test_batch_ray.py": "ray",      # a local Ray cluster in a process of its own
+    "pipeline/test_eval_ray.py": "ray",       # secured Ray clusters started by `ray start`
+    # datasets 5 and (through `uv run --isolated`) 3.6 in processes of their own
+    "pipeline/test_export_datasets3.py": "subprocess",
     "pipeline/test_chat_terminal.py": "tmux",  # `mibyan chat` in a real terminal
     # `python -m pipeline.cli ...` in a process of its own, in every test of the file
     "pipeline/test_cli.py": "subprocess",
@@ -62,6 +65,8 @@ TEST_LANES: dict[str, str] = {
     # a whole replay through the command line, in process (some seconds)
     "effects/test_log_downgrade.py::"
     "test_an_old_corpus_log_replays_unless_signatures_are_required": "slow",
+    # 48 forks, each replayed
+    "pipeline/test_eval.py::test_every_fork_pairs_with_its_recording_and_replays": "slow",
     "pipeline/serve/test_serve_command.py::test_serve_answers_with_its_tokens_and_stops_on_sigterm":
         "subprocess",
     "pipeline/serve/test_serve_command.py::"

@@ -28,6 +28,24 @@ def sessions(tmp_path_factory) -> Path:
     return record(tmp_path_factory.mktemp("notebook-home") / "home").root
 
 
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory) -> Path:
+    """An evaluation (``mibyan eval``) of four recorded sessions onto two configurations."""
+    from pipeline.eval import Configuration, EvalSpec, evaluate
+    from tests.fake_openai import FakeOpenAIServer, Reply
+    from tests.pipeline.eval_sessions import lookup, record_sessions
+    base = tmp_path_factory.mktemp("notebook-eval")
+    record_sessions(base / "home", 4)
+    with FakeOpenAIServer(default=Reply.text("answer 1")) as same, \
+            FakeOpenAIServer(default=Reply.text("a much longer answer than that")) as other:
+        evaluate(EvalSpec(home=base / "home", out=base / "eval", backend="threads",
+                          scorers=("contains:answer",),
+                          configs=(Configuration.of("same", base_url=same.base_url),
+                                   Configuration.of("other", base_url=other.base_url))),
+                 tools=[lookup])
+    return base / "eval"
+
+
 # A last cell per notebook: prints, as JSON, what the checks below need from the kernel.
 PROBES = {
     "insights": """
@@ -35,6 +53,15 @@ import json
 print(json.dumps({name: [list(row) for row in globals()[name].fetchall()]
                   for name in ("sessions", "kinds", "usage", "tools", "recoveries")},
                  default=str))
+""",
+    "eval": """
+import json
+print(json.dumps({
+    "configs": configs,
+    "paired": [[float(p.get_height()) for p in ax.patches] for ax in paired_fig.axes],
+    "titles": [ax.get_title() for ax in paired_fig.axes],
+    "spread": {name: sorted(values) for name, values in spread.items()},
+}))
 """,
     "insights_plots": """
 import json
@@ -69,7 +96,21 @@ def _plots(data: dict) -> None:
     assert len(before_after) == 4 and before_after[0] > before_after[2] > 0
 
 
-CHECKS: dict[str, Callable[[dict], None]] = {"insights": _queries, "insights_plots": _plots}
+def _eval(data: dict) -> None:
+    assert data["configs"] == ["same", "other"]
+    titles = data["titles"]
+    assert titles[:4] == ["completed", "tool_errors", "model_calls", "output_tokens"]
+    assert titles[4] == "score:contains:answer"
+    model_calls = data["paired"][titles.index("model_calls")]
+    assert model_calls == [-1.0, -1.0]  # the recordings called a tool first, the forks do not
+    answered = data["paired"][titles.index("score:contains:answer")]
+    assert answered == [0.0, 0.0]
+    assert len(data["spread"]["same"]) == len(data["spread"]["other"]) == 4
+    assert max(data["spread"]["same"]) < min(data["spread"]["other"])
+
+
+CHECKS: dict[str, Callable[[dict], None]] = {"insights": _queries, "insights_plots": _plots,
+                                             "eval": _eval}
 
 
 def execute(notebook: Path) -> tuple[list, dict]:
@@ -85,8 +126,9 @@ def execute(notebook: Path) -> tuple[list, dict]:
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions(notebook, sessions,
-                                                                      monkeypatch):
+                                                                      evaluation, monkeypatch):
     monkeypatch.setenv("MIBYAN_SESSIONS", str(sessions))  # the kernel inherits the environment
+    monkeypatch.setenv("MIBYAN_EVAL", str(evaluation))
     cells, data = execute(notebook)  # a cell that raises fails here, naming it
     CHECKS[notebook.stem](data)
     for cell in cells:
@@ -97,7 +139,7 @@ def test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions(notebook, s
     for cell in drawing:
         images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
         assert len(images) == 1, cell.source
-    assert len(drawing) == (4 if notebook.stem == "insights_plots" else 0)
+    assert len(drawing) == {"insights_plots": 4, "eval": 2}.get(notebook.stem, 0)
 
 
 def test_every_notebook_is_checked():

@@ -163,5 +163,8 @@ def run_batch(job: BatchJob, *, progress: Progress | None = None,
 def _export(job: BatchJob, tasks: Iterable[Task]) -> ExportReport:
     """The completed sessions of this batch's prompts (others in ``out`` are left out)."""
     filters = ExportFilters(completed_only=True, task_ids=tuple(t.task_id for t in tasks))
+    # OpenAI's lines carry only the keys it documents; the provenance (the task ids) goes
+    # next to them.
     return export_sessions(job.out / "sessions", job.out / f"trajectories.{job.fmt}.jsonl",
-                           fmt=job.fmt, filters=filters)
+                           fmt=job.fmt, filters=filters,
+                           provenance="sidecar" if job.fmt == "openai" else None)

@@ -8,7 +8,9 @@ started with ``workers`` CPUs.
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +23,7 @@ from effects.eventlog.keys import install_key, signing_key_file
 from pipeline.batch.task import BatchJob, Task, TaskResult, run_task
 from stages.errors import LogConflictError, UsageError
 
-__all__ = ["run_ray", "start_local_ray", "write_back"]
+__all__ = ["join_ray", "run_bounded", "run_ray", "start_local_ray", "write_back"]
 
 
 def _remote_task(job: BatchJob, task: Task, key: bytes) -> TaskResult:
@@ -63,38 +65,87 @@ def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
                 raise
 
 
-def run_ray(job: BatchJob, tasks: list[Task],
-            progress: Callable[[int, int], None]) -> list[TaskResult]:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def _check_reachable(address: str) -> None:
+    """Ray retries an address where nothing listens for minutes, printing warnings; one TCP
+    connection says at once whether the cluster's GCS port answers."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", a name Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UsageError(f"cannot join the Ray cluster at {address}: nothing answers there "
+                         f"({exc.strerror or exc})") from None
+
+
+def join_ray(address: str | None, workers: int) -> Any:
+    """The ``ray`` module, joined to the cluster at ``address`` (else a local Ray with
+    ``workers`` CPUs), unless this process is in one already. A secured cluster is joined with
+    Ray's own token auth: ``RAY_AUTH_MODE=token`` and the token in ``RAY_AUTH_TOKEN`` (or the
+    file named by ``RAY_AUTH_TOKEN_PATH``, or ``~/.ray/auth_token``). A cluster that cannot be
+    joined is a :class:`UsageError` naming the address, not Ray's traceback."""
     # Under `uv run`, Ray would start every worker through `uv run` (a sync per worker, which
     # fails offline and uploads the working tree); the workers use this interpreter instead.
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    if address:
+        _check_reachable(address)
     try:
         import ray
     except ImportError as exc:
         raise UsageError("--backend ray needs Ray: install mibyan[batch]") from exc
+    if ray.is_initialized():
+        return ray
+    if not address:
+        start_local_ray(workers)
+        return ray
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, its own errors
+        ray.shutdown()
+        hint = ""
+        if "auth" in str(exc).lower() or type(exc).__name__.startswith("Authentication"):
+            hint = (" (the cluster asks for a token: set RAY_AUTH_MODE=token and "
+                    "RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH)")
+        raise UsageError(f"cannot join the Ray cluster at {address}: "
+                         f"{_first_line(exc)}{hint}") from None
+    return ray
+
+
+def run_bounded(ray: Any, submits: list[Callable[[], Any]], workers: int,
+                collect: Callable[[Any], None]) -> None:
+    """Submit the tasks (each a function returning an object ref), at most ``workers`` in
+    flight on a cluster of any size, and hand each result to ``collect`` as it comes."""
+    queue = list(submits)
+    pending: set[Any] = set()
+    while queue or pending:
+        while queue and len(pending) < workers:
+            pending.add(queue.pop(0)())
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            pending.discard(ref)
+            collect(ray.get(ref))
+
+
+def run_ray(job: BatchJob, tasks: list[Task],
+            progress: Callable[[int, int], None]) -> list[TaskResult]:
     if not tasks:
         return []
-    if not ray.is_initialized():
-        if job.ray_address:
-            ray.init(address=job.ray_address, log_to_driver=False)
-        else:
-            start_local_ray(job.workers)
+    ray = join_ray(job.ray_address, job.workers)
     remote = ray.remote(num_cpus=1)(_remote_task)
-    queue = list(tasks)
-    pending: dict[Any, Task] = {}
     results: list[TaskResult] = []
     root = job.out / "sessions"
     key = ray.put(signing_key_file(root))
-    while queue or pending:
-        # At most ``workers`` tasks in flight, on a cluster of any size.
-        while queue and len(pending) < job.workers:
-            task = queue.pop(0)
-            pending[remote.remote(job, task, key)] = task
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            pending.pop(ref)
-            result = ray.get(ref)
-            write_back(root, result.logs)
-            results.append(attrs.evolve(result, logs=()))
-            progress(len(results), len(tasks))
+
+    def collect(result: TaskResult) -> None:
+        write_back(root, result.logs)
+        results.append(attrs.evolve(result, logs=()))
+        progress(len(results), len(tasks))
+
+    run_bounded(ray, [functools.partial(remote.remote, job, task, key) for task in tasks],
+                job.workers, collect)
     return results

@@ -276,7 +276,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command in ("serve", "cron"):
         from pipeline.cli import cmd_cron, cmd_serve
         return {"serve": cmd_serve.serve, "cron": cmd_cron.cron}[args.command](args)
-    if args.command in ("export", "batch"):
+    if args.command in ("export", "batch", "eval"):
         from pipeline.cli import cmd_export
-        return {"export": cmd_export.export, "batch": cmd_export.batch}[args.command](args)
+        return {"export": cmd_export.export, "batch": cmd_export.batch,
+                "eval": cmd_export.evaluate}[args.command](args)
     return {"run": run, "sessions": sessions, "sql": sql, "chat": chat}[args.command](args)

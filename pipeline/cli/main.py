@@ -253,31 +253,24 @@ def _model_call_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _export_parsers(commands: Any) -> None:
-    from pipeline.export.names import FORMAT_NAMES, LINEAGE_NAMES, OUTPUT_NAMES
+    from pipeline.export import names
     export = commands.add_parser("export", help="write trajectories from the logs as training "
                                  "data (ShareGPT, OpenAI fine-tuning, TRL)")
     export.add_argument("out", help="the file to write (.jsonl or .parquet)")
-    _format_options(export, FORMAT_NAMES)
-    export.add_argument("--output", choices=OUTPUT_NAMES, help="jsonl or parquet (else from "
+    _format_options(export, names.FORMAT_NAMES)
+    export.add_argument("--output", choices=names.OUTPUT_NAMES, help="jsonl or parquet (else from "
                         "the file name's suffix)")
-    export.add_argument("--lineage", choices=LINEAGE_NAMES, default="stitched",
+    export.add_argument("--lineage", choices=names.LINEAGE_NAMES, default="stitched",
                         help="a compressed session as one stitched sample (default) or one "
                              "sample per context segment")
-    export.add_argument("--completed", action="store_true", help="only sessions whose turns "
-                        "all completed")
-    export.add_argument("--model", help="only sessions this model served (or was set for)")
-    export.add_argument("--since", metavar="DATE", help="only sessions started on or after")
-    export.add_argument("--until", metavar="DATE", help="only sessions started on or before")
-    export.add_argument("--no-fallback", action="store_true", help="skip sessions that fell "
-                        "back to another provider")
-    export.add_argument("--no-compression", action="store_true",
-                        help="skip sessions whose context was compressed")
-    export.add_argument("--min-turns", type=_positive_int, help="at least this many turns")
-    export.add_argument("--max-turns", type=_positive_int, help="at most this many turns")
-    export.add_argument("--tool", help="only sessions that ran this tool")
-    export.add_argument("--task-id", help="only sessions with a turn of this task id")
-    export.add_argument("--session", action="append",
-                        help="only the lineage of this session (any of its sessions); repeat")
+    export.add_argument("--provenance", choices=names.PROVENANCE_NAMES,
+                        help="where each sample's provenance goes: in the sample (inline), in "
+                             "OUT.provenance.jsonl (sidecar) or nowhere; default none for "
+                             "openai (only the keys OpenAI documents), else inline")
+    export.add_argument("--all-samples", action="store_true",
+                        help="keep samples that do not end on an answer of the model "
+                             "(by default a sample ends on its last one)")
+    _filter_options(export)
 
     batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "
                                 "in parallel, then export them")
@@ -288,7 +281,8 @@ def _export_parsers(commands: Any) -> None:
     batch.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="a local process pool (default) or Ray")
     batch.add_argument("--ray-address", help="a Ray cluster to join (else a local Ray)")
-    _format_options(batch, FORMAT_NAMES)
+    _format_options(batch, names.FORMAT_NAMES)
+    _eval_parser(commands)
     batch.add_argument("--model", help="model name (else $MIBYAN_MODEL)")
     batch.add_argument("--base-url", help="provider endpoint (else $OPENAI_BASE_URL)")
     batch.add_argument("--provider", help="openai (default), anthropic, or a name of yours")
@@ -300,6 +294,50 @@ def _export_parsers(commands: Any) -> None:
     batch.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
                        help="built-in toolsets, comma-separated")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _filter_options(parser: argparse.ArgumentParser) -> None:
+    """Which recorded sessions: the filters of ``export``, shared by ``eval``."""
+    parser.add_argument("--completed", action="store_true", help="only sessions whose turns "
+                        "all completed")
+    parser.add_argument("--model", help="only sessions this model served (or was set for)")
+    parser.add_argument("--since", metavar="DATE", help="only sessions started on or after")
+    parser.add_argument("--until", metavar="DATE", help="only sessions started on or before")
+    parser.add_argument("--no-fallback", action="store_true", help="skip sessions that fell "
+                        "back to another provider")
+    parser.add_argument("--no-compression", action="store_true",
+                        help="skip sessions whose context was compressed")
+    parser.add_argument("--min-turns", type=_positive_int, help="at least this many turns")
+    parser.add_argument("--max-turns", type=_positive_int, help="at most this many turns")
+    parser.add_argument("--tool", help="only sessions that ran this tool")
+    parser.add_argument("--task-id", help="only sessions with a turn of this task id")
+    parser.add_argument("--session", action="append",
+                        help="only the lineage of this session (any of its sessions); repeat")
+
+
+def _eval_parser(commands: Any) -> None:
+    ev = commands.add_parser("eval", help="fork recorded sessions onto other configurations "
+                             "and compare the outcomes, paired, with confidence intervals")
+    ev.add_argument("--out", required=True, help="a new directory: the forks (a home of its "
+                    "own), eval.json and results.parquet")
+    ev.add_argument("--configs", type=Path, help="a TOML or JSON file of configurations")
+    ev.add_argument("--onto", action="append", metavar="MODEL",
+                    help="a configuration of this model (repeat)")
+    ev.add_argument("--base-url", help="the endpoint of the --onto configurations")
+    ev.add_argument("--provider", help="the provider of the --onto configurations")
+    ev.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="a session setting of the --onto configurations (repeat)")
+    ev.add_argument("--point", action="append", help="where to fork: turns, last-turn "
+                    "(default), first-tool-result or kind:<event kind> (repeat)")
+    ev.add_argument("--scorer", action="append", help="exact (default), contains:TEXT, "
+                    "regex:PATTERN, py:module:function, judge:MODEL[@BASE_URL] (repeat)")
+    ev.add_argument("--limit", type=_positive_int, help="at most N forks per configuration")
+    ev.add_argument("--workers", type=_positive_int, default=2, help="forks at a time")
+    ev.add_argument("--backend", choices=("local", "threads", "ray"), default="local",
+                    help="local processes (default), threads, or Ray")
+    ev.add_argument("--ray-address", help="a Ray cluster to join (else a local Ray)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    _filter_options(ev)
 
 
 def _format_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:

@@ -16,11 +16,9 @@ environment) and any ``secrets`` given, before it is written.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
+from pipeline.export.writers import PROVENANCE_MODES, default_provenance, write_samples
 from stages.errors import BlobMissingError, LogError, UsageError
 from stages.log.content_parts import BLOB_SCHEME, ImagePart, blob_ref
 from stages.log.redact import holds_mask, redact
@@ -67,11 +66,16 @@ class ExportReport:
 def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
                     filters: ExportFilters | None = None, lineage: str = "stitched",
                     output: str | None = None, secrets: Iterable[str] = (),
-                    env: Mapping[str, str] | None = None) -> ExportReport:
+                    env: Mapping[str, str] | None = None, provenance: str | None = None,
+                    trainable_only: bool = True) -> ExportReport:
     """Write the trajectories of the sessions under ``root`` that pass ``filters`` to ``out``.
 
     ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
-    (default: from the file's suffix, else JSONL). Raises :class:`UsageError` for an unknown
+    (default: from the file's suffix, else JSONL); ``provenance`` is ``inline``, ``sidecar``
+    or ``none`` (default: none for OpenAI, whose lines carry only the keys it documents, else
+    inline, see :mod:`pipeline.export.writers`). With ``trainable_only`` (the default) a sample
+    ends on the last reply the model made here with an answer (not a tool call), and a sample
+    without one is left out. Raises :class:`UsageError` for an unknown
     format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
     when pyarrow is missing for Parquet.
     """
@@ -79,6 +83,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
     _check(output, OUTPUTS, "output")
+    provenance = provenance or default_provenance(fmt)
+    _check(provenance, PROVENANCE_MODES, "provenance mode")
     _check_out(out)
     filters = filters or ExportFilters()
     _check_named(root, filters.session_ids)
@@ -96,7 +102,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     for item in lineages:
         samples = []
         try:
-            for sample in lineage_samples(item, lineage=lineage):
+            for sample in lineage_samples(item, lineage=lineage,
+                                          trainable_only=trainable_only):
                 record = FORMATS[fmt](sample)
                 record, changed = _redacted(record, known)
                 redacted += changed
@@ -108,7 +115,7 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
             skipped.append((item.session_id, str(exc)))
             continue
         rows.extend(samples)
-    (_write_parquet if output == "parquet" else _write_jsonl)(rows, out)
+    write_samples(rows, out, output=output, provenance=provenance)
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
                         samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
                         redacted=redacted, skipped=tuple(skipped))
@@ -147,11 +154,15 @@ def _check(value: str, choices: Iterable[str], what: str) -> None:
 
 # --- samples ----------------------------------------------------------------------------------
 
-def lineage_samples(item: Lineage, *, lineage: str = "stitched") -> Iterator[Sample]:
+def lineage_samples(item: Lineage, *, lineage: str = "stitched",
+                    trainable_only: bool = False) -> Iterator[Sample]:
     """The samples of one lineage: the stitched whole, or one per context segment. A sample
     ends with the last answered message: a user message after it (a segment that a
     compression closed before the reply, which the next segment holds; a turn cut by a crash)
-    has nothing to train on; a sample left with no message is none."""
+    has nothing to train on; a sample left with no message is none. With ``trainable_only``
+    it ends on the last answer the model gave here (weight 1, no tool call), and a sample
+    without one is none: a trainer learns from the last message of a sample, and a tool
+    result or a reply copied from elsewhere is nothing to learn."""
     if not item.segments:
         return
     if lineage == "stitched":
@@ -160,7 +171,20 @@ def lineage_samples(item: Lineage, *, lineage: str = "stitched") -> Iterator[Sam
     else:
         samples = [_sample(item, segment.entries, segment.system_prompt, segment.spans, index,
                            segment) for index, segment in enumerate(item.segments)]
+    if trainable_only:
+        samples = [attrs.evolve(s, entries=_trainable_end(s.entries)) for s in samples]
     yield from (sample for sample in samples if sample.entries)
+
+
+def _trainable_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    for end in range(len(entries), 0, -1):
+        entry = entries[end - 1]
+        message = entry.message
+        if message.role == "assistant" and not message.tool_calls \
+                and (message.content or "").strip() \
+                and not (entry.inherited or entry.synthetic or entry.copied):
+            return entries[:end]
+    return ()
 
 
 def _answered_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
@@ -316,54 +340,8 @@ def _strings(value: Any, name: str = "") -> Iterator[str]:
             yield from _strings(item, name)
 
 
-# --- writers ------------------------------------------------------------------------------------
-
-def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    _replace(out, write)
-
-
-def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise UsageError("Parquet output needs pyarrow: install mibyan[export]") from exc
-
-    def write(tmp: Path) -> None:
-        try:
-            pq.write_table(pa.Table.from_pylist(rows), tmp)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
-    _replace(out, write)
-
-
 def _check_out(out: Path) -> None:
     """Before any work: ``out`` must be able to become a file."""
     if out.is_dir():
         raise UsageError(f"{out} is a directory; give the file to write, "
                          f"e.g. {out / 'trajectories.jsonl'}")
-
-
-def _replace(out: Path, write: Callable[[Path], None]) -> None:
-    """``out`` written whole or not at all: a reader never sees half a file, and a failed
-    write leaves no temporary file behind."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc}") from exc
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        write(tmp)
-        tmp.replace(out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {out}: {exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

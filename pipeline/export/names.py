@@ -6,3 +6,4 @@ from __future__ import annotations
 FORMAT_NAMES = ("sharegpt", "openai", "trl")
 OUTPUT_NAMES = ("jsonl", "parquet")
 LINEAGE_NAMES = ("stitched", "segments")
+PROVENANCE_NAMES = ("inline", "sidecar", "none")

@@ -63,9 +63,11 @@ _OPENAI_MESSAGE = {"oneOf": [
              "weight": {"enum": [0, 1]}}, ("role", "content", "weight")),
     _object({"role": {"const": "tool"}, "tool_call_id": _STR, "content": _NULLABLE_STR}),
 ]}
+# provenance only when asked for inline: OpenAI's fine-tuning documents the other three keys.
 OPENAI = _object({"messages": {"type": "array", "items": _OPENAI_MESSAGE, "minItems": 1},
                   "tools": {"type": "array", "items": _FUNCTION_TOOL},
-                  "parallel_tool_calls": {"type": "boolean"}, "provenance": PROVENANCE})
+                  "parallel_tool_calls": {"type": "boolean"}, "provenance": PROVENANCE},
+                 ("messages", "tools", "parallel_tool_calls"))
 
 _TRL_CALL = _object({"id": _STR, "type": {"const": "function"},
                      "function": _object({"name": _STR, "arguments": {"type": "object"}})})

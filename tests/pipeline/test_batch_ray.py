@@ -55,6 +55,9 @@ def test_a_ray_batch_brings_every_log_back_to_one_directory(ray_run) -> None:
     assert "3 prompts: 0 already done, 3 ran (3 completed)" in ray_run.first.stdout
     assert len(sorted((ray_run.out / "sessions").glob("*.jsonl"))) == 3
     rows = [json.loads(line) for line in (ray_run.out / "trajectories.openai.jsonl").open()]
+    assert all(set(r) == {"messages", "tools", "parallel_tool_calls"} for r in rows)
+    sidecar = ray_run.out / "trajectories.openai.jsonl.provenance.jsonl"
+    rows = [json.loads(line) for line in sidecar.open()]
     assert sorted(r["provenance"]["turns"][0]["task_id"] for r in rows) == ["t0", "t1", "t2"]
     # the working directories were scratch space on the node, not the batch directory
     assert not (ray_run.out / "work").exists()

@@ -38,6 +38,7 @@ def _rows(path: Path) -> list[dict]:
 
 def _export(home: Path, fmt: str, **kw) -> list[dict]:
     out = home / f"out.{fmt}.jsonl"
+    kw.setdefault("provenance", "inline")  # these tests read it; OpenAI's default has none
     export_sessions(home / "sessions", out, fmt=fmt, **kw)
     return _rows(out)
 

@@ -30,7 +30,7 @@ def home(tmp_path_factory) -> Path:
 
 def _export(home: Path, fmt: str, suffix: str, lineage: str = "stitched") -> Path:
     out = home / f"{fmt}.{lineage}.{suffix}"
-    export_sessions(home / "sessions", out, fmt=fmt, lineage=lineage)
+    export_sessions(home / "sessions", out, fmt=fmt, lineage=lineage, provenance="inline")
     return out
 
 
@@ -58,7 +58,9 @@ def _messages(fmt: str, row: dict) -> list[dict]:
 
 
 def _tools(row: dict) -> list[dict] | None:
-    return row.get("tools")
+    """The tool schemas: Parquet keeps them as JSON text, as chat datasets on the Hub do."""
+    tools = row.get("tools")
+    return json.loads(tools) if isinstance(tools, str) else tools
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
@@ -106,7 +108,8 @@ def test_the_logs_of_every_rules_version_export_and_match_the_schemas(version, t
     for fmt in sorted(SCHEMAS):
         for lineage in ("stitched", "segments"):
             out = tmp_path / f"{fmt}.{lineage}.jsonl"
-            report = export_sessions(corpus, out, fmt=fmt, lineage=lineage)
+            report = export_sessions(corpus, out, fmt=fmt, lineage=lineage,
+                                     provenance="inline")
             rows = [json.loads(line) for line in out.open()]
             assert report.lineages >= 1 and len(rows) >= report.lineages
             for row in rows:

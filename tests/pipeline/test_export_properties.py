@@ -27,11 +27,16 @@ PROPERTY = settings(max_examples=10, deadline=None,
 FORMATS = ("sharegpt", "openai", "trl")
 
 
-def _exports(root: Path, out: Path, lineage: str = "stitched") -> dict[str, list[dict]]:
+def _exports(root: Path, out: Path, lineage: str = "stitched",
+             trainable_only: bool = False) -> dict[str, list[dict]]:
+    """Every sample (``trainable_only=False``, the properties hold for all of them) unless
+    asked for the default's."""
     rows = {}
     for fmt in FORMATS:
-        path = out / (f"{fmt}.jsonl" if lineage == "stitched" else f"{fmt}.{lineage}.jsonl")
-        export_sessions(root, path, fmt=fmt, lineage=lineage)
+        name = f"{fmt}.jsonl" if lineage == "stitched" else f"{fmt}.{lineage}.jsonl"
+        path = out / (f"trainable.{name}" if trainable_only else name)
+        export_sessions(root, path, fmt=fmt, lineage=lineage, provenance="inline",
+                        trainable_only=trainable_only)
         rows[fmt] = [json.loads(line) for line in path.open()]
     return rows
 
@@ -104,6 +109,13 @@ def test_every_call_is_answered_and_roles_come_in_order(script: SessionScript,
     with tempfile.TemporaryDirectory() as tmp:
         live = run_live(Path(tmp), script, resume_at)
         rows = _exports(live.root, Path(tmp))
+        trainable = _exports(live.root, Path(tmp), trainable_only=True)
+    for fmt, samples in trainable.items():  # by default: each ends on an answer to learn
+        for sample in samples:
+            last = (sample["conversations"] if fmt == "sharegpt" else sample["messages"])[-1]
+            assert last.get("role", last.get("from")) in ("assistant", "gpt"), fmt
+            assert last["weight"] == 1 and not last.get("tool_calls"), fmt
+            assert "<tool_call>" not in last.get("value", ""), fmt
     for fmt, samples in rows.items():
         assert len(samples) == 1, fmt
         if fmt == "sharegpt":
