@@ -20,6 +20,7 @@ session goes on with the endpoint it recorded (``resume_provider``).
     api_mode = "chat_completions"  # or codex_responses, anthropic_messages (else detected)
     timeout = 600      # seconds without a byte before a model call fails
     deadline = 1800    # seconds a whole model call may take (default: three timeouts)
+    record_tokens = false  # record token ids and logprobs of each reply (RL export)
 
     [[fallback_providers]]
     provider = "anthropic"
@@ -79,8 +80,10 @@ def load_file(root: Path) -> dict:
 _MODEL_KEYS: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "api_key_env": (str,), "provider": (str,),
     "api_mode": (str,), "credentials": (str, list), "credential_strategy": (str,),
-    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int)}
-_TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
+    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int),
+    "record_tokens": (bool,)}
+_TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number",
+               bool: "true or false"}
 
 
 SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",

@@ -47,6 +47,9 @@ class ModelRequest:
     replay_reasoning: bool = True
     # OpenAI's ``prompt_cache_key``: the session id, so its prompt cache hits across calls.
     cache_key: str | None = None
+    # Ask for the reply's token ids and logprobs and the prompt's tokenisation (the session's
+    # ``record_tokens``): the adapter records them on the reply.
+    logprobs: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -29,6 +29,7 @@ from stages.log.setting_checks import (
     seconds_or_more,
     whole,
 )
+from stages.log.tokens import ReplyTokens
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 REDACTED = {"redact": True}
@@ -167,6 +168,9 @@ class SessionSettings:
     sandbox: str = attrs.field(default="workspace-write", validator=one_of(SANDBOX_MODES))
     network: bool = attrs.field(default=False, validator=flag)
     allow_unconfined: bool = attrs.field(default=False, validator=flag)
+    # Ask the provider for the reply's token ids and logprobs and the prompt's tokenisation,
+    # recorded on each reply for token-level RL export (docs/token-samples.md).
+    record_tokens: bool = attrs.field(default=False, validator=flag)
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -264,6 +268,8 @@ class ModelReplied:
     streamed: bool = False
     # x-ratelimit-* response headers, lower-cased, as sent.
     rate_limits: tuple[tuple[str, str], ...] = ()
+    # The call's tokens and logprobs, when the session records them (``record_tokens``).
+    tokens: ReplyTokens | None = attrs.field(default=None, metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)

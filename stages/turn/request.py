@@ -12,9 +12,10 @@ from json.encoder import encode_basestring
 from stages.context.notes import system_prompt
 from stages.context.preflight import estimate_tokens
 from stages.decision import CallModel, Decision, ModelRequest
-from stages.log.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
+from stages.log.events import LOCAL_PROVIDER, ModelRequested, ProviderEntry, SessionSettings
 from stages.log.messages import Message, canonical_json
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.prompt.memory import recall_block, with_recall
 from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
 from stages.turn.step import LENGTH_PROMPTS, cut_parts
@@ -28,6 +29,8 @@ def request_digest(request: ModelRequest, history_digest: str) -> str:
     extra = reasoning_digest_fields(request)
     if extra:  # only when used: digests of requests that do not use them stay as they were
         tail.append(extra)
+    if request.logprobs:  # the same: a session recording no tokens digests as before
+        tail.append({"logprobs": True})
     summary = digest_text(
         (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
          request.system_prompt, history_digest, len(request.messages)),
@@ -77,6 +80,16 @@ def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
     return [*messages[:first], Message(role="assistant", content="".join(parts))]
 
 
+def _streamed(config: SessionSettings, entry: ProviderEntry,
+              tools: tuple[ToolSpec, ...]) -> bool:
+    """llama.cpp's server refuses logprobs on a streamed request that offers tools (400,
+    "logprobs is not supported with tools + stream"): a session recording tokens asks the
+    embedded model for those replies whole. Only ``record_tokens`` sessions, new with it, are
+    affected, so no rules flag is needed: no recorded session decides differently."""
+    return config.stream and not (config.record_tokens and bool(tools)
+                                  and entry.provider == LOCAL_PROVIDER)
+
+
 def decide_request(state: State, *, config: SessionSettings,
                    cache_marks: tuple[int, ...] = ()) -> Decision:
     turn = state.turn
@@ -100,10 +113,11 @@ def decide_request(state: State, *, config: SessionSettings,
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=messages, tools=tools, max_tokens=config.max_tokens,
-                           stream=config.stream, base_url=entry.base_url,
+                           stream=_streamed(config, entry, tools), base_url=entry.base_url,
                            credential_id=credential_id,
                            tool_choice=config.tool_choice if tools else None,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,
+                           logprobs=config.record_tokens,
                            **reasoning_for(state, config, entry))
     digest = request_digest(request, history_digest) if config.rule_set.request_digest else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
