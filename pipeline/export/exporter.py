@@ -29,6 +29,8 @@ import attrs
 from effects.eventlog.envelope import list_session_ids, session_path
 from effects.eventlog.store import read_envelopes
 from pipeline.export.formats import FORMATS, Sample
+from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
+from pipeline.export.tokens import Scorer
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
@@ -65,14 +67,20 @@ class ExportReport:
 def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
                     filters: ExportFilters | None = None, lineage: str = "stitched",
                     output: str | None = None, secrets: Iterable[str] = (),
-                    env: Mapping[str, str] | None = None) -> ExportReport:
+                    env: Mapping[str, str] | None = None,
+                    score: Scorer | None = None) -> ExportReport | TokenExportReport:
     """Write the trajectories of the sessions under ``root`` that pass ``filters`` to ``out``.
 
     ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
     (default: from the file's suffix, else JSONL). Raises :class:`UsageError` for an unknown
     format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
-    when pyarrow is missing for Parquet.
+    when pyarrow is missing for Parquet. The token formats (``atropos``, ``trl-tokens``,
+    scored by ``score``) are :mod:`pipeline.export.token_formats`'s, of the selected sessions.
     """
+    if fmt in TOKEN_FORMATS:
+        selected = select_lineages(root, filters or ExportFilters()).roots
+        return export_token_sessions(root, out, fmt=fmt, session_ids=selected, score=score,
+                                     output=output)
     _check(fmt, FORMATS, "format")
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
