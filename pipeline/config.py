@@ -108,7 +108,8 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
             raise UsageError(f"{path}: unknown setting [model] {key}; expected one of "
                              f"{', '.join(sorted(_MODEL_KEYS))}")
         types = _MODEL_KEYS[key]
-        if isinstance(value, bool) or not isinstance(value, types):
+        # bool is an int: a number given as true is no number (and 1 no boolean).
+        if isinstance(value, bool) != (bool in types) or not isinstance(value, types):
             expected = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
             raise UsageError(f"{path}: [model] {key} must be {expected}, got {value!r}")
     fallbacks = file.get("fallback_providers", [])

@@ -20,12 +20,12 @@ import attrs
 from effects.protocols import CancelToken, DeltaSink
 from effects.providers.http_errors import error_detail
 from effects.providers.http_shell import Exchange, HttpShell
-from effects.providers.token_wire import TokenCollector, logprob_fields, prompt_tokens
 from effects.providers.reasoning_wire import (
     ContentSplit,
     chat_reasoning_fields,
     echoes_reasoning,
 )
+from effects.providers.token_wire import TokenCollector, logprob_fields, prompt_tokens
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
@@ -223,8 +223,9 @@ class OpenAIChatClient:
         self.provider = provider
         self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/chat/completions",
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
-        self._shell_args = {"provider": provider, "timeout": timeout, "deadline": deadline,
-                            "api_key": api_key, "keys": keys}
+        self._shell_args: dict[str, Any] = {"provider": provider, "timeout": timeout,
+                                            "deadline": deadline, "api_key": api_key,
+                                            "keys": keys}
         self._side_shells: dict[str, HttpShell] = {}
 
     def _side_post(self, key: str) -> Callable[[str, bytes], Any]:

@@ -29,10 +29,10 @@ import attrs
 from effects.eventlog.envelope import list_session_ids, session_path
 from effects.eventlog.store import read_envelopes
 from pipeline.export.formats import FORMATS, Sample
-from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
-from pipeline.export.tokens import Scorer
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.select import ExportFilters, select_lineages
+from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
+from pipeline.export.tokens import Scorer
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
 from stages.errors import LogError, UsageError
 from stages.log.redact import holds_mask, redact

@@ -86,7 +86,9 @@ def token_samples(calls: Sequence[ReplyTokens]) -> tuple[list[TokenSample], int]
         if spans:
             samples.append(TokenSample(tokens=tuple(tokens), mask=tuple(mask),
                                        logprobs=tuple(logprobs), calls=spans))
-        tokens.clear(), mask.clear(), logprobs.clear()
+        tokens.clear()
+        mask.clear()
+        logprobs.clear()
         spans = 0
 
     for call in calls:

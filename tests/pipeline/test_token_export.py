@@ -86,11 +86,11 @@ def test_calls_whose_prompts_extend_each_other_make_one_sample_masked_on_the_mod
     written = [*tokenize(CALL, parse_special=False), 2, *tokenize(ANSWER), 2]
     assert sample.policy_tokens() == written
     # What the mask leaves out is the system prompt, the user's message, the tool result.
-    context = detokenize([t for t, m in zip(sample.tokens, sample.mask) if not m])
+    context = detokenize([t for t, m in zip(sample.tokens, sample.mask, strict=True) if not m])
     assert "What is the weather in Paris?" in context and "Sunny in Paris." in context
     assert ANSWER not in context and "get_weather\", \"arguments" not in context.split(
         "<tools>")[0]
-    assert [lp for lp, m in zip(sample.logprobs, sample.mask) if not m] == \
+    assert [lp for lp, m in zip(sample.logprobs, sample.mask, strict=True) if not m] == \
         [0.0] * (len(sample.tokens) - len(written))
 
 
@@ -113,9 +113,9 @@ def test_atropos_groups_and_trl_rows(tmp_path):
     group = groups[0]
     assert group["scores"] == [1.0, 0.0]
     for tokens, masks, logprobs in zip(group["tokens"], group["masks"],
-                                       group["inference_logprobs"]):
+                                       group["inference_logprobs"], strict=True):
         assert len(tokens) == len(masks) == len(logprobs)
-        assert all(m in (t, IGNORED) for t, m in zip(tokens, masks))
+        assert all(m in (t, IGNORED) for t, m in zip(tokens, masks, strict=True))
     assert group["messages"][0][-1] == {"role": "assistant", "content": ANSWER}
     rows = trl_rows(sessions)
     assert [r["score"] for r in rows] == [None, None]
