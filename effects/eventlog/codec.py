@@ -33,11 +33,12 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
                       "allow_unconfined", "record_tokens"),
-    ModelReplied: ("tokens",),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
     ToolOutcome: ("findings",),
     SessionStarted: ("data_boundary",),
+    # After Usage: its hook is built with the hooks registered before it.
+    ModelReplied: ("tokens",),
 }
 
 
