@@ -19,6 +19,7 @@ from pipeline.shell.replay import replay
 from pipeline.tools import tool
 from stages.log.events import ModelReplied
 from tests.fake_llamacpp import FakeLlamaServer, Written, detokenize, tokenize
+from tests.pipeline.atropos_schema import ScoredDataGroup
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 # The same call as a model may write it, which the template renders otherwise.
@@ -128,22 +129,38 @@ def test_atropos_groups_and_trl_rows(tmp_path):
     assert 0 in row["completion_mask"]  # the tool result inside the completion
 
 
-def test_export_writes_token_formats_that_datasets_loads(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    _session(tmp_path, CALL, ANSWER)
-    _session(tmp_path, ANSWER, record=False)  # nothing to train on: no row
+def _exported(home: Path, suffixes: tuple[str, ...] = ("jsonl", "parquet")) -> list[Path]:
+    _session(home, CALL, ANSWER)
+    _session(home, ANSWER, record=False)  # nothing to train on: no row
+    paths = []
     for fmt in ("atropos", "trl-tokens"):
-        for suffix in ("jsonl", "parquet"):
-            out = tmp_path / f"{fmt}.{suffix}"
-            report = export_sessions(tmp_path / "sessions", out, fmt=fmt)
+        for suffix in suffixes:
+            out = home / f"{fmt}.{suffix}"
+            report = export_sessions(home / "sessions", out, fmt=fmt)
             assert report.samples == 1 and "1 model call(s) had no token ids" in \
                 report.describe()
-            kind = "json" if suffix == "jsonl" else "parquet"
-            loaded = datasets.load_dataset(kind, data_files=str(out), split="train")
-            assert len(loaded) == 1
-            first = loaded[0]
-            key = "tokens" if fmt == "atropos" else "completion_ids"
-            assert first[key] if fmt == "trl-tokens" else first[key][0]
+            paths.append(out)
+    return paths
+
+
+def test_export_writes_token_formats_as_json_lines(tmp_path):
+    for path in _exported(tmp_path, ("jsonl",)):
+        assert len(path.read_text().splitlines()) == 1
     line = json.loads((tmp_path / "trl-tokens.jsonl").read_text())
     assert set(line) == {"session_id", "sample", "prompt_ids", "completion_ids",
                          "completion_mask", "completion_logprobs", "score"}
+    group = json.loads((tmp_path / "atropos.jsonl").read_text())
+    assert ScoredDataGroup.model_validate(dict(group, scores=[0.0]))
+
+
+def test_token_exports_load_in_datasets_as_json_lines_and_parquet(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    for path in _exported(tmp_path):
+        kind = "json" if path.suffix == ".jsonl" else "parquet"
+        loaded = datasets.load_dataset(kind, data_files=str(path), split="train")
+        assert len(loaded) == 1
+        row = loaded[0]
+        if "tokens" in row:  # the whole sequence, from the system prompt's first token
+            assert row["tokens"][0][0] == tokenize("<|im_start|>")[0]
+        else:  # the completion, from the model's first token
+            assert row["completion_ids"][:5] == tokenize(CALL[:5], parse_special=False)

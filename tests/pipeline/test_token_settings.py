@@ -25,7 +25,7 @@ def test_config_toml_turns_recording_on_and_an_argument_wins(tmp_path):
 
 def test_a_record_tokens_that_is_no_boolean_is_a_usage_error(tmp_path):
     _config(tmp_path, '[model]\nrecord_tokens = "yes"\n')
-    with pytest.raises(UsageError, match="record_tokens.*true or false"):
+    with pytest.raises(UsageError, match=r"record_tokens.*true or false"):
         configure(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", home=tmp_path)
 
 
