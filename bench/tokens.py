@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from effects.eventlog.store import session_path
-from pipeline.agent import Agent
-from pipeline.export.tokens import token_samples
-from stages.log.tokens import ReplyTokens
+from effects.eventlog.store import session_path  # noqa: E402
+from pipeline.agent import Agent  # noqa: E402
+from pipeline.export.tokens import token_samples  # noqa: E402
+from stages.log.tokens import ReplyTokens  # noqa: E402
 
 PROMPT = "Name three colours."
 
