@@ -26,7 +26,7 @@ from stages.log.tokens import ReplyTokens
 __all__ = ["TokenCollector", "logprob_fields", "prompt_tokens"]
 
 VLLM_PROVIDERS = ("vllm",)
-_TOKEN_ID = "token_id:"
+_VLLM_ID_PREFIX = "token_id:"
 
 _log = get_logger(__name__)
 
@@ -63,8 +63,9 @@ class TokenCollector:
         token = entry.get("token")
         token = token if isinstance(token, str) else ""
         ident = entry.get("id")
-        if token.startswith(_TOKEN_ID) and token[len(_TOKEN_ID):].isdigit():  # vLLM's form
-            ident = int(token[len(_TOKEN_ID):])
+        named = token.removeprefix(_VLLM_ID_PREFIX)
+        if named != token and named.isdigit():  # vLLM's form
+            ident = int(named)
             raw = entry.get("bytes")
             token = bytes(raw).decode("utf-8", "replace") if isinstance(raw, list) else ""
         logprob = entry.get("logprob")
