@@ -15,6 +15,7 @@ from stages.decision import CallModel, Decision, ModelRequest
 from stages.log.events import LOCAL_PROVIDER, ModelRequested, ProviderEntry, SessionSettings
 from stages.log.messages import Message, canonical_json
 from stages.log.state import State
+from stages.log.tool_specs import ToolSpec
 from stages.prompt.memory import recall_block, with_recall
 from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
 from stages.turn.step import LENGTH_PROMPTS, cut_parts
@@ -79,14 +80,16 @@ def prefilled(messages: Sequence[Message]) -> Sequence[Message]:
     return [*messages[:first], Message(role="assistant", content="".join(parts))]
 
 
-def _streamed(config: SessionSettings, entry: ProviderEntry) -> bool:
-    """llama.cpp's server refuses logprobs on a streamed request that offers tools (400,
-    "logprobs is not supported with tools + stream"), and a streamed reply's logprobs leave
-    out the end-of-turn token the model wrote: a session recording tokens asks the embedded
-    model for whole replies, so every sample ends as the model ended it. Only
-    ``record_tokens`` sessions, new with it, are affected: no recorded session decides
-    differently, so no rules flag is needed."""
-    return config.stream and not (config.record_tokens and entry.provider == LOCAL_PROVIDER)
+def _streamed(config: SessionSettings, entry: ProviderEntry,
+              tools: tuple[ToolSpec, ...]) -> bool:
+    """A session recording tokens asks for whole replies where a stream would lose them:
+    llama.cpp's server (the embedded model, or anyone's ``llama-server`` under any provider
+    name) refuses logprobs on a streamed request that offers tools (400, "logprobs is not
+    supported with tools + stream"), and the embedded model's streamed logprobs leave out the
+    end-of-turn token the model wrote. Only ``record_tokens`` sessions, new with it, are
+    affected: no recorded session decides differently, so no rules flag is needed."""
+    return config.stream and not (config.record_tokens
+                                  and (bool(tools) or entry.provider == LOCAL_PROVIDER))
 
 
 def decide_request(state: State, *, config: SessionSettings,
@@ -112,7 +115,7 @@ def decide_request(state: State, *, config: SessionSettings,
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=messages, tools=tools, max_tokens=config.max_tokens,
-                           stream=_streamed(config, entry), base_url=entry.base_url,
+                           stream=_streamed(config, entry, tools), base_url=entry.base_url,
                            credential_id=credential_id,
                            tool_choice=config.tool_choice if tools else None,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,

@@ -34,14 +34,15 @@ def test_a_session_recording_tokens_asks_for_logprobs_and_digests_it():
     assert _request(attrs.evolve(SETTINGS, record_tokens=False))[1] == plain_digest
 
 
-def test_the_embedded_model_is_asked_for_whole_replies_when_recording_tokens():
+def test_a_recording_session_asks_for_whole_replies_where_a_stream_loses_tokens():
     local = attrs.evolve(SETTINGS, provider=ev.LOCAL_PROVIDER, stream=True)
     assert _request(local, "read_file")[0].request.stream
     recording = attrs.evolve(local, record_tokens=True)
     assert not _request(recording, "read_file")[0].request.stream
-    assert not _request(recording)[0].request.stream
-    other = attrs.evolve(recording, provider="openai")  # logprobs stream, chunk by chunk
-    assert _request(other, "read_file")[0].request.stream
+    assert not _request(recording)[0].request.stream  # the embedded model, even without tools
+    other = attrs.evolve(recording, provider="vllm")
+    assert _request(other)[0].request.stream  # logprobs stream, chunk by chunk
+    assert not _request(other, "read_file")[0].request.stream  # a llama-server would refuse
 
 
 def _replied(tokens: ReplyTokens, content: str) -> ev.ModelReplied:
