@@ -20,6 +20,7 @@ session goes on with the endpoint it recorded (``resume_provider``).
     api_mode = "chat_completions"  # or codex_responses, anthropic_messages (else detected)
     timeout = 600      # seconds without a byte before a model call fails
     deadline = 1800    # seconds a whole model call may take (default: three timeouts)
+    record_tokens = false  # record token ids and logprobs of each reply (RL export)
 
     [[fallback_providers]]
     provider = "anthropic"
@@ -79,8 +80,10 @@ def load_file(root: Path) -> dict:
 _MODEL_KEYS: dict[str, tuple[type, ...]] = {
     "name": (str,), "base_url": (str,), "api_key_env": (str,), "provider": (str,),
     "api_mode": (str,), "credentials": (str, list), "credential_strategy": (str,),
-    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int)}
-_TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number"}
+    "timeout": (int, float), "deadline": (int, float), "reasoning": (str, int),
+    "record_tokens": (bool,)}
+_TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a number",
+               bool: "true or false"}
 
 
 SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",
@@ -105,7 +108,8 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
             raise UsageError(f"{path}: unknown setting [model] {key}; expected one of "
                              f"{', '.join(sorted(_MODEL_KEYS))}")
         types = _MODEL_KEYS[key]
-        if isinstance(value, bool) or not isinstance(value, types):
+        # bool is an int: a number given as true is no number (and 1 no boolean).
+        if isinstance(value, bool) != (bool in types) or not isinstance(value, types):
             expected = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
             raise UsageError(f"{path}: [model] {key} must be {expected}, got {value!r}")
     _check_logs(file.get("logs", {}), path)

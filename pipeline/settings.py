@@ -249,7 +249,7 @@ def configure(
     context_engine: str | None = None, reasoning: str | int | None = None,
     checkpoints: bool = True,
     sandbox: str | None = None, network: bool | None = None,
-    allow_unconfined: bool | None = None,
+    allow_unconfined: bool | None = None, record_tokens: bool | None = None,
     output_retries: int | None = None, output_mode: str | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
@@ -271,6 +271,7 @@ def configure(
     given = {name: value for name, value in {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
+        "record_tokens": record_tokens,
         "max_retries": max_retries, "retry_base_delay": retry_base_delay,
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
@@ -341,6 +342,7 @@ def _file_values(file: Mapping[str, Any]) -> dict[str, Any]:
               "fallback_providers": tuple(cfg.provider_entry(f)
                                           for f in file.get("fallback_providers", ())),
               "context_length": file.get("context", {}).get("context_length"),
+              "record_tokens": section.get("record_tokens"),
               **context, **parse_setting(section.get("reasoning")),
               **sandbox_values(file.get("sandbox", {})),
               **output_values(file.get("output", {}))}

@@ -52,6 +52,9 @@ class ModelRequest:
     # The provider's structured output: the answer must match this schema (None: free text,
     # or the final-answer tool is among ``tools``).
     output: OutputSpec | None = None
+    # Ask for the reply's token ids and logprobs and the prompt's tokenisation (the session's
+    # ``record_tokens``): the adapter records them on the reply.
+    logprobs: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -83,6 +83,9 @@ TEST_LANES: dict[str, str] = {
     "stages/test_messages.py::test_from_openai_round_trip": "slow",
     "stages/test_credential_pool.py::TestPoolMachine::runTest": "slow",
     "stages/test_codec.py::test_round_trip_through_a_log_line": "slow",
+    # Hugging Face datasets: its import and first load take seconds
+    "pipeline/test_token_export.py::"
+    "test_token_exports_load_in_datasets_as_json_lines_and_parquet": "slow",
     "pipeline/test_export_properties.py::test_every_call_is_answered_and_roles_come_in_order":
         "slow",
     "pipeline/test_export_properties.py::"

@@ -16,6 +16,7 @@ from stages.log.events import (
     EVENT_TYPES,
     ContextInherited,
     Event,
+    ModelReplied,
     ProviderEntry,
     SessionSettings,
     SessionStarted,
@@ -34,11 +35,13 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
                   "images"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
-                      "allow_unconfined"),
+                      "allow_unconfined", "record_tokens"),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
     ToolOutcome: ("findings",),
     SessionStarted: ("data_boundary",),
+    # After Usage: its hook is built with the hooks registered before it.
+    ModelReplied: ("tokens",),
 }
 
 

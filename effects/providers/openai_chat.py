@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -26,6 +26,7 @@ from effects.providers.reasoning_wire import (
     echoes_reasoning,
 )
 from effects.providers.structured import chat_response_format
+from effects.providers.token_wire import TokenCollector, logprob_fields, prompt_tokens
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderHTTPError
@@ -107,7 +108,7 @@ def request_body(request: ModelRequest) -> bytes:
         parts += [',"response_format":', canonical_json(chat_response_format(request.output))]
     if request.max_tokens is not None:
         parts.append(f',"max_tokens":{int(request.max_tokens)}')
-    for name, value in chat_reasoning_fields(request).items():
+    for name, value in {**chat_reasoning_fields(request), **logprob_fields(request)}.items():
         parts += [",", json.dumps(name), ":", json.dumps(value)]
     if request.stream:
         parts.append(',"stream":true,"stream_options":{"include_usage":true}')
@@ -172,12 +173,14 @@ class _StreamAssembly:
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.model: str | None = None
+        self.tokens = TokenCollector()
 
     def feed(self, chunk: dict) -> None:
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
+            self.tokens.feed(choice)
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 self.split.content(delta["content"])
@@ -223,6 +226,30 @@ class OpenAIChatClient:
         self.provider = provider
         self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/chat/completions",
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
+        self._shell_args: dict[str, Any] = {"provider": provider, "timeout": timeout,
+                                            "deadline": deadline, "api_key": api_key,
+                                            "keys": keys}
+        self._side_shells: dict[str, HttpShell] = {}
+
+    def _side_post(self, key: str) -> Callable[[str, bytes], Any]:
+        """Posts to a path at the server's root (``/tokenize``: llama.cpp and vLLM serve it
+        beside ``/v1``, not under it), with the call's key."""
+        root = self.base_url.rstrip("/").removesuffix("/v1")
+
+        def post(path: str, body: bytes) -> Any:
+            shell = self._side_shells.get(path)
+            if shell is None:
+                shell = self._side_shells[path] = openai_shell(url=root + path,
+                                                               **self._shell_args)
+            return shell.call(body, key, lambda exchange: exchange.json())
+        return post
+
+    def _with_tokens(self, reply: ModelReplied, request: ModelRequest, body: bytes, key: str,
+                     collected: TokenCollector) -> ModelReplied:
+        if not request.logprobs:
+            return reply
+        prompt = prompt_tokens(self._side_post(key), body, request)
+        return attrs.evolve(reply, tokens=collected.record(prompt))
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
@@ -230,15 +257,17 @@ class OpenAIChatClient:
         key = self.shell.key(request.credential_id)
         started = time.perf_counter()
         assembly = _StreamAssembly(on_delta, on_reasoning)
-        return self.shell.call(
-            request_body(request), key, lambda exchange: self._read(exchange, request, started,
-                                                                    assembly),
+        body = request_body(request)
+        reply = self.shell.call(
+            body, key, lambda exchange: self._read(exchange, request, started, assembly),
             cancel=cancel, delivered=lambda: assembly.split.delivered)
+        return self._with_tokens(reply, request, body, key, assembly.tokens)
 
     def _read(self, exchange: Exchange, request: ModelRequest, started: float,
               assembly: _StreamAssembly) -> ModelReplied:
         if not exchange.is_sse:  # unstreamed requests, and servers that ignore "stream": true
-            return self._reply(exchange.json(), request, started, exchange.rate_limits)
+            return self._reply(exchange.json(), request, started, exchange.rate_limits,
+                               assembly.tokens)
         for _, data in exchange.events():
             if data == "[DONE]":
                 continue
@@ -258,9 +287,10 @@ class OpenAIChatClient:
                             streamed=True, rate_limits=exchange.rate_limits)
 
     def _reply(self, raw: Any, request: ModelRequest, started: float,
-               limits: tuple[tuple[str, str], ...]) -> ModelReplied:
+               limits: tuple[tuple[str, str], ...], tokens: TokenCollector) -> ModelReplied:
         try:
             choice = raw["choices"][0]
+            tokens.feed(choice)
             message = choice["message"]
             reply = _message(message.get("content"),
                              message.get("reasoning_content") or message.get("reasoning"),

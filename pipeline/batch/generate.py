@@ -27,6 +27,7 @@ import attrs
 from pipeline.batch.task import BatchJob, Task, TaskResult, digest, run_task
 from pipeline.export.exporter import ExportReport, export_sessions
 from pipeline.export.select import ExportFilters
+from pipeline.export.token_formats import TokenExportReport
 from stages.errors import UsageError
 
 __all__ = ["BACKENDS", "BatchJob", "BatchReport", "finished_tasks", "read_prompts", "run_batch"]
@@ -43,7 +44,7 @@ class BatchReport:
     completed: int
     failed: tuple[str, ...]
     seconds: float
-    export: ExportReport | None
+    export: ExportReport | TokenExportReport | None
 
     def describe(self) -> str:
         rate = self.ran / self.seconds * 60 if self.seconds > 0 else 0.0
@@ -160,7 +161,7 @@ def run_batch(job: BatchJob, *, progress: Progress | None = None,
                        seconds=seconds, export=exported)
 
 
-def _export(job: BatchJob, tasks: Iterable[Task]) -> ExportReport:
+def _export(job: BatchJob, tasks: Iterable[Task]) -> ExportReport | TokenExportReport:
     """The completed sessions of this batch's prompts (others in ``out`` are left out)."""
     filters = ExportFilters(completed_only=True, task_ids=tuple(t.task_id for t in tasks))
     # OpenAI's lines carry only the keys it documents; the provenance (the task ids) goes

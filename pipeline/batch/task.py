@@ -42,6 +42,8 @@ class BatchJob:
     toolsets: tuple[str, ...] | None = None  # None: no tools
     fmt: str = "sharegpt"
     ray_address: str | None = None
+    # Record token ids and logprobs (else config.toml's [model] record_tokens decides).
+    record_tokens: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +87,8 @@ def run_task(job: BatchJob, task: Task, home: Path | None = None) -> TaskResult:
     try:
         with Agent(model=job.model, base_url=job.base_url, provider=job.provider,
                    api_mode=job.api_mode, tools=tools, home=home, cwd=workdir,
-                   max_turns=job.max_turns, stream=False, durability="flush") as agent:
+                   max_turns=job.max_turns, stream=False, durability="flush",
+                   record_tokens=job.record_tokens or None) as agent:
             result = agent.run(task.prompt, task.system, task_id=task.task_id)
     except MibyanError as exc:
         return TaskResult(task_id=task.task_id, session_id=None, completed=False,

@@ -27,7 +27,8 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         session_id=args.resume, system=args.system, max_turns=args.max_turns,
         max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
         stream=not args.no_stream, durability=args.durability, toolsets=toolsets or (),
-        no_tools=toolsets is None, sandbox=args.sandbox)
+        no_tools=toolsets is None, sandbox=args.sandbox,
+        overrides={"record_tokens": True} if args.record_tokens else {})
 
 
 def chat(args: argparse.Namespace) -> int:

@@ -241,12 +241,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _record_tokens_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--record-tokens", action="store_true", default=None,
+                        help="record each reply's token ids and logprobs and the prompt's "
+                        "tokens, for token-level export (else [model] record_tokens)")
+
+
 def _model_call_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_seconds, help="seconds without a byte before a "
                         "model call fails (else [model] timeout, or 600)")
     parser.add_argument("--deadline", type=_seconds, help="seconds a whole model call may "
                         "take (else [model] deadline, or three read timeouts)")
     parser.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    _record_tokens_option(parser)
     parser.add_argument("--durability", choices=("durable", "flush"), default="durable",
                         help="fsync the log at turn ends and before tools (durable) or only "
                              "flush")
@@ -294,6 +301,7 @@ def _export_parsers(commands: Any) -> None:
     batch.add_argument("--toolsets", type=_toolsets, default=DEFAULT_TOOLSETS,
                        help="built-in toolsets, comma-separated")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
+    _record_tokens_option(batch)
 
 
 def _filter_options(parser: argparse.ArgumentParser) -> None:

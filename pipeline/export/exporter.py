@@ -30,6 +30,8 @@ from effects.images import BlobStore, data_url
 from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.select import ExportFilters, select_lineages
+from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
+from pipeline.export.tokens import Scorer
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
 from pipeline.export.writers import PROVENANCE_MODES, default_provenance, write_samples
 from stages.errors import BlobMissingError, LogError, UsageError
@@ -67,7 +69,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
                     filters: ExportFilters | None = None, lineage: str = "stitched",
                     output: str | None = None, secrets: Iterable[str] = (),
                     env: Mapping[str, str] | None = None, provenance: str | None = None,
-                    trainable_only: bool = True) -> ExportReport:
+                    trainable_only: bool = True, score: Scorer | None = None
+                    ) -> ExportReport | TokenExportReport:
     """Write the trajectories of the sessions under ``root`` that pass ``filters`` to ``out``.
 
     ``fmt`` is ``sharegpt``, ``openai`` or ``trl``; ``output`` is ``jsonl`` or ``parquet``
@@ -77,8 +80,13 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     ends on the last reply the model made here with an answer (not a tool call), and a sample
     without one is left out. Raises :class:`UsageError` for an unknown
     format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
-    when pyarrow is missing for Parquet.
+    when pyarrow is missing for Parquet. The token formats (``atropos``, ``trl-tokens``,
+    scored by ``score``) are :mod:`pipeline.export.token_formats`'s, of the selected sessions.
     """
+    if fmt in TOKEN_FORMATS:
+        selected = select_lineages(root, filters or ExportFilters()).roots
+        return export_token_sessions(root, out, fmt=fmt, session_ids=selected, score=score,
+                                     output=output)
     _check(fmt, FORMATS, "format")
     _check(lineage, LINEAGE_MODES, "lineage mode")
     output = output or ("parquet" if out.suffix == ".parquet" else "jsonl")
@@ -181,7 +189,7 @@ def _trainable_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
         entry = entries[end - 1]
         message = entry.message
         if message.role == "assistant" and not message.tool_calls \
-                and (message.content or "").strip() \
+                and message.text.strip() \
                 and not (entry.inherited or entry.synthetic or entry.copied):
             return entries[:end]
     return ()

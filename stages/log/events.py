@@ -41,6 +41,7 @@ from stages.log.setting_checks import (
     seconds_or_more,
     whole,
 )
+from stages.log.tokens import ReplyTokens
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 """Field metadata: the field holds free text from outside (a user, a model, a tool, a provider)
@@ -184,6 +185,9 @@ class SessionSettings:
     # request has no tools.
     output_retries: int = attrs.field(default=2, validator=whole(0))
     output_mode: str = attrs.field(default="auto", validator=one_of(OUTPUT_MODES))
+    # Ask the provider for the reply's token ids and logprobs and the prompt's tokenisation,
+    # recorded on each reply for token-level RL export (docs/token-samples.md).
+    record_tokens: bool = attrs.field(default=False, validator=flag)
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:
@@ -291,6 +295,8 @@ class ModelReplied:
     streamed: bool = False
     # x-ratelimit-* response headers, lower-cased, as sent.
     rate_limits: tuple[tuple[str, str], ...] = ()
+    # The call's tokens and logprobs, when the session records them (``record_tokens``).
+    tokens: ReplyTokens | None = attrs.field(default=None, metadata=REDACTED)
 
 
 @attrs.frozen(kw_only=True)

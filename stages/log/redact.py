@@ -36,6 +36,7 @@ from stages.log.gitleaks.scan import (
 from stages.log.messages import Message
 from stages.log.named_values import is_code
 from stages.log.reasoning_parts import ReasoningPart
+from stages.log.tokens import ReplyTokens
 from stages.log.tool_specs import ToolOutcome
 
 _PREFIXES = (
@@ -427,12 +428,23 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
             tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
                              for c in value.tool_calls),
             reasoning_parts=tuple(_redact_part(p, known) for p in value.reasoning_parts))
+    if isinstance(value, ReplyTokens):
+        return _redact_tokens(value, known)
     if attrs.has(type(value)):  # a value with text fields of its own (a pending approval)
         names = [f.name for f in attrs.fields(cast(Any, type(value))) if f.metadata.get("redact")]
         if names:
             return attrs.evolve(cast(Any, value),
                                 **{n: _redact_value(getattr(value, n), known) for n in names})
     return value
+
+
+def _redact_tokens(tokens: ReplyTokens, known: Iterable[str]) -> ReplyTokens:
+    """Token ids spell out their text: a reply whose text holds something to mask keeps
+    neither its ids nor its pieces (its logprobs went with them), only why."""
+    text = "".join(tokens.pieces)
+    if redact(text, known) == text:
+        return tokens
+    return attrs.evolve(tokens, pieces=(), logprobs=(), ids=None, withheld="redacted")
 
 
 def _redact_part(part: ReasoningPart, known: Iterable[str]) -> ReasoningPart:

@@ -14,7 +14,7 @@ import attrs
 from stages.context.notes import system_prompt
 from stages.context.preflight import estimate_tokens
 from stages.decision import CallModel, Decision, ModelRequest
-from stages.log.events import LOCAL_PROVIDER, ModelRequested, SessionSettings
+from stages.log.events import LOCAL_PROVIDER, ModelRequested, ProviderEntry, SessionSettings
 from stages.log.messages import Message, canonical_json
 from stages.log.output_spec import FINAL_TOOL, OutputSpec, final_tool
 from stages.log.state import State
@@ -34,6 +34,8 @@ def request_digest(request: ModelRequest, history_digest: str) -> str:
         tail.append(extra)
     if request.output is not None:  # the same: only a turn with an output type sends it
         tail.append(attrs.asdict(request.output))
+    if request.logprobs:  # the same: a session recording no tokens digests as before
+        tail.append({"logprobs": True})
     summary = digest_text(
         (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
          request.system_prompt, history_digest, len(request.messages)),
@@ -97,6 +99,18 @@ def output_request(output: OutputSpec | None, tools: tuple[ToolSpec, ...],
     return (*(t for t in tools if t.name != FINAL_TOOL), final_tool(output)), "required", None
 
 
+def _streamed(config: SessionSettings, entry: ProviderEntry,
+              tools: tuple[ToolSpec, ...]) -> bool:
+    """A session recording tokens asks for whole replies where a stream would lose them:
+    llama.cpp's server (the embedded model, or anyone's ``llama-server`` under any provider
+    name) refuses logprobs on a streamed request that offers tools (400, "logprobs is not
+    supported with tools + stream"), and the embedded model's streamed logprobs leave out the
+    end-of-turn token the model wrote. Only ``record_tokens`` sessions, new with it, are
+    affected: no recorded session decides differently, so no rules flag is needed."""
+    return config.stream and not (config.record_tokens
+                                  and (bool(tools) or entry.provider == LOCAL_PROVIDER))
+
+
 def decide_request(state: State, *, config: SessionSettings,
                    cache_marks: tuple[int, ...] = ()) -> Decision:
     turn = state.turn
@@ -124,10 +138,11 @@ def decide_request(state: State, *, config: SessionSettings,
     request = ModelRequest(model=entry.model, provider=entry.provider, api_mode=entry.api_mode,
                            purpose=purpose, system_prompt=system_prompt(state, config),
                            messages=messages, tools=tools, max_tokens=config.max_tokens,
-                           stream=config.stream, base_url=entry.base_url,
+                           stream=_streamed(config, entry, tools), base_url=entry.base_url,
                            credential_id=credential_id,
                            tool_choice=tool_choice, output=output,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,
+                           logprobs=config.record_tokens,
                            **reasoning_for(state, config, entry))
     digest = request_digest(request, history_digest) if config.rule_set.request_digest else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,

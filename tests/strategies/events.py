@@ -19,6 +19,7 @@ from stages.log.messages import Message, ToolCall, canonical_json
 from stages.log.output_spec import OUTPUT_MODES, OutputSpec
 from stages.log.pause_events import PendingApproval
 from stages.log.reasoning_parts import EFFORTS, ReasoningPart
+from stages.log.tokens import ReplyTokens
 from stages.log.tool_specs import ToolOutcome, ToolSpec
 
 __all__ = [
@@ -201,7 +202,21 @@ session_settings = _full(
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
     memory_provider=st.none() | identifiers, sandbox=st.sampled_from(ev.SANDBOX_MODES),
     output_retries=st.integers(0, 10), output_mode=st.sampled_from(OUTPUT_MODES),
-    **_REASONING)
+    record_tokens=st.booleans(), **_REASONING)
+
+@st.composite
+def _reply_tokens(draw: st.DrawFn) -> ReplyTokens:
+    """A call's tokens: ids, pieces and logprobs of one length (ids may be unnamed)."""
+    size = draw(st.integers(0, 5))
+    ids = st.lists(st.integers(0, 200_000), min_size=size, max_size=size).map(tuple)
+    return ReplyTokens(
+        pieces=tuple(draw(st.lists(texts, min_size=size, max_size=size))),
+        logprobs=tuple(draw(st.lists(st.floats(-50, 0), min_size=size, max_size=size))),
+        ids=draw(st.none() | ids), prompt_ids=draw(st.none() | st.lists(
+            st.integers(0, 200_000), max_size=8).map(tuple)),
+        prompt_source=draw(st.none() | st.sampled_from(("llama.cpp", "vllm"))),
+        withheld=draw(st.none() | st.just("redacted")))
+
 
 output_specs = _full(
     OutputSpec, name=identifiers, schema=json_objects.map(canonical_json),
@@ -240,7 +255,8 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy] = {
     ev.ModelReplied.kind: _full(
         ev.ModelReplied, message=messages(st.just("assistant")),
         finish_reason=st.sampled_from(("stop", "tool_calls", "length", "content_filter")),
-        usage=usages, model=identifiers, latency_ms=finite_floats, streamed=st.booleans()),
+        usage=usages, model=identifiers, latency_ms=finite_floats, streamed=st.booleans(),
+        tokens=st.none() | _reply_tokens()),
     ev.ModelFailed.kind: _full(
         ev.ModelFailed, error_type=identifiers, message=texts,
         status=st.none() | st.integers(100, 599), latency_ms=finite_floats),
