@@ -55,6 +55,8 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_mcp.py": "subprocess",
     # the gateway's sessions with real MCP servers (stdio, sandboxed), and kill -9 of a driver
     "pipeline/serve/test_gateway_mcp.py": "subprocess",
+    # the chat's MCP servers from config.toml (real stdio servers), and `mibyan chat` piped
+    "pipeline/test_chat_mcp.py": "subprocess",
 }
 
 # Single tests, by ``path::name`` under tests/ (the name without its parameters: every

@@ -1,5 +1,6 @@
-"""The chat's agent: the built-in toolsets, memory, skills and delegation (a subagent's
-progress shows under its parent's call), inline questions when there is a terminal."""
+"""The chat's agent: the built-in toolsets, memory, skills, the config's MCP servers' tools
+and delegation (a subagent's progress shows under its parent's call), inline questions when
+there is a terminal."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ __all__ = ["build_agent"]
 
 
 def build_agent(options: ChatOptions, *, model: str | None, session_id: str | None,
-                router: EventRouter, inbox: Inbox | None) -> Agent:
+                router: EventRouter, inbox: Inbox | None, mcp: Iterable[Tool] = ()) -> Agent:
     """``inbox`` None: nobody can answer (piped input), so no approvals (dangerous commands
-    are denied) and no ``clarify``."""
+    are denied) and no ``clarify``. ``mcp``: the MCP servers' tools, which the chat started
+    and stops (they outlive the agent: /model, /new and /resume build another)."""
     home, workdir = options.state_home, options.workdir
     delegation = None
     tools: Iterable[Tool] = ()
@@ -37,7 +39,8 @@ def build_agent(options: ChatOptions, *, model: str | None, session_id: str | No
         delegation = Delegation(progress=router.child)
         # Still the toolset: the agent restores its todo list on resume and closes it.
         tools = attrs.evolve(builtin, tools=(*builtin, memory_tool(home),
-                                             *skill_tools(home, workdir), delegation.tool))
+                                             *skill_tools(home, workdir), *mcp,
+                                             delegation.tool))
     agent = Agent(model=model, base_url=options.base_url, provider=options.provider,
                   api_mode=options.api_mode, tools=tools, home=options.home, cwd=workdir,
                   session_id=session_id, max_turns=options.max_turns,

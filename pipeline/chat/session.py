@@ -3,6 +3,10 @@
 A turn runs on a worker thread while the main thread, which owns the terminal, waits for it:
 it asks the inline questions (approvals, ``clarify``) and turns Ctrl-C into an interrupt of
 the turn (which then ends cleanly, with an event, and the session stays resumable).
+
+The MCP servers config.toml declares start with the chat, before its first agent (the model
+sees their tools from the first request), serve every agent the chat builds, and stop when
+the chat closes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pipeline.chat.listen import EventRouter
 from pipeline.chat.options import ChatOptions
 from pipeline.chat.text import turn_line
 from pipeline.insights.prices import price_table
+from pipeline.mcp_config import configured_mcp_tools
 from pipeline.result import TurnResult
 from stages.errors import MibyanError
 
@@ -52,13 +57,20 @@ class ChatSession:
         self.failed_turns = 0
         self.interrupted = False  # the last turn was interrupted (a Ctrl-C at the prompt exits)
         self.ended = False  # the chat ends after what runs now (a SIGTERM)
-        self.agent = self._build(options.session_id, self.model)
+        self.mcp = None if options.no_tools else configured_mcp_tools(
+            options.state_home, options.workdir, options.sandbox)
+        try:
+            self.agent = self._build(options.session_id, self.model)
+        except BaseException:
+            self._stop_servers()
+            raise
 
     # --- the current session's agent --------------------------------------------------------
     def _build(self, session_id: str | None, model: str | None) -> Agent:
         from pipeline.chat.build import build_agent
         return build_agent(self.options, model=model, session_id=session_id,
-                           router=self.router, inbox=self.inbox if self.asker else None)
+                           router=self.router, inbox=self.inbox if self.asker else None,
+                           mcp=self.mcp or ())
 
     @property
     def session_id(self) -> str | None:
@@ -77,7 +89,14 @@ class ChatSession:
         self.agent, self.model, self.last = agent, model, None
 
     def close(self) -> None:
-        self.agent.close()
+        try:
+            self.agent.close()
+        finally:
+            self._stop_servers()
+
+    def _stop_servers(self) -> None:
+        if self.mcp is not None:
+            self.mcp.close()
 
     def __enter__(self) -> ChatSession:
         return self

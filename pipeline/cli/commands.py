@@ -54,6 +54,7 @@ def read_message(message: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pipeline.cli.local_profile import offered_toolsets, runs_embedded
     from pipeline.cli.resume import check_resume
+    from pipeline.mcp_config import configured_mcp_tools
     from pipeline.memory_tool import memory_tool
     from pipeline.providers import LOCAL_NOTICE
     from pipeline.skills_tools import skill_tools
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     toolsets = offered_toolsets(args, embedded)
     tools = None if toolsets is None else builtin_tools(workdir, toolsets=toolsets)
     # The config's MCP servers start before the agent: their schemas go into the first request.
-    mcp = None if tools is None else _mcp_tools(home, workdir, args.sandbox)
+    mcp = None if tools is None else configured_mcp_tools(home, workdir, args.sandbox)
     if tools is not None:  # still the toolset: the agent restores its todo list, closes it
         tools = attrs.evolve(tools, tools=(*tools, memory_tool(home), *skill_tools(home, workdir),
                                            *(mcp or ())))
@@ -76,24 +77,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if mcp is not None:
             mcp.close()
-
-
-def _mcp_tools(home: Path, workdir: Path, sandbox: str | None) -> Any:
-    """The tools of the MCP servers config.toml declares (None when it declares none), its
-    stdio servers under the sandbox the session's commands get."""
-    file = cfg.load_file(home)
-    if "mcp" not in file:  # the SDK is imported only for a config that uses it
-        return None
-    from effects.tools.sandbox import SandboxPolicy
-    from pipeline.mcp_tools import mcp_tools, servers_from_config
-    from pipeline.sandbox_settings import sandbox_values
-    servers = servers_from_config(file)
-    if not servers:
-        return None
-    values = sandbox_values(file.get("sandbox", {}), sandbox=sandbox)
-    policy = SandboxPolicy(mode=values.get("sandbox", SandboxPolicy().mode),
-                           network=values.get("network", False), home=home)
-    return mcp_tools(*servers, sandbox=policy, root=workdir)
 
 
 def _output_schema(path: Path | None) -> Any:
