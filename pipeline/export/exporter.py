@@ -36,6 +36,8 @@ from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_li
 from pipeline.export.writers import PROVENANCE_MODES, default_provenance, write_samples
 from stages.errors import BlobMissingError, LogError, UsageError
 from stages.log.content_parts import BLOB_SCHEME, ImagePart, blob_ref
+from stages.log.messages import Message
+from stages.log.output_spec import FINAL_TOOL
 from stages.log.redact import holds_mask, redact
 
 __all__ = ["LINEAGE_MODES", "OUTPUTS", "ExportFilters", "ExportReport", "export_sessions",
@@ -184,12 +186,18 @@ def lineage_samples(item: Lineage, *, lineage: str = "stitched",
     yield from (sample for sample in samples if sample.entries)
 
 
+def _an_answer(message: Message) -> bool:
+    """Text and no call, or a structured answer given through the final-answer tool."""
+    if message.tool_calls:
+        return all(call.name == FINAL_TOOL for call in message.tool_calls)
+    return bool(message.text.strip())
+
+
 def _trainable_end(entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
     for end in range(len(entries), 0, -1):
         entry = entries[end - 1]
         message = entry.message
-        if message.role == "assistant" and not message.tool_calls \
-                and message.text.strip() \
+        if message.role == "assistant" and _an_answer(message) \
                 and not (entry.inherited or entry.synthetic or entry.copied):
             return entries[:end]
     return ()
