@@ -38,6 +38,7 @@ from pipeline import config as cfg
 from pipeline.agent_run import AgentRun
 from pipeline.agent_run import stream as stream_events
 from pipeline.hooks import Hooks, default_hooks
+from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.run_events import RunEvent, RunEvents
@@ -47,6 +48,7 @@ from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
+from pipeline.shell.redacted import RedactedHistory
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner, Step
 from pipeline.telemetry.live import configured, live_spans
@@ -61,7 +63,6 @@ from stages.log.events import (
     SessionSplit,
     TreeRestored,
 )
-from stages.log.messages import from_openai
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
 from stages.session.machine import Compress, Opening, RollBack, Turn
@@ -123,6 +124,8 @@ class Agent:
         self._ended = False
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
+        self._intake = HistoryIntake()
+        self._redacted = RedactedHistory()
         # An agent dropped without close() still releases its sessions' locks when it is
         # collected, whatever else may still hold the log (the callback holds no agent).
         self._logs: list[SessionLog] = []
@@ -206,7 +209,8 @@ class Agent:
             raise UsageError(f"cannot write session logs under {root}: "
                              f"{cause.strerror or cause}; "
                              "choose another home (--home or MIBYAN_HOME)") from exc
-        runner = self._runner_for(LiveJournal(self._log, self._effects.clock, self._secrets),
+        journal = LiveJournal(self._log, self._effects.clock, self._secrets, self._redacted)
+        runner = self._runner_for(journal,
                                   state=self._folded() if exists else None)
         runner.open(Opening(resume=exists, settings=self.settings, session_id=session_id,
                             parent_session_id=self.parent_session_id,
@@ -245,7 +249,8 @@ class Agent:
         child_id = self._effects.ids.session_id()
         log = SessionLog.open(self.home / "sessions", child_id, durability=self.durability)
         self._logs.append(log)
-        child = self._runner_for(LiveJournal(log, self._effects.clock, self._secrets),
+        journal = LiveJournal(log, self._effects.clock, self._secrets, self._redacted)
+        child = self._runner_for(journal,
                                  inherit=split.context)
         child.open(Opening(settings=state.settings, session_id=child_id,
                            parent_session_id=state.session_id, tools=self.registry.specs,
@@ -333,7 +338,7 @@ class Agent:
         check_setting(reasoning_effort, reasoning_budget)
         history = None
         if conversation_history is not None:
-            history = tuple(from_openai(dict(m)) for m in conversation_history)
+            history = self._intake.messages(conversation_history)
         events = text = reasoning = None
         if on_event is not None:
             events = RunEvents(on_event, self._secrets)
