@@ -62,7 +62,8 @@ class Gateway:
         return len(logs)
 
 
-def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, workers: int = 256,
+def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *,
+                  workers: int | None = None,
                   model: str = "fake-model", serve: dict | None = None,
                   toolsets: tuple[str, ...] = ("files",), no_auth: bool = False,
                   **config) -> Iterator:
@@ -75,7 +76,7 @@ def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, work
                        base_url=upstream.base_url, api_key="sk-upstream-key-0123456789",
                        durability="flush",
                        trust_terminal_approvals=settings.trust_terminal_approvals, **config)
-    pool = SessionPool(maker, home=home, workers=workers)
+    pool = SessionPool(maker, home=home, workers=workers, max_busy=settings.max_busy)
     app = create_app(pool, settings, models=("mibyan", maker.model))
     try:
         with BackgroundServer(app, head_timeout=settings.header_timeout) as server:
