@@ -45,6 +45,7 @@ FILE_LANES: dict[str, str] = {
     "pipeline/test_rollback_commands.py": "subprocess",
     # slow clients are cut after deadlines of seconds
     "pipeline/serve/test_slow_clients.py": "slow",
+    "pipeline/test_insights_jobs.py": "subprocess",  # the index read on a pool of processes
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
     "pipeline/test_mcp.py": "subprocess",
