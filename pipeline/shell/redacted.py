@@ -47,7 +47,9 @@ class RedactedHistory:
 
 def _redacted(message: Message, secrets: tuple[str, ...]) -> Message:
     """The message as ``redact_event`` redacts it inside a history (one message at a time)."""
-    clean = redact_event(HistoryLoaded(messages=(message,)), secrets).messages[0]
+    event = redact_event(HistoryLoaded(messages=(message,)), secrets)
+    assert isinstance(event, HistoryLoaded)
+    clean = event.messages[0]
     # An unchanged message keeps its identity (and the wire JSON already made for it).
     return message if clean == message else clean
 
