@@ -653,6 +653,8 @@ def main() -> int:
                         help="only profile mibyan's turn path at N prior messages")
     parser.add_argument("--floor-only", action="store_true",
                         help="section 1 only, mibyan against the bare httpx2 floor (no SDK loop)")
+    parser.add_argument("--scale", type=int, default=1,
+                        help="section 1: this many times the epochs (more turns per figure)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="history sizes for section 1, comma-separated (0, 200, 2000)")
     parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -703,6 +705,7 @@ def main() -> int:
     misses = []
     for size in (int(n) for n in args.sizes.split(",")):
         warmup, epochs, per_epoch = turns[size]
+        epochs *= args.scale
         data = run_worker(["overhead", str(size), str(warmup), str(epochs), str(per_epoch),
                            ",".join(variants), "0" if args.in_process_server else "1"])
         med = {name: statistics.median(d["turn"]) for name, d in data.items()}
