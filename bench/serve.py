@@ -98,14 +98,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-RETRIES = {"count": 0, "busy": 0}
+RETRIES = {"count": 0, "busy": 0, "timeout": 0}
 
 
 async def post(client: httpx2.AsyncClient, url: str, body: object) -> httpx2.Response:
     """A POST, sent again after a connection the server dropped before answering (a
     connection refused or reset while the listen queue overflowed), as the SDKs do; and after
     a 503 ``server_busy`` (``[serve] max_busy``), once its ``Retry-After`` has passed, as the
-    SDKs do too. Both are counted in the report."""
+    SDKs do too; and after a 408 (the gateway's guard stopped waiting for the request's head
+    or body). All are counted in the report."""
     attempt = 0
     while True:
         try:
@@ -116,6 +117,9 @@ async def post(client: httpx2.AsyncClient, url: str, body: object) -> httpx2.Res
                 raise
             RETRIES["count"] += 1
             await asyncio.sleep(0.1 * attempt)
+            continue
+        if response.status_code == 408:  # the gateway's guard gave up reading the request
+            RETRIES["timeout"] += 1      # (a starved event loop); the SDKs send it again
             continue
         if response.status_code != 503:
             return response
@@ -278,7 +282,7 @@ def report(levels: list[dict], samples: list[tuple[int, float, int]], soaked: di
         print(f"growth over the second half: {half[-1][1] - half[0][1]:+.1f} MB, "
               f"{half[-1][2] - half[0][2]:+d} open files")
     print(f"requests sent again after a dropped connection: {RETRIES['count']}; "
-          f"after a 503: {RETRIES['busy']}")
+          f"after a 503: {RETRIES['busy']}; after a 408: {RETRIES['timeout']}")
 
 
 async def main(args: argparse.Namespace) -> None:
