@@ -29,19 +29,30 @@ class RedactedHistory:
     def __init__(self) -> None:
         self._known: tuple[str, ...] = ()
         self._done: dict[Message, Message] = {}
+        # The same entries by identity: the caller's history comes back as the very same
+        # message objects (pipeline/intake.py), found without hashing their text. The key
+        # objects are held by ``_done``, so an id is never reused while it is here.
+        self._same: dict[int, tuple[Message, Message]] = {}
 
     def redact(self, event: HistoryLoaded, known: Iterable[str]) -> HistoryLoaded:
         secrets = tuple(known)
-        previous = self._done if secrets == self._known else {}
+        fresh = secrets != self._known
+        previous = {} if fresh else self._done
+        same = {} if fresh else self._same
         done: dict[Message, Message] = {}
         out = []
         for message in event.messages:
-            clean = done.get(message) or previous.get(message)
-            if clean is None:
-                clean = _redacted(message, secrets)
+            hit = same.get(id(message))
+            if hit is not None and hit[0] is message:
+                clean = hit[1]
+            else:
+                clean = done.get(message) or previous.get(message)
+                if clean is None:
+                    clean = _redacted(message, secrets)
             done[message] = clean
             out.append(clean)
         self._known, self._done = secrets, done
+        self._same = {id(raw): (raw, clean) for raw, clean in done.items()}
         return attrs.evolve(event, messages=tuple(out))
 
 
