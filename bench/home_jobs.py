@@ -83,7 +83,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for what in ("replay", "index"):
                 for jobs in args.jobs:
-                    runs.setdefault((what, jobs), []).append(measure(what, home, jobs))
+                    done = measure(what, home, jobs)
+                    runs.setdefault((what, jobs), []).append(done)
+                    print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
+                          f"events/s, worker peak {done['worker_rss_mb']:.0f} MB", flush=True)
         print("\n| work | jobs | events/s median (min-max) | x 1 job, per round | "
               "peak RSS MB, driver | peak RSS MB, largest worker |")
         print("|---|---|---|---|---|---|")
