@@ -43,12 +43,9 @@ class RedactedHistory:
         out = []
         for message in event.messages:
             hit = same.get(id(message))
-            if hit is not None and hit[0] is message:
-                clean = hit[1]
-            else:
-                clean = done.get(message) or previous.get(message)
-                if clean is None:
-                    clean = _redacted(message, secrets)
+            found = hit[1] if hit is not None and hit[0] is message else (
+                done.get(message) or previous.get(message))
+            clean = found if found is not None else _redacted(message, secrets)
             done[message] = clean
             out.append(clean)
         self._known, self._done = secrets, done
