@@ -171,6 +171,48 @@ class RawLoop:
         self.client.close()
 
 
+class FloorLoop:
+    """The physical floor: a bare ``httpx2`` loop doing the same requests as mibyan (the body
+    encoded with ``json.dumps``, the reply parsed with ``json.loads``, SSE lines split by hand),
+    keeping its history as a list of dicts and persisting nothing."""
+
+    def __init__(self, srv: Any, prior: list[dict], *, stream: bool) -> None:
+        import httpx2
+        self.http = httpx2.Client()
+        self.url = srv.base_url.rstrip("/") + "/chat/completions"
+        self.headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+        self.prior = prior
+        self.history: list[dict] = []
+        self.stream = stream
+
+    def turn(self, message: str, *, reset: bool = False) -> None:
+        if reset:
+            self.history = [dict(m) for m in self.prior]
+        self.history.append({"role": "user", "content": message})
+        body: dict[str, Any] = {"model": MODEL, "messages": self.history}
+        if self.stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+            parts = []
+            with self.http.stream("POST", self.url, content=json.dumps(body).encode(),
+                                  headers=self.headers) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[6:])
+                    if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                        parts.append(chunk["choices"][0]["delta"]["content"])
+            content = "".join(parts)
+        else:
+            response = self.http.post(self.url, content=json.dumps(body).encode(),
+                                      headers=self.headers)
+            content = json.loads(response.content)["choices"][0]["message"]["content"]
+        assert content == REPLY_TEXT
+        self.history.append({"role": "assistant", "content": content})
+
+    def close(self) -> None:
+        self.http.close()
+
+
 class MibyanLoop:
     """``Agent.run_conversation`` on one session: a reset turn passes the prior history in
     (``conversation_history=``, which replaces the session's); the turns after it let the
@@ -195,6 +237,10 @@ class MibyanLoop:
 
 VARIANTS = {
     # name: (factory, description)
+    "floor": (lambda srv, prior, home: FloorLoop(srv, prior, stream=False),
+              "bare httpx2 loop, non-streaming: the physical floor"),
+    "floor/stream": (lambda srv, prior, home: FloorLoop(srv, prior, stream=True),
+                     "bare httpx2 loop, stream=True, include_usage"),
     "raw": (lambda srv, prior, home: RawLoop(srv, prior, stream=False),
             "openai SDK loop, non-streaming"),
     "mibyan/flush": (lambda srv, prior, home: MibyanLoop(srv, prior, stream=False,
@@ -605,6 +651,12 @@ def main() -> int:
                         help="run the fake server in a thread of the measuring process")
     parser.add_argument("--profile", type=int, metavar="N",
                         help="only profile mibyan's turn path at N prior messages")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="section 1 only, mibyan against the bare httpx2 floor (no SDK loop)")
+    parser.add_argument("--scale", type=int, default=1,
+                        help="section 1: this many times the epochs (more turns per figure)")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="history sizes for section 1, comma-separated (0, 200, 2000)")
     parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -635,27 +687,36 @@ def main() -> int:
     faulthandler.dump_traceback_later(900, exit=True)  # a safety net: never hang a CI box
     started = time.perf_counter()
     turns = QUICK_TURNS if args.quick else TURNS
-    variants = ["raw", "mibyan/flush", "mibyan/durable"]
-    if not args.no_stream:
-        variants += ["raw/stream", "mibyan/stream"]
+    if args.floor_only:
+        variants = ["floor", "mibyan/flush"] + ([] if args.no_stream
+                                                 else ["floor/stream", "mibyan/stream"])
+    else:
+        variants = ["floor", "raw", "mibyan/flush", "mibyan/durable"]
+        if not args.no_stream:
+            variants += ["floor/stream", "raw/stream", "mibyan/stream"]
     configuration(turns, variants)
 
     # 1. per-turn overhead ---------------------------------------------------------------------
     print("1. Per-turn local overhead (ms; wall minus fake-server handler time)")
     print("-" * 100)
     header = (f"{'prior msgs':>10} {'variant':16} {'median':>8} {'p25':>8} {'p75':>8} "
-              f"{'server':>8} {'x raw':>7}  target")
+              f"{'server':>8} {'x raw':>7} {'x floor':>7}  target")
     print(header)
     misses = []
-    for size in SIZES:
+    for size in (int(n) for n in args.sizes.split(",")):
         warmup, epochs, per_epoch = turns[size]
+        epochs *= args.scale
         data = run_worker(["overhead", str(size), str(warmup), str(epochs), str(per_epoch),
                            ",".join(variants), "0" if args.in_process_server else "1"])
         med = {name: statistics.median(d["turn"]) for name, d in data.items()}
         for name in variants:
             values = data[name]["turn"]
             peer = "raw/stream" if name == "mibyan/stream" else "raw"
-            ratio = med[name] / med[peer] if name.startswith("mibyan") else None
+            ratio = (med[name] / med[peer] if name.startswith("mibyan") and peer in med
+                     else None)
+            bottom = "floor/stream" if name.endswith("stream") else "floor"
+            floor = (f"{med[name] / med[bottom]:6.3f}x" if bottom in med and name != bottom
+                     else "      -")
             target = ""
             if ratio is not None:
                 goal = TARGETS[size]
@@ -670,17 +731,24 @@ def main() -> int:
                               f"{statistics.fmean(fsyncs) * 1000:.2f} mean")
             print(f"{size:>10} {name:16} {ms(med[name])} {ms(pct(values, 0.25))} "
                   f"{ms(pct(values, 0.75))} {ms(statistics.median(data[name]['server']))} "
-                  f"{(f'{ratio:6.3f}x' if ratio is not None else '      -'):>7}  {target}")
+                  f"{(f'{ratio:6.3f}x' if ratio is not None else '      -'):>7} {floor:>7}"
+                  f"  {target}")
         if size and data["mibyan/flush"]["reset"]:
             passed = statistics.median(data["mibyan/flush"]["reset"])
+            base = med.get("raw", med.get("floor"))
             print(f"{size:>10} {'  history in':16} {ms(passed)} {'':>8} {'':>8} {'':>8} "
-                  f"{passed / med['raw']:6.3f}x  mibyan/flush turn given conversation_history= "
+                  f"{passed / base:6.3f}x {'':>7}  mibyan/flush turn given conversation_history= "
                   f"of {size} msgs (n={len(data['mibyan/flush']['reset'])})")
         print()
     print("Targets apply to mibyan in flush mode (the peers persist nothing); 'x raw' compares "
           "mibyan/stream with\nraw/stream and the others with raw. 'server' is the median "
           "handler time the overhead excludes.")
     print()
+
+    if args.floor_only:
+        print(f"total {time.perf_counter() - started:.0f} s; load average at end "
+              f"{os.getloadavg()[0]:.2f}")
+        return 0
 
     # 2. start-up ------------------------------------------------------------------------------
     print("2. Start-up (median of 5 fresh processes)")

@@ -41,6 +41,7 @@ from pipeline.agent_run import AgentRun
 from pipeline.agent_run import stream as stream_events
 from pipeline.client_tools import client_results, client_specs, unanswered
 from pipeline.hooks import Hooks, default_hooks
+from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
 from pipeline.run_events import RunEvent, RunEvents
@@ -51,6 +52,7 @@ from pipeline.shell.decisions import Decisions, answers_for
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
+from pipeline.shell.redacted import RedactedHistory
 from pipeline.shell.rollback import checkpoint_after
 from pipeline.shell.runner import SessionRunner, Step
 from pipeline.shell.waits import Waits, waiting
@@ -67,7 +69,7 @@ from stages.log.events import (
     SessionSplit,
     TreeRestored,
 )
-from stages.log.messages import Message, from_openai
+from stages.log.messages import Message
 from stages.log.pause_events import PendingApproval
 from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
@@ -138,6 +140,8 @@ class Agent:
         self._ended = False
         self._log: SessionLog | None = None
         self._lock = threading.Lock()
+        self._intake = HistoryIntake()
+        self._redacted = RedactedHistory()
         # An agent dropped without close() still releases its sessions' locks when it is
         # collected, whatever else may still hold the log (the callback holds no agent).
         self._logs: list[SessionLog] = []
@@ -225,7 +229,8 @@ class Agent:
             raise UsageError(f"cannot write session logs under {root}: "
                              f"{cause.strerror or cause}; "
                              "choose another home (--home or MIBYAN_HOME)") from exc
-        runner = self._runner_for(LiveJournal(self._log, self._effects.clock, self._secrets),
+        journal = LiveJournal(self._log, self._effects.clock, self._secrets, self._redacted)
+        runner = self._runner_for(journal,
                                   state=self._folded() if exists else None)
         runner.open(Opening(resume=exists, settings=self.settings, session_id=session_id,
                             parent_session_id=self.parent_session_id,
@@ -264,7 +269,8 @@ class Agent:
         child_id = self._effects.ids.session_id()
         log = SessionLog.open(self.home / "sessions", child_id, durability=self.durability)
         self._logs.append(log)
-        child = self._runner_for(LiveJournal(log, self._effects.clock, self._secrets),
+        journal = LiveJournal(log, self._effects.clock, self._secrets, self._redacted)
+        child = self._runner_for(journal,
                                  inherit=split.context)
         child.open(Opening(settings=state.settings, session_id=child_id,
                            parent_session_id=state.session_id, tools=self.registry.specs,
@@ -383,8 +389,8 @@ class Agent:
             taken = tuple(image_part(source, store) for source in (*parts, *images))
         history = None
         if conversation_history is not None:
-            history = tuple(stored_message(from_openai(dict(m)), store)
-                            for m in conversation_history)
+            history = tuple(stored_message(m, store)
+                            for m in self._intake.messages(conversation_history))
         events = text = reasoning = None
         if on_event is not None:
             events = RunEvents(on_event, self._secrets)

@@ -21,7 +21,7 @@ def insights(args: argparse.Namespace) -> int:
     home = args.home or cfg.home()
     prices = price_table(cfg.load_file(home), args.price or ())
     found = summarise(home / "sessions", days=args.days, model=args.model, prices=prices,
-                      rebuild=args.reindex)
+                      rebuild=args.reindex, jobs=args.jobs)
     if args.json:
         json.dump(found.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

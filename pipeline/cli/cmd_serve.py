@@ -40,7 +40,8 @@ def serve(args: argparse.Namespace) -> int:
                        durability=args.durability,
                        trust_terminal_approvals=config.trust_terminal_approvals,
                        approvals=config.approvals)
-    pool = SessionPool(maker, home=home, max_open=config.max_open_sessions)
+    pool = SessionPool(maker, home=home, max_open=config.max_open_sessions,
+                       max_busy=config.max_busy)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
 

@@ -203,6 +203,9 @@ def _parser() -> argparse.ArgumentParser:
                                "config.toml [prices] and the built-in table)")
     insights.add_argument("--reindex", action="store_true",
                           help="rebuild the index from the logs first")
+    insights.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
+                          help="read the logs into the index on N processes (default: one "
+                          "per core when there is much to read, else one)")
     # --- the gateway and scheduled runs (pipeline.cli.cmd_serve, pipeline.cli.cmd_cron) ---
     serve = commands.add_parser("serve", help="serve agents over HTTP (OpenAI-compatible API "
                                 "and a session API; needs the serve extra)")

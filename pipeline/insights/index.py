@@ -38,6 +38,7 @@ from effects.eventlog.envelope import (
 )
 from effects.eventlog.keys import Keyring, keyring_of
 from pipeline.insights.log_scan import Position, scan
+from pipeline.insights.parallel_plan import chosen_jobs, in_pool, plan_share, shards
 from pipeline.insights.views import (
     EVENT_COLUMNS,
     create_unit_tables,
@@ -87,19 +88,20 @@ def index_path(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def open_index(root: Path, *, path: Path | None = None,
-               rebuild: bool = False) -> Iterator[tuple[Any, IndexReport]]:
-    """The index of the logs under ``root``, brought up to date: ``(connection, report)``,
+def open_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
+               jobs: int | None = None) -> Iterator[tuple[Any, IndexReport]]:
+    """The index of the logs under ``root``, brought up to date (the logs read on ``jobs``
+    processes; unset, one per core when there is much to read): ``(connection, report)``,
     closed when the block ends."""
-    con, report = connect_index(root, path=path, rebuild=rebuild)
+    con, report = connect_index(root, path=path, rebuild=rebuild, jobs=jobs)
     try:
         yield con, report
     finally:
         con.close()
 
 
-def connect_index(root: Path, *, path: Path | None = None,
-                  rebuild: bool = False) -> tuple[Any, IndexReport]:
+def connect_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
+                  jobs: int | None = None) -> tuple[Any, IndexReport]:
     """:func:`open_index` for a caller that closes the connection itself (a notebook)."""
     import duckdb
     path = Path(path) if path is not None else index_path(root)
@@ -115,7 +117,7 @@ def connect_index(root: Path, *, path: Path | None = None,
     try:
         con.execute("SET enable_progress_bar = false")  # it would go to stdout, into --json
         _prepare(con, rebuild)
-        return con, update(con, Path(root), scratch=path.parent)
+        return con, update(con, Path(root), scratch=path.parent, jobs=jobs)
     except BaseException:
         con.close()
         raise
@@ -154,8 +156,9 @@ class _Work:
     unchanged: int = 0
 
 
-def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
-    """Bring the index on ``con`` up to date with the logs under ``root``."""
+def update(con: Any, root: Path, *, scratch: Path, jobs: int | None = None) -> IndexReport:
+    """Bring the index on ``con`` up to date with the logs under ``root``; the logs to read
+    are checked on ``jobs`` processes (unset: one per core when there is much to read)."""
     began = time.perf_counter()
     known = {row[0]: row[1:] for row in con.execute(
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
@@ -167,6 +170,7 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
     try:
         with os.fdopen(fd, "wb") as out:
             work = _Work(out)
+            to_read = []
             for session_id in ids:
                 was = known.get(session_id)
                 if was is not None and stats[session_id] == tuple(was[:2]) \
@@ -177,7 +181,15 @@ def update(con: Any, root: Path, *, scratch: Path) -> IndexReport:
                     if was[2] and not was[8]:
                         work.unsigned.append(session_id)
                     continue
-                _plan(work, root, session_id, was, keyring)
+                to_read.append(session_id)
+            planned = sum(stats[s][0] for s in to_read)
+            count = chosen_jobs(jobs, planned, len(to_read))
+            if count > 1:
+                _plan_in_pool(work, root, {s: known.get(s) for s in to_read},
+                              {s: stats[s][0] for s in to_read}, count, scratch)
+            else:
+                for session_id in to_read:
+                    _plan(work, root, session_id, known.get(session_id), keyring)
         dropped = sorted(set(known) - set(ids))
         con.execute("BEGIN TRANSACTION")
         try:
@@ -257,6 +269,33 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None,
         work.unsigned.append(session_id)
     work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
                       pos.last_start, pos.sealed, problem, pos.offset, pos.signed))
+
+
+def _plan_in_pool(work: _Work, root: Path, known: dict[str, tuple | None],
+                  sizes: dict[str, int], jobs: int, scratch: Path) -> None:
+    """``_plan`` of every log in ``known`` on ``jobs`` processes, merged into ``work`` in the
+    order of the logs (as one process would have planned them)."""
+    shares = [[(s, known[s]) for s in share] for share in shards(sizes, jobs)]
+    done = in_pool(jobs, plan_share, shares, _plan, _Work, root, scratch, keyring_of)
+    pieces: dict[str, tuple[str, int, int, dict[str, Any]]] = {}
+    try:
+        for name, share in done:
+            for session_id, start, end, found in share:
+                pieces[session_id] = (name, start, end, found)
+        for session_id in sorted(pieces):
+            name, start, end, found = pieces[session_id]
+            with open(name, "rb") as part:
+                _copy(part, start, end, work.out)
+            work.rows += found["rows"]
+            work.clear += found["clear"]
+            for kind, ids in found["kinds"].items():
+                work.kinds[kind] += ids
+            work.problems += found["problems"]
+            work.unsigned += found["unsigned"]
+            work.added += found["added"]
+    finally:
+        for name, _ in done:
+            os.unlink(name)
 
 
 def _copy(fh: Any, start: int, end: int, out: Any) -> None:

@@ -85,7 +85,7 @@ async def chat_completions(request: Request) -> Response:
     if chat.stream:
         return _stream(request, session, chat, history, completion, headers)
     with session.claimed():
-        result = await until_done(request, session, pool.submit(
+        result = await until_done(request, session, pool.turn(
             lambda: chat_turn(pool, session, chat, history)))
     refused = failed(result)
     if refused is not None:
@@ -140,7 +140,7 @@ def _stream(request: Request, session: ServedSession, chat: oa.ChatRequest, hist
 
 async def _error(request: Request, exc: Exception) -> Response:
     error = failure(exc)
-    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else dict(error.headers)
     if error.status == 405:
         headers["Allow"] = _allowed(request)
     return JSONResponse(error.body(), status_code=error.status, headers=headers)

@@ -7,6 +7,7 @@
     toolsets = ["files", "terminal", "planning"]
     workdir = "/srv/agent"
     max_open_sessions = 1000
+    max_busy = 256               # turns at once; one more is refused: 503 with Retry-After
     allowed_hosts = ["agent.example.internal"]   # Host names besides loopback and ``host``
     cors_origins = ["https://chat.example.com"]  # browser origins allowed to call it
     max_body_bytes = 33554432
@@ -48,9 +49,11 @@ MAX_JSON_DEPTH = 64
 # nginx allows 60 s for a head; a client on loopback or a LAN sends one in milliseconds.
 HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
+# Turns at once (``SessionPool``'s threads for turns): past it a turn is refused, not queued.
+MAX_BUSY = 256
 _KEYS: dict[str, type | tuple[type, ...]] = {
     "host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
-    "max_open_sessions": int, "allowed_hosts": list, "cors_origins": list,
+    "max_open_sessions": int, "max_busy": int, "allowed_hosts": list, "cors_origins": list,
     "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
     "body_timeout": (int, float), "trust_terminal_approvals": bool,
     "metrics_owners": list, "approvals": str, "approvers": list}
@@ -69,6 +72,8 @@ class ServeConfig:
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     workdir: Path = attrs.field(factory=Path.cwd)
     max_open_sessions: int = 1000
+    # Turns running or waiting at once; past it a turn is refused (503, Retry-After).
+    max_busy: int = MAX_BUSY
     # Host header names accepted besides loopback's and ``host`` (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
     # Browser origins that may call the gateway (CORS); any other Origin is refused.
@@ -149,6 +154,9 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     max_open = section.get("max_open_sessions", 1000)
     if max_open < 1:
         raise UsageError(f"[serve] max_open_sessions must be at least 1, got {max_open}")
+    max_busy = section.get("max_busy", MAX_BUSY)
+    if max_busy < 1:
+        raise UsageError(f"[serve] max_busy must be at least 1, got {max_busy}")
     port = port if port is not None else section.get("port", DEFAULT_PORT)
     if not 0 <= port <= MAX_PORT:
         raise UsageError(f"[serve] port must be from 0 (any free port) to {MAX_PORT}, "
@@ -156,7 +164,7 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     return ServeConfig(host=host or section.get("host", "127.0.0.1"), port=port,
                        tokens=tokens, auth=not no_auth, toolsets=chosen,
                        workdir=Path(workdir or section.get("workdir") or Path.cwd()),
-                       max_open_sessions=max_open,
+                       max_open_sessions=max_open, max_busy=max_busy,
                        allowed_hosts=tuple(section.get("allowed_hosts", ())),
                        cors_origins=tuple(o.rstrip("/") for o in
                                           section.get("cors_origins", ())),

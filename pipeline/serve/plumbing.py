@@ -74,7 +74,11 @@ def streamed_turn(pool: SessionPool, session: ServedSession, run: Callable[[], T
             return run()
         finally:
             session.release()
-    claim, work = session.claims, pool.submit(turn)
+    try:
+        claim, work = session.claims, pool.turn(turn)
+    except BaseException:  # refused (503): no worker will release the claim
+        session.release()
+        raise
 
     def left() -> None:
         if leave(session, claim, work):

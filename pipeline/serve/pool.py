@@ -3,6 +3,11 @@
 At most ``max_open`` agents are kept open; past that the least recently used idle one is
 closed (its log stays, and its owner's next request takes it up again from the log), so memory
 and open files stay bounded however many sessions are created.
+
+At most ``max_busy`` turns run or wait for a thread at once: one more is refused at once with
+``503 server_busy`` and a ``Retry-After``, instead of queueing behind the others and slowing
+every session down (a CPU-bound gateway's latency grows with every turn let in). Opening,
+listing and closing sessions never wait behind turns: they have threads of their own.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pipeline.serve.gateway_config import MAX_BUSY
 from pipeline.serve.logged import SessionLogs
 from pipeline.serve.openai_compat import ApiError
 from pipeline.serve.sessions import (
@@ -30,16 +36,23 @@ from stages.log.messages import ToolCall
 T = TypeVar("T")
 Listener = Callable[[Event], None]
 PLATFORMS = ("gateway", "api")
+# Threads beyond ``max_busy`` for the rest (creating, reopening, listing, closing sessions).
+SPARE_WORKERS = 16
+# What a refused client is told to wait, in seconds: about one turn of a real provider.
+RETRY_AFTER = 2
 
 
 class SessionPool:
     def __init__(self, factory: AgentFactory, *, home: Path, max_open: int = 1000,
-                 workers: int = 256) -> None:
-        """``home`` is the agents' home: its sessions' logs, and the file of their owners."""
+                 workers: int | None = None, max_busy: int = MAX_BUSY) -> None:
+        """``home`` is the agents' home: its sessions' logs, and the file of their owners.
+        ``workers`` defaults to ``max_busy`` turns plus threads to spare for the rest."""
         self.factory = factory
         self.owners = Owners(home / "serve" / "owners.jsonl")
         self.logs = SessionLogs(home / "sessions")
         self.max_open = max_open
+        self.max_busy = max_busy
+        self.busy = 0  # turns running or waiting for a thread
         self._open: dict[str, ServedSession] = {}
         # (owner, call id) -> the session whose turn ended on that call to a client's tool: a
         # stateless client (openai-agents) sends the results back without a session header.
@@ -47,8 +60,9 @@ class SessionPool:
         self._lock = threading.Lock()
         # Makes each session's event listener from its own (the app's metrics count events).
         self.observer: Callable[[Listener], Listener] = lambda listen: listen
-        self._executor = cf.ThreadPoolExecutor(max_workers=workers,
-                                               thread_name_prefix="mibyan-turn")
+        self._executor = cf.ThreadPoolExecutor(
+            max_workers=workers if workers is not None else max_busy + SPARE_WORKERS,
+            thread_name_prefix="mibyan-turn")
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (agent work blocks)."""
@@ -58,6 +72,25 @@ class SessionPool:
         """``fn(*args)`` queued for a worker thread: cancelling the future before a worker
         takes it means it never runs."""
         return self._executor.submit(fn, *args)
+
+    def turn(self, fn: Callable[..., T], *args: Any) -> cf.Future[T]:
+        """A turn ``fn(*args)`` queued as ``submit`` does, unless ``max_busy`` turns are running
+        or waiting already: then ``503 server_busy`` (the turn never runs)."""
+        with self._lock:
+            if self.busy >= self.max_busy:
+                raise busy(self.max_busy)
+            self.busy += 1
+        try:
+            work = self.submit(fn, *args)
+        except BaseException:  # the executor is shut down: the turn was never let in
+            self._done()
+            raise
+        work.add_done_callback(lambda _: self._done())  # ended, failed or cancelled unrun
+        return work
+
+    def _done(self) -> None:
+        with self._lock:
+            self.busy -= 1
 
     def create(self, owner: str, platform: str = "gateway") -> ServedSession:
         """A new session (its log started now, so it has an id); blocking."""
@@ -195,3 +228,11 @@ class SessionPool:
         self._executor.shutdown(wait=True)
         for session in sessions:
             session.close()
+
+
+def busy(limit: int) -> ApiError:
+    """The refusal of a turn past ``max_busy``: 503, as OpenAI answers when it is overloaded,
+    with a ``Retry-After`` that clients and the SDKs' retries honour."""
+    return ApiError(503, f"The server is busy: {limit} turns are running or waiting. Please "
+                         f"retry after {RETRY_AFTER} seconds.", type="server_error",
+                    code="server_busy", headers={"Retry-After": str(RETRY_AFTER)})

@@ -44,7 +44,7 @@ async def responses(request: Request) -> Response:
     if chat.stream:
         return _stream(pool, session, body, previous_id, run, headers)
     with session.claimed():
-        result, resp_id = await until_done(request, session, pool.submit(run))
+        result, resp_id = await until_done(request, session, pool.turn(run))
     refused = failed(result)
     if refused is not None:
         raise refused

@@ -104,13 +104,17 @@ async def message(request: Request) -> Response:
     session, pool = await _session(request), _pool(request)
     if not stream:
         with session.claimed():
-            result = await until_done(request, session, pool.submit(
+            result = await until_done(request, session, pool.turn(
                 lambda: session.run(content, system_message=system)))
         return JSONResponse(result.as_dict())
     session.claim()
     subscriber, unsubscribe = subscribe(session)
-    worker, left = streamed_turn(pool, session,
-                                 lambda: session.run(content, system_message=system))
+    try:
+        worker, left = streamed_turn(pool, session,
+                                     lambda: session.run(content, system_message=system))
+    except BaseException:  # refused (503): no stream will drop the follower
+        unsubscribe()
+        raise
 
     async def body() -> AsyncIterator[bytes]:
         try:

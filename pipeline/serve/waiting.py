@@ -66,7 +66,7 @@ async def decide(request: Request) -> Response:
                      "decisions")
     decisions = {str(k): _decision(str(k), v) for k, v in given.items()}
     with session.claimed():
-        result = await until_done(request, session, pool.submit(
+        result = await until_done(request, session, pool.turn(
             lambda: session.run(None, decisions=decisions)))
     return JSONResponse(result.as_dict())
 

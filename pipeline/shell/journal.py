@@ -19,8 +19,9 @@ from effects.eventlog.codec import from_payload, to_payload
 from effects.eventlog.envelope import Envelope
 from effects.eventlog.store import SessionLog
 from effects.protocols import Clock
+from pipeline.shell.redacted import RedactedHistory, history_payload
 from stages.errors import EventEncodingError, LogError, ReplayDivergenceError
-from stages.log.events import TURN_CUTS, Event, ModelReplied
+from stages.log.events import TURN_CUTS, Event, HistoryLoaded, ModelReplied
 from stages.log.messages import unique_call_ids
 from stages.log.redact import redact_event
 
@@ -48,6 +49,10 @@ class Journal(Protocol):
 
 def encode(event: Event) -> dict:
     """The event's payload, checked to read back as the same event."""
+    if type(event) is HistoryLoaded:
+        fast = history_payload(event)
+        if fast is not None:
+            return fast
     payload = to_payload(event)
     try:
         back = from_payload(event.kind, event.schema_version, payload)
@@ -67,10 +72,18 @@ def _clean(event: Event) -> Event:
 
 
 class LiveJournal:
-    def __init__(self, log: SessionLog, clock: Clock, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, log: SessionLog, clock: Clock, secrets: Iterable[str] = (),
+                 history: RedactedHistory | None = None) -> None:
         self.log = log
         self.clock = clock
         self.secrets = secrets
+        # An agent shares one across its sessions: a compression's child gets the same history.
+        self.history = RedactedHistory() if history is None else history
+
+    def _redacted(self, event: Event) -> Event:
+        if isinstance(event, HistoryLoaded):
+            return self.history.redact(event, self.secrets)
+        return redact_event(event, self.secrets)
 
     def record(self, stage: str, event: Event) -> None:
         del stage
@@ -78,7 +91,7 @@ class LiveJournal:
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:
-        events = [_clean(redact_event(e, self.secrets)) for e in perform()]
+        events = [_clean(self._redacted(e)) for e in perform()]
         if len(events) != count:
             raise AssertionError(f"{stage}: expected {count} observations, got {len(events)}")
         return events

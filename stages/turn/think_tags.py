@@ -18,17 +18,28 @@ OPENERS = ("<think>", "<thinking>")
 CLOSERS = ("</think>", "</thinking>")
 
 
+# Every tag starts with "<": text without one holds no tag and no start of one (the common
+# case, checked once per streamed piece instead of trying every tail against every tag).
+_OPEN = "<"
+
+
 def _find(buffer: str, tags: tuple[str, ...]) -> tuple[int, str] | None:
+    if _OPEN not in buffer:
+        return None
     hits = [(buffer.find(tag), tag) for tag in tags if tag in buffer]
     return min(hits) if hits else None
 
 
 def _held_back(buffer: str, tags: tuple[str, ...]) -> int:
-    """How many characters at the end of ``buffer`` could start one of ``tags``."""
-    for size in range(min(len(buffer), max(map(len, tags)) - 1), 0, -1):
-        tail = buffer[-size:]
+    """How many characters at the end of ``buffer`` could start one of ``tags`` (the longest
+    such tail: only a tail that begins with "<" can)."""
+    start = max(len(buffer) - (max(map(len, tags)) - 1), 0)
+    at = buffer.find(_OPEN, start)
+    while at != -1:
+        tail = buffer[at:]
         if any(tag.startswith(tail) for tag in tags):
-            return size
+            return len(tail)
+        at = buffer.find(_OPEN, at + 1)
     return 0
 
 

@@ -62,7 +62,8 @@ class Gateway:
         return len(logs)
 
 
-def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, workers: int = 256,
+def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *,
+                  workers: int | None = None,
                   model: str = "fake-model", serve: dict | None = None,
                   toolsets: tuple[str, ...] = ("files",), no_auth: bool = False,
                   **config) -> Iterator:
@@ -76,7 +77,7 @@ def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *, work
                        durability="flush",
                        trust_terminal_approvals=settings.trust_terminal_approvals,
                        approvals=settings.approvals, **config)
-    pool = SessionPool(maker, home=home, workers=workers)
+    pool = SessionPool(maker, home=home, workers=workers, max_busy=settings.max_busy)
     app = create_app(pool, settings, models=("mibyan", maker.model))
     try:
         with BackgroundServer(app, head_timeout=settings.header_timeout) as server:

@@ -1,0 +1,108 @@
+"""Whole-home work on every core: ``mibyan replay --all`` and the insights index, on 1 and 2
+(or more) processes, in alternating rounds. Not part of the test suite; it asserts nothing
+about speed and prints one report.
+
+    python bench/home_jobs.py                         # about 200,000 events, jobs 1 and 2
+    python bench/home_jobs.py --events 50000 --rounds 2 --jobs 1,2,4
+
+The home is synthesised as ``bench/insights.py`` does it (the test sample home's sessions
+copied under new ids, each copy a valid hash chain). Each measurement runs in a fresh process
+(the pool's workers are its children): events per second over its wall time, its own peak RSS
+and the largest peak RSS of its workers (``RUSAGE_CHILDREN``). Replay is
+``pipeline.cli.cmd_replay.replay_every``; the index is rebuilt from nothing with
+``open_index(rebuild=True, jobs=N)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for extra in (ROOT, ROOT / "bench"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+
+def worker(what: str, home: Path, jobs: int) -> dict:
+    import duckdb  # noqa: F401 - imported before the clock starts, as replay's modules are
+
+    from pipeline.cli.cmd_replay import replay_every
+    from pipeline.insights.index import open_index
+    root = home / "sessions"
+    started = time.perf_counter()
+    if what == "replay":
+        result = replay_every(root, jobs=jobs)
+        assert result.held, result.failures[:1]
+        events = result.events
+    else:
+        index = home / f"index-{os.getpid()}.duckdb"
+        with open_index(root, path=index, rebuild=True, jobs=jobs) as (_, report):
+            events = report.records_added
+        index.unlink()
+    seconds = time.perf_counter() - started
+    return {"events": events, "seconds": seconds,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+def measure(what: str, home: Path, jobs: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", what, str(home), str(jobs)],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=lambda t: [int(n) for n in t.split(",")], default=[1, 2])
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        what, home, jobs = args.worker
+        print(json.dumps(worker(what, Path(home), int(jobs))))
+        return
+    from insights import synthesise  # bench/insights.py
+    home = Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
+    try:
+        events, logs = synthesise(home / "sessions", args.events)
+        size = sum(p.stat().st_size for p in (home / "sessions").glob("*.jsonl"))
+        print(f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {events:,} events in "
+              f"{logs:,} logs ({size / 1e6:.0f} MB); {args.rounds} rounds, jobs in turn")
+        runs: dict[tuple[str, int], list[dict]] = {}
+        for _ in range(args.rounds):
+            for what in ("replay", "index"):
+                for jobs in args.jobs:
+                    done = measure(what, home, jobs)
+                    runs.setdefault((what, jobs), []).append(done)
+                    print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
+                          f"events/s, worker peak {done['worker_rss_mb']:.0f} MB", flush=True)
+        print("\n| work | jobs | events/s median (min-max) | x 1 job, per round | "
+              "peak RSS MB, driver | peak RSS MB, largest worker |")
+        print("|---|---|---|---|---|---|")
+        for (what, jobs), done in runs.items():
+            rates = [r["events"] / r["seconds"] for r in done]
+            single = [r["events"] / r["seconds"] for r in runs[(what, args.jobs[0])]]
+            ratios = [a / b for a, b in zip(rates, single, strict=True)]
+            workers = max(r["worker_rss_mb"] for r in done)
+            print(f"| {what} | {jobs} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-"
+                  f"{max(rates):,.0f}) | {statistics.median(ratios):.2f} ({min(ratios):.2f}-"
+                  f"{max(ratios):.2f}) | {max(r['rss_mb'] for r in done):.0f} | "
+                  f"{workers:.0f} |")
+        print(f"\nload at the end {os.getloadavg()[0]:.2f}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
