@@ -116,6 +116,10 @@ class RuleSet:
     # call), so a process killed during one call leaves the later ones "never started", not
     # "started, outcome unknown" (``stages.tools.plan``).
     sequential_one_by_one: bool = _since(8)
+    # An overflow teaches the window its refusal names in Anthropic's and llama.cpp's words
+    # too, not only OpenAI's: before, a tenth under the failed request's estimate was learned,
+    # and a long turn compressed about twice as often (``stages.log.context_tokens``).
+    named_window_limits: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:

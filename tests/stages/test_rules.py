@@ -27,7 +27,7 @@ SINCE = {
     "unconfined_asks": 7,
     "untrusted_marked": 7, "wide_injection_scan": 7,
     "iterative_compression": 7,
-    "todo_in_summary": 8, "sequential_one_by_one": 8,
+    "todo_in_summary": 8, "sequential_one_by_one": 8, "named_window_limits": 8,
 }
 
 
