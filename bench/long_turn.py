@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.pipeline.long_turn_scenario import MODES, run  # noqa: E402
+from tests.pipeline.long_turn_scenario import MODES, run
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as home:
                 o = run(mode, Path(home), window=args.window, calls=args.calls, told=told)
             sizes = [len(c.summary or "") for c in o.compressions]
-            print(f"{mode:<20}{'told' if told else 'learnt':<8}{str(o.result['completed']):>5}"
+            print(f"{mode:<20}{'told' if told else 'learnt':<8}{o.result['completed']!s:>5}"
                   f"{len(o.compressions):>7}{o.summaries:>6}{o.refused:>8}{o.largest:>9}"
                   f"{max(sizes, default=0):>9}{len(o.final_summary):>7}{o.seconds:>7.1f}")
     print(f"load {os.getloadavg()[0]:.1f}")

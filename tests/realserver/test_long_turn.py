@@ -3,7 +3,7 @@ embedded model, forced to call a tool at every step (``tool_choice="required"``:
 cannot be relied on to choose tools), reads file after file on a 2,048-token window until its
 call budget ends the turn with its answer. The agent is told a larger window, so the server's
 real refusal starts the recovery (overflow, compress, retry) and teaches the window; the same
-model writes every summary. Every call runs, the conversation grows to several windows, no
+model writes every summary. Every call runs, the conversation outgrows the window, no
 request the server answered was over its window, and the session replays byte for byte."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from tests.pipeline.long_turn_scenario import events_of
 
 pytestmark = pytest.mark.realserver
 
-N_CTX, TOLD, CALLS = 2_048, 8_192, 24
+# Sized for two busy cores, where the 135M model answers a step in 5 to 30 seconds.
+N_CTX, TOLD, CALLS = 2_048, 8_192, 16
 KEY = "lane-key"
 MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
 NOTE = ("The museum opens at nine, the train leaves from platform four, lunch is booked for "
@@ -61,7 +62,7 @@ def run_real(server: LocalServer, home: Path, mode: str, *, calls: int = CALLS) 
     def read() -> str:
         """Read the next file."""
         nonlocal chars
-        text = f"file {next(files)}: " + NOTE * 6
+        text = f"file {next(files)}: " + NOTE * 8
         chars += len(text)
         return text
 
@@ -83,14 +84,14 @@ def test_a_long_forced_turn_on_a_small_window_runs_every_call(server, tmp_path, 
     assert result["turn_exit_reason"] == f"max_iterations_reached({CALLS}/{CALLS})"
     assert result["final_response"]  # the model's answer without tools, after the budget
     assert outcome.count(ev.ToolRan) == CALLS - 1
-    assert outcome.tool_chars // 4 > 4 * N_CTX  # the conversation outgrew the window 4 times
+    assert outcome.tool_chars // 4 > 3 * N_CTX // 2  # the calls alone outgrew the window
     # The server's own refusal taught the window: no call it answered was over it.
     failures = [e for e in outcome.events if isinstance(e, ev.ModelFailed)]
     assert failures and all(e.status == 400 for e in failures), failures
     assert fold(outcome.events).context.window_cap == N_CTX
     served = [e.usage.input_tokens for e in outcome.events if isinstance(e, ev.ModelReplied)]
     assert max(served) <= N_CTX
-    assert outcome.count(ev.ContextCompressed) >= 3
+    assert outcome.count(ev.ContextCompressed) >= 2
     assert outcome.count(ev.ContextSummarised) >= 1
     report = replay(tmp_path / "sessions", result["session_id"])
     assert report.identical, report.describe()
