@@ -377,8 +377,13 @@ class FakeAnthropicServer(FakeHTTPServer):
     reply_type = Reply
     thread_name = "fake-anthropic"
 
-    def __init__(self, default: Reply | None = None, *, piece_size: int = 3) -> None:
-        super().__init__(default, piece_size=piece_size)
+    def __init__(self, default: Reply | None = None, *, piece_size: int = 3,
+                 window: int | None = None) -> None:
+        super().__init__(default, piece_size=piece_size, window=window)
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}_fake{next(self._ids)}"
+
+    def _overflow_body(self, tokens: int, window: int) -> bytes:
+        return _error_body("invalid_request_error",
+                           f"prompt is too long: {tokens} tokens > {window} maximum")

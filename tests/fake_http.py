@@ -7,6 +7,12 @@ bodies sent at once or one piece per ``chunk_delay``, aborted connections). It c
 connections it accepted and the clients that closed theirs while a reply was held back, and
 every protocol's server accepts :class:`Stall` (keep-alive bytes, never an answer).
 
+With a ``window`` (tokens) a server refuses a request whose prompt is over it, as the real API
+does (its ``_overflow_body``, a 400 listed in ``rejections``, taking no scripted reply), and
+keeps the largest prompt it served (``largest_prompt``). A prompt's tokens are its JSON text
+at four characters a token: the envelope (roles, call ids, tool schemas) counts, so the count
+is above mibyan's own rough estimate of the same request, as a real tokenizer's usually is.
+
 A protocol builds on it with a handler and a server subclass::
 
     class _Handler(FakeHandler):
@@ -24,6 +30,8 @@ A protocol builds on it with a handler and a server subclass::
         reply_type = ThingReply                  # what script() accepts
         base_path = "/v1"                        # appended to base_url
         thread_name = "fake-thing"
+
+        def _overflow_body(self, tokens, window) -> bytes: ...  # 400 over the window
 """
 
 from __future__ import annotations
@@ -179,7 +187,9 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
             fake._unexpected(f"unparseable request body: {exc}")
             self._send(400, "application/json", self._bad_json_body(exc), self.error_headers)
             return
-        refused = self._reject(fake, body)
+        refused = fake._over_window(body)
+        if refused is None:
+            refused = self._reject(fake, body)
         if refused is not None:
             fake._record(body, headers, take=False, refused=refused)
             self._send(400, "application/json", refused, self.error_headers)
@@ -339,9 +349,12 @@ class FakeHTTPServer:
     base_path: ClassVar[str] = ""
     thread_name: ClassVar[str] = "fake-http"
 
-    def __init__(self, default: Any = None, *, piece_size: int = 3) -> None:
+    def __init__(self, default: Any = None, *, piece_size: int = 3,
+                 window: int | None = None) -> None:
         self.default = default
         self.piece_size = piece_size
+        self.window = window
+        self._largest = 0
         self._lock = threading.Lock()
         self._queue: deque[Any] = deque()
         self._requests: list[dict[str, Any] | None] = []
@@ -464,6 +477,18 @@ class FakeHTTPServer:
             return list(self._rejections)
 
     @property
+    def largest_prompt(self) -> int:
+        """The tokens (``prompt_tokens``) of the largest request served (refused ones aside)."""
+        with self._lock:
+            return self._largest
+
+    @staticmethod
+    def prompt_tokens(body: Mapping[str, Any]) -> int:
+        """The fake's token count of a request: its JSON text (as ``json.dumps`` writes it by
+        default), four characters a token."""
+        return len(json.dumps(body)) // 4
+
+    @property
     def unexpected(self) -> list[str]:
         with self._lock:
             return list(self._unexpected_list)
@@ -506,6 +531,19 @@ class FakeHTTPServer:
             raise AssertionError("fake server: " + " and ".join(problems))
 
     # ---- used by the handler ----
+
+    def _overflow_body(self, tokens: int, window: int) -> bytes:
+        """The real API's 400 body refusing a prompt of ``tokens`` over a ``window``."""
+        raise NotImplementedError
+
+    def _over_window(self, body: Mapping[str, Any]) -> bytes | None:
+        """The refusal of a request over the window (None: it fits, or there is no window)."""
+        tokens = self.prompt_tokens(body)
+        if self.window is not None and tokens > self.window:
+            return self._overflow_body(tokens, self.window)
+        with self._lock:
+            self._largest = max(self._largest, tokens)
+        return None
 
     def _record(self, body: dict[str, Any] | None, headers: dict[str, str], *,
                 take: bool = True, refused: bytes | None = None) -> Any:

@@ -244,10 +244,10 @@ _DONE_CHUNK = _chunk(b"[DONE]")
 
 
 def error_body(message: str, type_: str = "invalid_request_error",
-               code: str | None = None) -> bytes:
+               code: str | None = None, param: str | None = None) -> bytes:
     """OpenAI's error body ``{"error": {message, type, param, code}}`` (both OpenAI fakes)."""
     return _dumps(
-        {"error": {"message": message, "type": type_, "param": None, "code": code}}
+        {"error": {"message": message, "type": type_, "param": param, "code": code}}
     ).encode()
 
 
@@ -401,8 +401,14 @@ class FakeOpenAIServer(FakeHTTPServer):
     base_path = "/v1"
     thread_name = "fake-openai"
 
-    def __init__(self, default: Reply | None = None, *, piece_size: int = 3) -> None:
-        super().__init__(default, piece_size=piece_size)
+    def __init__(self, default: Reply | None = None, *, piece_size: int = 3,
+                 window: int | None = None) -> None:
+        super().__init__(default, piece_size=piece_size, window=window)
 
     def _next_id(self) -> str:
         return f"chatcmpl-fake{next(self._ids)}"
+
+    def _overflow_body(self, tokens: int, window: int) -> bytes:
+        return error_body(f"This model's maximum context length is {window} tokens. However, "
+                          f"your messages resulted in {tokens} tokens. Please reduce the length "
+                          "of the messages.", param="messages", code="context_length_exceeded")

@@ -397,13 +397,20 @@ class FakeResponsesServer(FakeHTTPServer):
     base_path = "/v1"
     thread_name = "fake-responses"
 
-    def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3) -> None:
-        super().__init__(default, piece_size=piece_size)
+    def __init__(self, default: ResponsesReply | None = None, *, piece_size: int = 3,
+                 window: int | None = None) -> None:
+        super().__init__(default, piece_size=piece_size, window=window)
         self._encrypted: dict[str, str] = {}  # encrypted content issued -> its item id
         self._call_reasoning: dict[str, str] = {}  # call id -> the encrypted content before it
 
     def _next_id(self) -> str:
         return f"resp_fake{next(self._ids)}"
+
+    def _overflow_body(self, tokens: int, window: int) -> bytes:
+        # The Responses API names neither count: only the code says what happened.
+        return error_body("Your input exceeds the context window of this model. Please adjust "
+                          "your input and try again.", param="input",
+                          code="context_length_exceeded")
 
     def _issue(self, item_id: str, reasoning: str, call_ids: list[str]) -> str:
         content = "gAAAAB" + hashlib.sha256(f"{item_id}:{reasoning}".encode()).hexdigest()

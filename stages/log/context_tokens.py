@@ -14,6 +14,12 @@ from stages.log.state import State
 _LIMIT = re.compile(r"(?:context length|context window|context size|context limit)"
                     r"\D{0,30}?(\d[\d,]{2,})\s*tokens", re.IGNORECASE)
 
+# Rules 8 (``named_window_limits``): the window named in other words. Anthropic's "prompt is
+# too long: 4028 tokens > 4000 maximum" and "... exceed context limit: 3100 + 1000 > 4,000,
+# decrease ...", llama.cpp's body field ``"n_ctx": 4000``.
+_NAMED = re.compile(r'tokens > (\d[\d,]{2,}) maximum|> (\d[\d,]{2,}), decrease input length'
+                    r'|"n_ctx"\s*:\s*(\d{3,})')
+
 
 # The rough size of a token in characters, for text no tokenizer has counted.
 CHARS_PER_TOKEN = 4
@@ -58,4 +64,7 @@ def overflow_cap(state: State) -> int:
     text = "" if failure is None else f"{failure.message} {failure.body or ''}"
     if match := _LIMIT.search(text):
         return int(match.group(1).replace(",", ""))
+    named = state.settings is not None and state.settings.rule_set.named_window_limits
+    if named and (match := _NAMED.search(text)):
+        return int(next(g for g in match.groups() if g).replace(",", ""))
     return max(256, context_tokens(state) * 9 // 10)

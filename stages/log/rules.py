@@ -132,6 +132,10 @@ class RuleSet:
     # A call refused because an image is too large is retried with the history's images
     # replaced by a note naming each one (``RecoveryDecided`` action ``drop_images``).
     image_recovery: bool = _since(8)
+    # An overflow teaches the window its refusal names in Anthropic's and llama.cpp's words
+    # too, not only OpenAI's: before, a tenth under the failed request's estimate was learned,
+    # and a long turn compressed about twice as often (``stages.log.context_tokens``).
+    named_window_limits: bool = _since(8)
 
 
 def _build(version: int) -> RuleSet:
