@@ -126,7 +126,8 @@ class Sandbox:
         argv = [binary, *_ALWAYS]
         if not self.policy.network:
             argv.append("--unshare-net")
-        for _, mount in sorted(self._mounts(root), key=lambda m: len(m[0].parts)):
+        mounts = self._mounts(root) + _program_mounts(program)
+        for _, mount in sorted(mounts, key=lambda m: len(m[0].parts)):
             argv.extend(mount)
         argv.extend(["--chdir", str(cwd), "--", *program])
         return argv
@@ -142,3 +143,22 @@ class Sandbox:
             if hidden != root:
                 mounts.append((hidden, ("--tmpfs", str(hidden))))
         return mounts
+
+
+def _program_mounts(program: Sequence[str]) -> list[tuple[Path, tuple[str, ...]]]:
+    """Read-only mounts of what a program given by path needs from under ``/tmp``, which the
+    sandbox replaces by an empty one: the folder of its executable (a virtual environment's
+    root, for a Python in one) and of each argument that is a file there (a server's script)."""
+    tmp = Path("/tmp")
+    found = shutil.which(program[0]) if program else None
+    paths = [Path(found)] if found else []
+    paths += [Path(arg) for arg in program[1:] if arg.startswith("/")]
+    mounts: list[tuple[Path, tuple[str, ...]]] = []
+    for path in paths:
+        if not path.exists() or tmp not in path.parents:
+            continue
+        folder = path.parent
+        if folder.name == "bin" and (folder.parent / "pyvenv.cfg").exists():
+            folder = folder.parent
+        mounts.append((folder, ("--ro-bind", str(folder), str(folder))))
+    return mounts

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,8 @@ def cluster(tmp_path_factory) -> Iterator[tuple[str, str]]:
     for attempt in range(5):
         port = _free_port()
         try:
-            head = _start_head(port, token, tmp_path_factory.mktemp("raytmp"))
+            # Ray's socket paths must fit AF_UNIX's 107 bytes: a short folder, not pytest's.
+            head = _start_head(port, token, Path(tempfile.mkdtemp(prefix="ray", dir="/tmp")))
             break
         except RuntimeError:
             if attempt == 4:
