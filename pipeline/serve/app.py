@@ -76,10 +76,11 @@ async def chat_completions(request: Request) -> Response:
     body = await json_body(request)
     wanted = request.headers.get(SESSION_HEADER)
     models = request.app.state.models
-    if wanted:  # the session's own model too, when the gateway no longer serves it
-        models = (*models, (await session_of(request, owner, wanted)).agent.settings.model)
+    found = await session_of(request, owner, wanted) if wanted else None
+    if found is not None:  # the session's own model too, when the gateway no longer serves it
+        models = (*models, found.agent.settings.model)
     chat = oa.parse_chat_request(body, models)
-    session, history = await chat_session(request, owner, chat, wanted)
+    session, history = await chat_session(request, owner, chat, wanted, found)
     completion = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     headers = {SESSION_HEADER: session.id}
     if chat.stream:

@@ -18,15 +18,17 @@ SESSION_HEADER = "x-mibyan-session-id"
 
 
 async def chat_session(request: Request, owner: str, chat: oa.ChatRequest,
-                       wanted: str | None) -> tuple[ServedSession, Any]:
+                       wanted: str | None, found: ServedSession | None = None
+                       ) -> tuple[ServedSession, Any]:
     """The session a completion goes on in, and the history it takes: the header's session,
     or the one whose turn ended on the calls the request's tool messages answer (with their
-    own history: only the results are new), else a new one with the request's messages."""
+    own history: only the results are new), else a new one with the request's messages. ``found``: the header's session, when the
+    caller has already looked it up."""
     pool: SessionPool = request.app.state.pool
     if not wanted and chat.tool_results:
         wanted = pool.waiting_on(owner, str(chat.tool_results[0].get("tool_call_id")))
     if wanted:
-        session = await session_of(request, owner, wanted)
+        session = found or await session_of(request, owner, wanted)
         same_model(session, chat.model)
         return session, None
     if chat.results_need_session:
