@@ -22,8 +22,8 @@ async def chat_session(request: Request, owner: str, chat: oa.ChatRequest,
                        ) -> tuple[ServedSession, Any]:
     """The session a completion goes on in, and the history it takes: the header's session,
     or the one whose turn ended on the calls the request's tool messages answer (with their
-    own history: only the results are new), else a new one with the request's messages. ``found``: the header's session, when the
-    caller has already looked it up."""
+    own history: only the results are new), else a new one with the request's messages.
+    ``found``: the header's session, when the caller has already looked it up."""
     pool: SessionPool = request.app.state.pool
     if not wanted and chat.tool_results:
         wanted = pool.waiting_on(owner, str(chat.tool_results[0].get("tool_call_id")))
