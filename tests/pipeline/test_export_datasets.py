@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -104,7 +105,9 @@ def test_trl_reasoning_renders_as_think(home) -> None:
 
 @pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_the_logs_of_every_rules_version_export_and_match_the_schemas(version, tmp_path) -> None:
-    corpus = Path(__file__).parent.parent / "corpus" / version
+    # A copy: export indexes the logs beside their folder, and the corpus is tracked.
+    corpus = tmp_path / "sessions"
+    shutil.copytree(Path(__file__).parent.parent / "corpus" / version, corpus)
     for fmt in sorted(SCHEMAS):
         for lineage in ("stitched", "segments"):
             out = tmp_path / f"{fmt}.{lineage}.jsonl"
