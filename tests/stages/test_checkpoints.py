@@ -5,7 +5,7 @@ checkpoint before its first call that may write, none when it has no such call."
 from __future__ import annotations
 
 import attrs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 from stages.decision import RestoreTree, RunTools, TakeCheckpoint
 from stages.fold import fold
@@ -16,7 +16,14 @@ from tests.stages.helpers import SETTINGS, call, drive_turn, ran, reply, session
 from tests.stages.helpers import then as then_
 from tests.stages.helpers import turn as turn_
 from tests.stages.test_properties import check_turn
-from tests.strategies.scripts import SessionScript, session_scripts
+from tests.strategies.scripts import (
+    CallStep,
+    FailStep,
+    ReplyStep,
+    SessionScript,
+    TurnScript,
+    session_scripts,
+)
 from tests.strategies.simulation import Driver, drive
 
 TOOLS = (spec("read", read_only=True), spec("write"), spec("clarify", interactive=True),
@@ -127,8 +134,22 @@ def check_checkpoints(driver: Driver, events: list[ev.Event]) -> None:
         assert events[marks[0]].turn == driver.state.turns
 
 
+def _steered_on_a_tiny_window() -> SessionScript:
+    """Found by hypothesis: a message steered in after a call, on a 50-token window, arrives
+    behind the dropped-middle marker in the same user message."""
+    failed = FailStep(error_type="ProviderHTTPError", message="", status=None,
+                      retry_after=None, partial=False)
+    called = ReplyStep(content=None, calls=(CallStep(name="read", arguments="{}"),),
+                       reasoning=None, then_interrupt=False)
+    return SessionScript(max_turns=1, history=(("", ""),), context_length=50, window=None,
+                         turns=(TurnScript(user="", steps=(failed,), tool_ok=(False,)),
+                                TurnScript(user="", steps=(called,), tool_ok=(False,),
+                                           steer_at_poll=0)))
+
+
 @settings(max_examples=80, deadline=None)
 @given(session_scripts(sessions=True))
+@example(_steered_on_a_tiny_window())
 def test_every_turn_takes_one_checkpoint_before_its_first_write(script: SessionScript) -> None:
     def check(driver: Driver, turn_script: object, events: list[ev.Event]) -> None:
         check_turn(driver, turn_script, events)  # type: ignore[arg-type]
