@@ -157,3 +157,7 @@ def cut_text(text: str, limit: int) -> str:
 
 def middle_tokens(messages: Sequence[Message], b: Boundaries) -> int:
     return sum(message_tokens(messages[i]) for i in range(b.head, b.tail_start) if i != b.kept)
+
+
+def middle_chars(messages: Sequence[Message], b: Boundaries) -> int:
+    return sum(messages[i].chars for i in range(b.head, b.tail_start) if i != b.kept)

@@ -18,6 +18,7 @@ from stages.context.compression_plan import (
     Budgets,
     boundaries,
     cut_indices,
+    middle_chars,
     middle_tokens,
     pruned_indices,
 )
@@ -30,6 +31,9 @@ from stages.log.state import State
 
 SUMMARY_FAILURE_COOLDOWN = 600.0
 MIN_MIDDLE_TOKENS = 64
+# A summary message of the shortest useful summary, its frame included (rules 9
+# ``summary_must_shrink``): a middle no larger than this is not summarised.
+SMALLEST_SUMMARY_CHARS = len(sm.summary_text("")) + MIN_MIDDLE_TOKENS * CHARS_PER_TOKEN
 
 
 class ContextEngine(Protocol):
@@ -63,10 +67,13 @@ class Compressor:
         iterative = config.rule_set.iterative_compression
         b = boundaries(messages, window=window, protect_last_n=config.protect_last_n,
                        keep_user=iterative)
-        if middle_tokens(messages, b) < MIN_MIDDLE_TOKENS:
+        budgets = Budgets(window=window)
+        middle = middle_tokens(messages, b)
+        if middle < MIN_MIDDLE_TOKENS or (
+                config.rule_set.summary_must_shrink
+                and middle_chars(messages, b) <= SMALLEST_SUMMARY_CHARS):
             # Too little to summarise: a summary would not be smaller than what it replaces.
             b = attrs.evolve(b, tail_start=b.head, kept=None)
-        budgets = Budgets(window=window)
         pruned = pruned_indices(messages, b.tail_start, b.protected_from)
         cut = cut_indices(messages, b.protected_from, budgets.tool_result_chars)
         pruned = tuple(i for i in pruned if i not in cut)

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 8
+RULES = 9
 """The version of the decision rules a new session runs under."""
 
 
@@ -136,6 +136,11 @@ class RuleSet:
     # too, not only OpenAI's: before, a tenth under the failed request's estimate was learned,
     # and a long turn compressed about twice as often (``stages.log.context_tokens``).
     named_window_limits: bool = _since(8)
+    # --- 9 ---
+    # A middle is summarised only when it is larger than a summary message holding the
+    # shortest useful summary: before, a middle of a few short messages was replaced by a
+    # longer summary and the history grew (``stages.context.engine``).
+    summary_must_shrink: bool = _since(9)
 
 
 def _build(version: int) -> RuleSet:

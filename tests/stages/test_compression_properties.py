@@ -6,16 +6,18 @@ from 50 to 5,000 tokens.)"""
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stages.context.apply import compacted
 from stages.context.compression_plan import Budgets
-from stages.context.engine import Compressor
+from stages.context.engine import MIN_MIDDLE_TOKENS, Compressor
 from stages.context.summary import merge_done, summary_text
 from stages.fold import fold
 from stages.log import events as ev
 from stages.log.alternation import violations
+from stages.log.context_tokens import CHARS_PER_TOKEN
 from stages.log.messages import Message, ToolCall
 from tests.strategies.simulation import check_pairs
 
@@ -80,6 +82,43 @@ def test_compression_keeps_the_rules_and_the_latest_user_message(
     limit = Budgets(window=window).tool_result_chars
     assert all(len(m.content or "") <= limit + 200 for m in new[plan.head + 1:]
                if m.role == "tool")
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.sampled_from((512, 2048, 8192, 32_768)), st.integers(1, 30),
+       st.floats(0, 1))
+def test_a_shortest_useful_summary_never_grows_the_history(
+        messages: list[Message], window: int, protect: int, share: float) -> None:
+    """Rules 9 (``summary_must_shrink``): a middle is summarised only when it is larger than a
+    summary message holding the shortest useful summary."""
+    config, state = _state(messages, protect)
+    plan = Compressor().plan(state, config, reason="preflight", window=window, estimate=0,
+                             now=0.0)
+    if plan is None or not plan.summarise:
+        return
+    text = summary_text("s" * int(share * MIN_MIDDLE_TOKENS * CHARS_PER_TOKEN))
+    new = compacted(messages, plan, text)
+    assert sum(m.chars for m in new) < sum(m.chars for m in messages)
+
+
+def test_a_middle_smaller_than_its_summary_is_summarised_only_before_rules_9() -> None:
+    """Found by hypothesis: the first question, a call with an empty result and a short answer
+    on a 512-token window, then a later turn; the summary was longer than the middle."""
+    call = ToolCall(id="c0", name="read", arguments="{}")
+    messages = [Message(role="user", content="u0"),
+                Message(role="assistant", content=None, tool_calls=(call,)),
+                Message(role="tool", content="", tool_call_id="c0", name="read"),
+                Message(role="assistant", content="a0"),
+                Message(role="user", content="u1 " + "w" * 600),
+                Message(role="assistant", content="a1 " + "w" * 600)]
+    plans = {}
+    for version in (8, 9):
+        config, state = _state(messages, 2)
+        config = attrs.evolve(config, rules=version)
+        plans[version] = Compressor().plan(state, config, reason="preflight", window=512,
+                                           estimate=0, now=0.0)
+    assert plans[8] is not None and plans[8].summarise
+    assert plans[9] is None or not plans[9].summarise
 
 
 @given(st.integers(0, 10**7), st.integers(64, 2_000_000))
