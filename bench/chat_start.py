@@ -4,6 +4,9 @@ part of the test suite; it asserts nothing about speed.
 
     python bench/chat_start.py                   # median of 7 starts
     python bench/chat_start.py --root /work/main # the same, for another checkout's code
+    python bench/chat_start.py --compare /work/main  # alternate with another checkout
+
+Alternating spreads the noise of a shared machine over both checkouts alike.
 
 Each start is a fresh process in a fresh home; the time includes the interpreter's start, the
 imports of prompt_toolkit and rich, the first agent and the first screen.
@@ -62,14 +65,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to start")
+    parser.add_argument("--compare", type=Path, help="another checkout, started in turn")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("needs tmux")
+    roots = [args.root] + ([args.compare] if args.compare else [])
+    times: dict[Path, list[float]] = {root: [] for root in roots}
     with FakeOpenAIServer() as server, tempfile.TemporaryDirectory() as scratch:
-        one_start(args.root, server.base_url, Path(scratch))  # warm the file cache
-        times = [one_start(args.root, server.base_url, Path(scratch)) for _ in range(args.runs)]
-    print(f"mibyan chat start ({args.root}): median {statistics.median(times):.3f} s, "
-          f"min {min(times):.3f} s, max {max(times):.3f} s over {args.runs} runs")
+        for root in roots:
+            one_start(root, server.base_url, Path(scratch))  # warm the file cache
+        for _ in range(args.runs):
+            for root in roots:
+                times[root].append(one_start(root, server.base_url, Path(scratch)))
+    for root, seconds in times.items():
+        print(f"mibyan chat start ({root}): median {statistics.median(seconds):.3f} s, "
+              f"min {min(seconds):.3f} s, max {max(seconds):.3f} s over {args.runs} runs")
 
 
 if __name__ == "__main__":

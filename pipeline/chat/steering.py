@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from pipeline.agent import Agent
-from pipeline.chat.display import Display
+if TYPE_CHECKING:
+    from pipeline.agent import Agent
+    from pipeline.chat.display import Display
 
 __all__ = ["Ignore", "Interrupt", "Steer", "TurnInput", "Typed", "dispatch", "perform"]
 

@@ -32,18 +32,24 @@ KEPT_ROWS = 4  # rows the live area leaves to the input line
 
 class SteerLine:
     def __init__(self, terminal: Terminal, display: RichDisplay) -> None:
-        from prompt_toolkit import PromptSession
         self.terminal = terminal
         self.display = display
+        self.prompts: Any = None  # built at the first turn: the chat starts as fast as before
+
+    def _session(self) -> Any:
+        from prompt_toolkit import PromptSession
         # The chat's history: a steered line is recalled with Up like any other.
-        self.prompts: Any = PromptSession(
-            history=terminal.prompts.history, multiline=True, key_bindings=self._bindings(),
+        return PromptSession(
+            history=self.terminal.prompts.history, multiline=True,
+            key_bindings=self._bindings(),
             erase_when_done=True,  # the transcript shows the line as steered, once
             prompt_continuation=lambda width, line, wrap: "… ".rjust(width))
 
     @contextmanager
     def during(self) -> Iterator[None]:
         from prompt_toolkit.patch_stdout import patch_stdout
+        if self.prompts is None:  # before stdout is patched: it writes to the terminal
+            self.prompts = self._session()
         with self.display.below_prompt(), patch_stdout(raw=True):
             yield
 
