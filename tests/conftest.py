@@ -38,6 +38,7 @@ FILE_LANES: dict[str, str] = {
     # datasets 5 and (through `uv run --isolated`) 3.6 in processes of their own
     "pipeline/test_export_datasets3.py": "subprocess",
     "pipeline/test_chat_terminal.py": "tmux",  # `mibyan chat` in a real terminal
+    "pipeline/test_chat_steer_terminal.py": "tmux",  # typing into its running turns
     # `python -m pipeline.cli ...` in a process of its own, in every test of the file
     "pipeline/test_cli.py": "subprocess",
     "pipeline/test_cli_fork.py": "subprocess",

@@ -7,6 +7,8 @@ plain line by line without one.
 * ``slash``: the table of slash commands (``register`` adds one);
 * ``listen`` and ``display``/``render``: events to what is shown, plain or rich;
 * ``terminal``: the terminal's prompts; ``piped``: stdin line by line;
+* ``steering``: what a line typed into a running turn does; ``steerline``: the terminal's
+  input line while a turn runs;
 * ``inline``: approvals and ``clarify`` questions asked inline;
 * ``text``: short texts, the line after each turn (its cost from :mod:`pipeline.insights.prices`).
 """

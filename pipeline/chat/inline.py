@@ -46,6 +46,10 @@ class Inbox:
         except queue.Empty:
             return None
 
+    def waiting(self) -> bool:
+        """A question waits to be asked."""
+        return not self._questions.empty()
+
     def _ask(self, question: Question) -> str | None:
         self._questions.put(question)
         question.answered.wait()

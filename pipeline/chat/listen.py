@@ -34,6 +34,7 @@ class EventRouter:
             ev.RecoveryDecided: self._recovery, ev.ContextCompressed: self._compressed,
             ev.ContextNotice: self._context_notice, ev.SessionSplit: self._split,
             ev.TurnFinished: self._finished, ev.SandboxProbed: self._sandbox,
+            ev.Steered: self._steered,
         }
 
     # --- the listeners ------------------------------------------------------------------------
@@ -117,6 +118,10 @@ class EventRouter:
     def _sandbox(self, e: ev.SandboxProbed, depth: int, label: str) -> None:
         if not depth and (notice := unconfined_notice(e)) is not None:
             self.display.notice(notice, "warn")
+
+    def _steered(self, e: ev.Steered, depth: int, label: str) -> None:
+        if not depth:  # the user's message typed while the turn ran is in the conversation now
+            self.display.notice("↳ the steered message joins the conversation", "dim")
 
     def _split(self, e: ev.SessionSplit, depth: int, label: str) -> None:
         if not depth:

@@ -2,12 +2,18 @@
 (code highlighted once its block is complete; the block still arriving shows as plain text
 under it), tool calls as they start and finish, a spinner while the model is working.
 
+While a turn runs with the input line open (:meth:`RichDisplay.below_prompt`), rich's live
+area cannot share the screen with prompt_toolkit's: the spinner and the block still arriving
+are then drawn by the input line itself, above it (:meth:`RichDisplay.live_ansi`), and what is
+printed goes above both.
+
 ``rich`` is imported when the display is built (the ``chat`` extra)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pipeline.chat.blocks import BlockSplitter
@@ -21,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["CODE_THEME", "RichDisplay"]
 
 CODE_THEME = "monokai"
-STYLES = {"info": "cyan", "warn": "yellow", "error": "bold red", "dim": "dim"}
+STYLES = {"info": "cyan", "warn": "yellow", "error": "bold red", "dim": "dim",
+          "steered": "magenta"}
 WAITING = "waiting for the model… (Ctrl-C interrupts)"
 
 
@@ -38,6 +45,7 @@ class RichDisplay:
         self._waiting = False
         self._in_turn = False
         self._blocks = 0  # blocks of the current reply printed so far
+        self._prompted = False  # the input line draws the live area (no rich Live)
 
     # --- the live area under the output (spinner, or the block still arriving) --------------
     def _renderable(self) -> RenderableType:
@@ -56,7 +64,7 @@ class RichDisplay:
 
     def _start_live(self) -> None:
         from rich.live import Live
-        if self._live is None and self.console.is_terminal:
+        if self._live is None and not self._prompted and self.console.is_terminal:
             self._live = Live(self._renderable(), console=self.console, transient=True,
                               refresh_per_second=10)
             self._live.start()
@@ -65,6 +73,27 @@ class RichDisplay:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    @contextmanager
+    def below_prompt(self) -> Iterator[None]:
+        """While an input line is on the screen: it shows the live area (``live_ansi``)."""
+        with self._lock:
+            self._stop_live()
+            self._prompted = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._prompted = False
+
+    def live_ansi(self, max_lines: int) -> str:
+        """The live area as ANSI text, its last ``max_lines`` lines ("": nothing to show)."""
+        with self._lock:
+            if not self._in_turn or not (self._waiting or self._splitter.pending.strip()):
+                return ""
+            with self.console.capture() as captured:
+                self.console.print(self._renderable(), end="")
+        return "\n".join(captured.get().rstrip("\n").split("\n")[-max_lines:])
 
     def _markdown(self, block: str) -> None:
         from rich.markdown import Markdown

@@ -1,8 +1,9 @@
 """One chat: the agent of the current session, its turns, and what the user types.
 
 A turn runs on a worker thread while the main thread, which owns the terminal, waits for it:
-it asks the inline questions (approvals, ``clarify``) and turns Ctrl-C into an interrupt of
-the turn (which then ends cleanly, with an event, and the session stays resumable).
+it asks the inline questions (approvals, ``clarify``), turns Ctrl-C into an interrupt of
+the turn (which then ends cleanly, with an event, and the session stays resumable), and on a
+terminal reads the lines typed meanwhile (``pipeline.chat.steering``: they steer the turn).
 
 The MCP servers config.toml declares start with the chat, before its first agent (the model
 sees their tools from the first request), serve every agent the chat builds, and stop when
@@ -14,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,6 +27,7 @@ from pipeline.chat.display import Display
 from pipeline.chat.inline import Inbox, Question, decide_inline
 from pipeline.chat.listen import EventRouter
 from pipeline.chat.options import ChatOptions
+from pipeline.chat.steering import TurnInput, dispatch, perform
 from pipeline.chat.text import turn_line
 from pipeline.insights.prices import price_table
 from pipeline.mcp_config import configured_mcp_tools
@@ -41,13 +44,15 @@ T = TypeVar("T")
 
 class ChatSession:
     """``asker`` asks inline questions; without one (no terminal) dangerous commands are
-    denied and ``clarify`` is not offered."""
+    denied and ``clarify`` is not offered. ``typing`` reads lines while a turn runs; without
+    it (no terminal) nothing is read until the turn ends."""
 
     def __init__(self, options: ChatOptions, display: Display,
-                 asker: Asker | None = None) -> None:
+                 asker: Asker | None = None, typing: TurnInput | None = None) -> None:
         self.options = options
         self.display = display
         self.asker = asker
+        self.typing = typing
         self.router = EventRouter(display)
         self.inbox = Inbox()
         self.model = options.model
@@ -122,7 +127,7 @@ class ChatSession:
         self.interrupted = False
         started = time.monotonic()
         images = image_paths(message, self.agent.agent_settings.cwd or Path.cwd())
-        result = self.in_worker(lambda agent: self._turn(agent, message, images))
+        result = self.in_worker(lambda agent: self._turn(agent, message, images), steer=True)
         if result is None:
             self.failed_turns += 1
             return None
@@ -142,10 +147,12 @@ class ChatSession:
         return agent.run(message, system_message=self.options.system,
                          stream_callback=self.router.delta, images=images)
 
-    def in_worker(self, job: Callable[[Agent], T]) -> T | None:
+    def in_worker(self, job: Callable[[Agent], T], *, steer: bool = False) -> T | None:
         """``job(agent)`` on a worker thread, with the spinner, inline questions and Ctrl-C
-        as an interrupt; a ``MibyanError`` is shown and gives None."""
+        as an interrupt; a ``MibyanError`` is shown and gives None. ``steer``: the job is a
+        turn, which lines typed meanwhile steer (a slash command's job takes none)."""
         agent, outcome = self.agent, list[T | BaseException]()
+        typing = self.typing if steer else None
 
         def work() -> None:
             try:
@@ -153,10 +160,11 @@ class ChatSession:
             except BaseException as exc:
                 outcome.append(exc)
 
-        self.display.begin_turn()
-        worker = threading.Thread(target=work, name="mibyan-chat-turn", daemon=True)
-        worker.start()
-        self._wait(worker, agent)
+        with typing.during() if typing is not None else nullcontext():
+            self.display.begin_turn()
+            worker = threading.Thread(target=work, name="mibyan-chat-turn", daemon=True)
+            worker.start()
+            self._wait(worker, agent, typing)
         result = outcome[0]
         if isinstance(result, BaseException):
             self.display.end_turn(None)
@@ -166,13 +174,19 @@ class ChatSession:
             return None
         return result
 
-    def _wait(self, worker: threading.Thread, agent: Agent) -> None:
-        """Until the turn ends: ask its questions; Ctrl-C interrupts it."""
+    def _wait(self, worker: threading.Thread, agent: Agent, typing: TurnInput | None) -> None:
+        """Until the turn ends: ask its questions, send what is typed into it; Ctrl-C
+        interrupts it."""
+        def done() -> bool:
+            return not worker.is_alive() or self.inbox.waiting()
+
         while worker.is_alive():
             try:
-                question = self.inbox.next(WAIT_SLICE)
+                question = self.inbox.next(0 if typing is not None else WAIT_SLICE)
                 if question is not None:
                     self._answer(question)
+                elif typing is not None and (typed := typing.read(done)) is not None:
+                    perform(dispatch(typed), agent, self.display)
             except KeyboardInterrupt:
                 self.display.notice("interrupting…", "warn")
                 agent.interrupt()

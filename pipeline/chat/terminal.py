@@ -4,7 +4,7 @@ runs in ``<home>/chat_history``, completion of slash commands), rich shows
 
 Keys: Enter sends, Esc Enter or Ctrl-J adds a line; Ctrl-C interrupts a running turn, clears a
 typed line, and at an empty prompt right after an interrupt (or another Ctrl-C) ends the chat;
-Ctrl-D ends it.
+Ctrl-D ends it. While a turn runs the input line stays open (``pipeline.chat.steerline``).
 """
 
 from __future__ import annotations
@@ -85,9 +85,11 @@ class Terminal:
             complete_while_typing=True, multiline=True, key_bindings=_bindings(),
             prompt_continuation=lambda width, line, wrap: "… ".rjust(width))
         self.answers: Any = PromptSession()
+        self.draft = ""  # typed while the last turn ran, not sent: the next prompt starts with it
 
     def read(self) -> str:
-        return str(self.prompts.prompt(PROMPT))
+        default, self.draft = self.draft, ""
+        return str(self.prompts.prompt(PROMPT, default=default))
 
     def ask(self, question: Question) -> str | None:
         """An approval (once / session / always / deny) or a ``clarify`` question."""

@@ -90,11 +90,13 @@ def _terminal(options: ChatOptions) -> tuple[ChatSession, Callable[[], int]]:
     from rich.console import Console
 
     from pipeline.chat.render import RichDisplay
+    from pipeline.chat.steerline import SteerLine
     from pipeline.chat.terminal import Terminal, interactive
     from pipeline.providers import LOCAL, LOCAL_NOTICE
     console = Console(highlight=False)
-    terminal = Terminal(options.state_home, console)
-    session = ChatSession(options, RichDisplay(console), asker=terminal.ask)
+    terminal, display = Terminal(options.state_home, console), RichDisplay(console)
+    session = ChatSession(options, display, asker=terminal.ask,
+                          typing=SteerLine(terminal, display))
     settings = session.agent.settings
     if settings.provider == LOCAL:
         session.display.notice(LOCAL_NOTICE.removeprefix("mibyan: "), "dim")

@@ -191,3 +191,19 @@ def test_help_wraps_between_words_on_a_narrow_terminal() -> None:
         words = set(shown.split())
         for word in " ".join(help_text for _, help_text in rows).split() + KEYS_HELP.split():
             assert word in words, (width, word)
+
+
+def test_below_an_input_line_the_live_area_is_drawn_by_the_line_not_by_rich_live() -> None:
+    display, _ = _display(terminal=True)
+    with display.below_prompt():
+        display.begin_turn()
+        assert display._live is None  # rich's Live would fight the input line for the screen
+        assert "waiting for the model" in display.live_ansi(5)  # the spinner
+        display.delta("".join(f"line {n}\n" for n in range(1, 9)))  # one block, still open
+        shown = display.live_ansi(3)
+        assert "line 6" in shown and "line 8" in shown and "line 5" not in shown
+        display.end_turn(None)
+        assert display.live_ansi(3) == ""  # no turn: nothing above the line
+    display.begin_turn()  # outside, rich's Live is back
+    assert display._live is not None
+    display.end_turn(None)
