@@ -27,6 +27,7 @@ from stages.log.content_parts import Content, ImagePart, TextPart
 from stages.log.events import REDACTED_FIELDS, Event
 from stages.log.gated import Gated, on_gated_lines
 from stages.log.gitleaks.prefilter import Literals
+from stages.log.gitleaks.shapes import misfits_vendor, names_vendor
 from stages.log.gitleaks.scan import (
     find_secrets,
     keywords,
@@ -205,7 +206,7 @@ def _hidden(value: str) -> str:
     """``value`` masked, unless it is already a mask or a placeholder (so redaction is
     idempotent and ``password: null`` stays readable)."""
     if (_MASKED.fullmatch(value) or value.lower() in _PLACEHOLDERS
-            or _FILLER.search(value) or vendor_token_allowed(value)):
+            or _FILLER.search(value) or vendor_token_allowed(value) or misfits_vendor(value)):
         return value
     return mask(value)
 
@@ -221,9 +222,21 @@ def _named(match: re.Match[str]) -> str:
     name = "".join(before)
     following = after or match.string[match.end():match.end() + 1]
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
-            value, match.group(0), match.string):
+            value, match.group(0), match.string) or _vendor_judged(name):
         return match.group(0)
     return name + quote + _hidden(value) + quote + after
+
+
+# A password has no vendor's shape: after any name it is hidden.
+_PASSWORD_NAME = re.compile(r"(?i)pass|pwd")
+
+
+def _vendor_judged(name: str) -> bool:
+    """Whether a value after ``name`` was judged by gitleaks' rule for the vendor the name
+    names (``telegram_api_token``, ``SUMO_ACCESS_KEY``): that rule knows the shape of the
+    vendor's keys, and the generic rule found any random value there, so a value both passed
+    is a placeholder. A password is no key of a shape, and stays hidden."""
+    return names_vendor(name) and not _PASSWORD_NAME.search(name)
 
 
 def _shape(match: re.Match[str]) -> str:
@@ -331,7 +344,10 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         text = _PRIVATE_KEY.sub(_private_key, text)
     # Every hint and keyword below, found in one pass of the text.
     words = _literals().present(text)
-    spans = find_secrets(text, words)
+    # A token the generic rule found by its randomness alone, whose prefix names a vendor whose
+    # rule does not find it, is not that vendor's key (``xoxp-1234567890``).
+    spans = [(start, end) for start, end in find_secrets(text, words)
+             if not misfits_vendor(text[start:end])]
     if spans:
         text = _masked_spans(text, spans)
         words = _literals().present(text)

@@ -53,11 +53,11 @@ def find_secrets(text: str, present: Set[str] | None = None) -> list[tuple[int, 
     present = _keywords().present(text) if present is None else present
     table = _by_keyword()
     rules = {rule.id: rule for keyword in present for rule in table.get(keyword, ())}
-    spans = [span for rule in rules.values() for span in _findings(rule, text)]
+    spans = [span for rule in rules.values() for span in findings(rule, text)]
     return _disjoint(spans)
 
 
-def _findings(rule: Rule, text: str) -> list[tuple[int, int]]:
+def findings(rule: Rule, text: str) -> list[tuple[int, int]]:
     found = []
     # ASCII is matched as bytes, whose offsets are the characters' (the binding converts
     # offsets of text by reading it again); only the offsets are taken from the match.
