@@ -96,20 +96,26 @@ def _all_prefixes() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def misfits_vendor(value: str) -> bool:
     """Whether ``value`` starts with a vendor's prefix and holds its rule's keyword, yet is no
     key of that vendor: a rule of that prefix matches it and its allow-list or entropy threshold
-    rejects it (a published example, a plain value), or none matches it and a quarter of it
-    counts (``1234``, ``abcd``) as a hand-typed placeholder does. A value of another shape that looks
+    rejects it (a published example, a plain value), or none matches it and a quarter of what
+    follows the prefix counts (``1234``, ``abcd``) as a hand-typed placeholder does, or it ends
+    in an ellipsis. A value of another shape that looks
     drawn at random may be a key the rule set does not know yet (or a test's): it stays hidden."""
     lowered = value.lower()
     exact, folded = _all_prefixes()
     if not (value.startswith(exact) or lowered.startswith(folded)):
         return False
-    claiming = [rule for rule, heads, case_aside in _claims()
-                if (lowered if case_aside else value).startswith(heads)
+    claiming = [(rule, head) for rule, heads, case_aside in _claims()
+                for head in heads if (lowered if case_aside else value).startswith(head)
                 and any(k in lowered for k in rule.keywords)]
-    if not claiming or any(findings(rule, value) for rule in claiming):
+    if not claiming or any(findings(rule, value) for rule, _ in claiming):
         return False
-    return (any(rule.pattern.search(value) for rule in claiming)
-            or counted_share(value) >= _COUNTED)
+    body = value[max(len(head) for _, head in claiming):]
+    return (any(rule.pattern.search(value) for rule, _ in claiming)
+            or counted_share(body) >= _COUNTED or value.endswith(_ELLIPSES))
+
+
+# A value cut short to be shown (``ops_eyJzaWdu...``): what its writer chose to show.
+_ELLIPSES = ("...", "\u2026")
 
 
 # A quarter of a value in counting runs (``1234``, ``abcd``, ``klmnop``) was typed by a person:
