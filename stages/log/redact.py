@@ -27,13 +27,13 @@ from stages.log.content_parts import Content, ImagePart, TextPart
 from stages.log.events import REDACTED_FIELDS, Event
 from stages.log.gated import Gated, on_gated_lines
 from stages.log.gitleaks.prefilter import Literals
-from stages.log.gitleaks.shapes import misfits_vendor, names_vendor
 from stages.log.gitleaks.scan import (
     find_secrets,
     keywords,
     named_value_allowed,
     vendor_token_allowed,
 )
+from stages.log.gitleaks.shapes import misfits_vendor, names_vendor
 from stages.log.messages import Message
 from stages.log.named_values import is_code
 from stages.log.reasoning_parts import ReasoningPart
@@ -222,21 +222,9 @@ def _named(match: re.Match[str]) -> str:
     name = "".join(before)
     following = after or match.string[match.end():match.end() + 1]
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
-            value, match.group(0), match.string) or _vendor_judged(name):
+            value, match.group(0), match.string) or names_vendor(name):
         return match.group(0)
     return name + quote + _hidden(value) + quote + after
-
-
-# A password has no vendor's shape: after any name it is hidden.
-_PASSWORD_NAME = re.compile(r"(?i)pass|pwd")
-
-
-def _vendor_judged(name: str) -> bool:
-    """Whether a value after ``name`` was judged by gitleaks' rule for the vendor the name
-    names (``telegram_api_token``, ``SUMO_ACCESS_KEY``): that rule knows the shape of the
-    vendor's keys, and the generic rule found any random value there, so a value both passed
-    is a placeholder. A password is no key of a shape, and stays hidden."""
-    return names_vendor(name) and not _PASSWORD_NAME.search(name)
 
 
 def _shape(match: re.Match[str]) -> str:

@@ -16,6 +16,7 @@ may start with, says too little to overrule anything.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
@@ -129,7 +130,7 @@ def counted_share(value: str) -> float:
     in counting order, case aside."""
     lowered = value.lower()
     counted, run = 0, 1
-    for previous, char in zip(lowered, lowered[1:], strict=False):
+    for previous, char in itertools.pairwise(lowered):
         if char.isalnum() and ord(char) == ord(previous) + 1:
             run += 1
             continue
@@ -157,7 +158,12 @@ def _vendor_names() -> re.Pattern[str]:
 
 
 def names_vendor(name: str) -> bool:
-    """Whether ``name`` (a variable's, a field's) names a vendor that gitleaks has a rule for:
-    the vendor's keys have a shape, which its rule (and the generic rule, for a random value)
-    judged already."""
-    return _vendor_names().search(name.lower()) is not None
+    """Whether ``name`` (a variable's, a field's) names a vendor that gitleaks has a rule for
+    (``telegram_api_token``, ``SUMO_ACCESS_KEY``), so that the value after it was judged by
+    that rule, which knows the shape of the vendor's keys, and by the generic rule, which finds
+    any random value there: a value both passed is a placeholder. A password has no vendor's
+    shape: after a vendor's name too it is for redaction's own patterns to hide."""
+    return _vendor_names().search(name.lower()) is not None and not _PASSWORD.search(name)
+
+
+_PASSWORD = re.compile(r"(?i)pass|pwd")
