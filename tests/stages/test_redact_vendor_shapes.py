@@ -54,6 +54,8 @@ def test_a_vendor_placeholder_stays_and_a_key_of_the_vendors_shape_is_masked(
     # random, of another length than GitHub's: a key the rule set may not know (or a test's)
     "token ghp_a1B2c3D4e5F6g7H8i9J0",
     "use sk-ant-api03-Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJ-Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJAA",
+    # GitHub's shape, passed only by the global allow-list's stop word (the alphabet)
+    "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
     # OpenAI's rule runs only on keys holding its keyword: one without is not judged by it
     "OPENAI key sk-proj-Xk9mP2qR7sT4uV8wY1zA3bC5dE6fG0hJ",
 ])

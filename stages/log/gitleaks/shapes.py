@@ -96,11 +96,11 @@ def _all_prefixes() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def misfits_vendor(value: str) -> bool:
     """Whether ``value`` starts with a vendor's prefix and holds its rule's keyword, yet is no
-    key of that vendor: a rule of that prefix matches it and its allow-list or entropy threshold
-    rejects it (a published example, a plain value), or none matches it and a quarter of what
-    follows the prefix counts (``1234``, ``abcd``) as a hand-typed placeholder does, or it ends
-    in an ellipsis. A value of another shape that looks
-    drawn at random may be a key the rule set does not know yet (or a test's): it stays hidden."""
+    key of that vendor: a rule of that prefix matches it and the rule's own allow-list or
+    entropy threshold rejects it (a published example, a plain value); or none matches it and
+    a quarter of what follows the prefix counts (``1234``, ``abcd``) as a hand-typed
+    placeholder does, or it ends in an ellipsis. A value of another shape that looks drawn at
+    random may be a key the rule set does not know yet (or a test's): it stays hidden."""
     lowered = value.lower()
     exact, folded = _all_prefixes()
     if not (value.startswith(exact) or lowered.startswith(folded)):
@@ -108,7 +108,9 @@ def misfits_vendor(value: str) -> bool:
     claiming = [(rule, head) for rule, heads, case_aside in _claims()
                 for head in heads if (lowered if case_aside else value).startswith(head)
                 and any(k in lowered for k in rule.keywords)]
-    if not claiming or any(findings(rule, value) for rule, _ in claiming):
+    # A key of the vendor's shape that only the global allow-list passes (a stop word such as
+    # the alphabet) is still the vendor's: the vendor's rule itself accepts it.
+    if not claiming or any(findings(rule, value, everywhere=False) for rule, _ in claiming):
         return False
     body = value[max(len(head) for _, head in claiming):]
     return (any(rule.pattern.search(value) for rule, _ in claiming)
