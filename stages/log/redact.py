@@ -349,9 +349,25 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     if "SK" in text:
         text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
     if ":" in text:
-        text = _GATED_TELEGRAM.sub(
-            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+        text = _GATED_TELEGRAM.sub(_telegram, text)
     return hide_in_commands(text, _hidden)
+
+
+# The name a value is assigned to, right before it on its line (``telegram_api_token = "``).
+_ASSIGNED_TO = re.compile(r"([A-Za-z][\w.\-]*)[\"']?[ \t]*(?::=|=|:)[ \t]*[\"'`]?$")
+
+
+def _telegram(match: re.Match[str]) -> str:
+    """A bot token hidden, unless it is the value of a name that names Telegram: there,
+    gitleaks' Telegram rule, which knows the token's length, judged it (``names_vendor``).
+    A token standing alone (in a URL's path) is hidden by its shape."""
+    line_start = match.string.rfind("\n", 0, match.start()) + 1
+    # A name stands within a few words of its value: a bounded look back keeps a long line linear.
+    before = match.string[max(line_start, match.start() - 120):match.start()]
+    assigned = _ASSIGNED_TO.search(before)
+    if assigned is not None and names_vendor(assigned.group(1)):
+        return match.group(0)
+    return match.group(0).replace(match.group(1), _hidden(match.group(1)))
 
 
 def _known_hidden(text: str, known: Iterable[str]) -> str:

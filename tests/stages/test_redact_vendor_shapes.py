@@ -114,3 +114,17 @@ def test_a_counting_placeholder_under_a_vendors_prefix_that_its_rule_rejects_is_
     assume(not any(findings(rule, value) for rule in rules))
     assert misfits_vendor(value)
     assert redact(f"value: {value}") == f"value: {value}"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    # assigned to a name naming Telegram, of another length than Telegram's: the rule judged it
+    ('telegram_api_token = "telegram_api_token = "48884573:A_0rspp5augzeircgv-ht-z827xyvf4hq7bx""',
+     True),
+    ('telegramToken = "52663105:Ameaa3m5gp2hv9jjz6s2x8eybn3f2j380gr"', False),
+    # standing alone, or after a name that is not Telegram's: hidden by its shape
+    ("https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0/getMe", False),
+    ("bot_token = 48884573:A_0rspp5augzeircgv-ht-z827xyvf4hq7bx", False),
+])
+def test_a_bot_token_after_telegrams_name_is_judged_by_telegrams_rule(
+        text: str, kept: bool) -> None:
+    assert (redact(text) == text) is kept
