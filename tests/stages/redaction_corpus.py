@@ -31,7 +31,7 @@ SECRETS: list[tuple[str, str]] = [
     ("google AIzaSyD-1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q", "AIzaSyD-1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q"),
     ("oauth ya29.a0AfH6SMBx-1a2b3c4d5e6f7g8h9i0j", "ya29.a0AfH6SMBx-1a2b3c4d5e6f7g8h9i0j"),
     ("client 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", "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"),
-    ("aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws AKIAQ3EGRW7YVJ4XLN2P", "AKIAQ3EGRW7YVJ4XLN2P"),
     ("session key ASIAY34FZKBOKMUTVV7A", "ASIAY34FZKBOKMUTVV7A"),
     (f"hf_{LONG} for the hub", f"hf_{LONG}"),
     (f"groq gsk_{LONG}{LONG}", f"gsk_{LONG}{LONG}"),

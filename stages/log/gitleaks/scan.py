@@ -53,11 +53,13 @@ def find_secrets(text: str, present: Set[str] | None = None) -> list[tuple[int, 
     present = _keywords().present(text) if present is None else present
     table = _by_keyword()
     rules = {rule.id: rule for keyword in present for rule in table.get(keyword, ())}
-    spans = [span for rule in rules.values() for span in _findings(rule, text)]
+    spans = [span for rule in rules.values() for span in findings(rule, text)]
     return _disjoint(spans)
 
 
-def _findings(rule: Rule, text: str) -> list[tuple[int, int]]:
+def findings(rule: Rule, text: str, *, everywhere: bool = True) -> list[tuple[int, int]]:
+    """Where ``rule`` finds a secret in ``text``; without the global allow-list (which holds
+    for every rule) unless ``everywhere``, so that only what the rule itself allows passes."""
     found = []
     # ASCII is matched as bytes, whose offsets are the characters' (the binding converts
     # offsets of text by reading it again); only the offsets are taken from the match.
@@ -73,7 +75,7 @@ def _findings(rule: Rule, text: str) -> list[tuple[int, int]]:
         if not secret or (rule.entropy and entropy(secret) <= rule.entropy):
             continue
         line = _line(text, match.start(), match.end())
-        if _allowed(rule_set().allowlist, secret, whole, line) or any(
+        if (everywhere and _allowed(rule_set().allowlist, secret, whole, line)) or any(
                 _allowed(a, secret, whole, line) for a in rule.allowlists):
             continue
         found.append((start, end))
