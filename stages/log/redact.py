@@ -33,7 +33,7 @@ from stages.log.gitleaks.scan import (
     named_value_allowed,
     vendor_token_allowed,
 )
-from stages.log.gitleaks.shapes import misfits_vendor, names_vendor
+from stages.log.gitleaks.shapes import misfits_vendor
 from stages.log.messages import Message
 from stages.log.named_values import is_code
 from stages.log.reasoning_parts import ReasoningPart
@@ -222,7 +222,7 @@ def _named(match: re.Match[str]) -> str:
     name = "".join(before)
     following = after or match.string[match.end():match.end() + 1]
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
-            value, match.group(0), match.string) or names_vendor(name):
+            value, match.group(0), match.string):
         return match.group(0)
     return name + quote + _hidden(value) + quote + after
 
@@ -349,25 +349,9 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     if "SK" in text:
         text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
     if ":" in text:
-        text = _GATED_TELEGRAM.sub(_telegram, text)
+        text = _GATED_TELEGRAM.sub(
+            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
     return hide_in_commands(text, _hidden)
-
-
-# The name a value is assigned to, right before it on its line (``telegram_api_token = "``).
-_ASSIGNED_TO = re.compile(r"([A-Za-z][\w.\-]*)[\"']?[ \t]*(?::=|=|:)[ \t]*[\"'`]?$")
-
-
-def _telegram(match: re.Match[str]) -> str:
-    """A bot token hidden, unless it is the value of a name that names Telegram: there,
-    gitleaks' Telegram rule, which knows the token's length, judged it (``names_vendor``).
-    A token standing alone (in a URL's path) is hidden by its shape."""
-    line_start = match.string.rfind("\n", 0, match.start()) + 1
-    # A name stands within a few words of its value: a bounded look back keeps a long line linear.
-    before = match.string[max(line_start, match.start() - 120):match.start()]
-    assigned = _ASSIGNED_TO.search(before)
-    if assigned is not None and names_vendor(assigned.group(1)):
-        return match.group(0)
-    return match.group(0).replace(match.group(1), _hidden(match.group(1)))
 
 
 def _known_hidden(text: str, known: Iterable[str]) -> str:

@@ -140,32 +140,3 @@ def counted_share(value: str) -> float:
         run = 1
     counted += run if run >= _RUN else 0
     return counted / len(value) if value else 0.0
-
-
-@functools.cache
-def _vendor_names() -> re.Pattern[str]:
-    """The vendors' names among the keywords: the keywords that name their rule's vendor (its id
-    holds them: ``telegr`` of ``telegram-bot-api-token``), words of four letters or more, not
-    the literal start of the rule's matches (a token's prefix, not a name)."""
-    names = set()
-    for rule in rule_set().rules:
-        if rule.id == "generic-api-key":
-            continue
-        vendor = re.sub(r"[-_]", "", rule.id)
-        heads, _ = literal_prefixes(rule.pattern.pattern)
-        names |= {k for k in rule.keywords if re.fullmatch(r"[a-z]{4,}(?:[-_][a-z]+)*", k)
-                  and re.sub(r"[-_]", "", k) in vendor
-                  and not any(h.lower().startswith(k) for h in heads)}
-    return re.compile("|".join(sorted(names)))
-
-
-def names_vendor(name: str) -> bool:
-    """Whether ``name`` (a variable's, a field's) names a vendor that gitleaks has a rule for
-    (``telegram_api_token``, ``SUMO_ACCESS_KEY``), so that the value after it was judged by
-    that rule, which knows the shape of the vendor's keys, and by the generic rule, which finds
-    any random value there: a value both passed is a placeholder. A password has no vendor's
-    shape: after a vendor's name too it is for redaction's own patterns to hide."""
-    return _vendor_names().search(name.lower()) is not None and not _PASSWORD.search(name)
-
-
-_PASSWORD = re.compile(r"(?i)pass|pwd")
