@@ -290,6 +290,13 @@ def _names_in_line(line: str) -> str:
     return line
 
 
+# The same, each hint tuple as a set: prose holds none of them, and a set says so in one step
+# where a search of the tuple tried all 77 token prefixes every time.
+_NAME_HINT_SET = frozenset(_NAME_HINTS)
+_SUBSTITUTION_SETS = tuple((pattern, replacement, frozenset(hints))
+                           for pattern, replacement, hints in _SUBSTITUTIONS)
+
+
 @functools.cache
 def _literals() -> Literals:
     """The hints of the patterns below and gitleaks' keywords, found together."""
@@ -337,10 +344,10 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         words = _literals().present(text)
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
-    if any(hint in words for hint in _NAME_HINTS):
+    if not _NAME_HINT_SET.isdisjoint(words):
         text = _names_in_lines(text)
-    for pattern, replacement, hints in _SUBSTITUTIONS:
-        if any(hint in words for hint in hints):
+    for pattern, replacement, hints in _SUBSTITUTION_SETS:
+        if not hints.isdisjoint(words):
             text = pattern.sub(replacement, text)
     if "SK" in text:
         text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
