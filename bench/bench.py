@@ -293,8 +293,8 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
             prior = prior_history(size)
             loops = {name: VARIANTS[name][0](srv, prior, home) for name in variants}
             gc.collect()
-            samples: dict = {name: {"turn": [], "reset": [], "server": [], "fsync": []}
-                             for name in variants}
+            samples: dict = {name: {"turn": [], "reset": [], "server": [], "fsync": [],
+                                    "cpu": []} for name in variants}
             order = list(variants)
             for index, (reset, sample) in enumerate(plan):
                 order = order[1:] + order[:1]
@@ -302,9 +302,9 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
                     expected = srv.received + 1
                     s0 = srv.settled(srv.received)
                     f0 = fsync_seconds[0]
-                    t0 = time.perf_counter()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     loops[name].turn(text(100_000 + index), reset=reset)
-                    t1 = time.perf_counter()
+                    t1, c1 = time.perf_counter(), time.process_time()
                     srv.received = expected  # every turn is one request (the loops assert it)
                     s1 = srv.settled(expected)
                     if sample is not None:
@@ -312,6 +312,7 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
                         if sample == "turn":
                             samples[name]["server"].append(s1 - s0)
                             samples[name]["fsync"].append(fsync_seconds[0] - f0)
+                            samples[name]["cpu"].append(c1 - c0)
             for loop in loops.values():
                 loop.close()
     finally:
@@ -733,6 +734,16 @@ def main() -> int:
                   f"{ms(pct(values, 0.75))} {ms(statistics.median(data[name]['server']))} "
                   f"{(f'{ratio:6.3f}x' if ratio is not None else '      -'):>7} {floor:>7}"
                   f"  {target}")
+        # CPU time of this process (every thread) per turn: the server runs in another
+        # process, so it is the loop's own work, steadier than wall time on a shared machine.
+        cpu = {name: statistics.median(data[name]["cpu"]) for name in variants}
+        for name in variants:
+            bottom = "floor/stream" if name.endswith("stream") else "floor"
+            values = data[name]["cpu"]
+            floor = (f"{cpu[name] / cpu[bottom]:6.3f}x" if bottom in cpu and name != bottom
+                     else "      -")
+            print(f"{size:>10} {'cpu ' + name:16} {ms(cpu[name])} {ms(pct(values, 0.25))} "
+                  f"{ms(pct(values, 0.75))} {'':>8} {'':>7} {floor:>7}  process CPU per turn")
         if size and data["mibyan/flush"]["reset"]:
             passed = statistics.median(data["mibyan/flush"]["reset"])
             base = med.get("raw", med.get("floor"))

@@ -66,7 +66,7 @@ def call_model(model: ModelClient | None, request: ModelRequest, *, clock: Clock
     # A reused worker thread: starting one per call cost about 0.17 ms.
     job = submit(work, name="mibyan-model-call")
     while not job.wait(INTERRUPT_POLL_SECONDS):
-        if interrupt.is_set() and not job.done.is_set():
+        if interrupt.is_set() and not job.done():
             cancel.cancel()
             interrupt.clear()
             return Interrupted(during="model_call")

@@ -14,6 +14,7 @@ unless the reasoning-replay switch is off. Other servers never get the field.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +33,12 @@ ECHO_HOSTS = ("deepseek.com", "moonshot.ai", "moonshot.cn")
 
 
 def _host(request: ModelRequest) -> str:
-    return (urlsplit(request.base_url or "").hostname or "").lower()
+    return _hostname(request.base_url or "")
+
+
+@functools.lru_cache(maxsize=64)  # parsed three times per request, and a session has one URL
+def _hostname(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
 def is_openrouter(request: ModelRequest) -> bool:

@@ -291,6 +291,13 @@ def _names_in_line(line: str) -> str:
     return line
 
 
+# The same, each hint tuple as a set: prose holds none of them, and a set says so in one step
+# where a search of the tuple tried all 77 token prefixes every time.
+_NAME_HINT_SET = frozenset(_NAME_HINTS)
+_SUBSTITUTION_SETS = tuple((pattern, replacement, frozenset(hints))
+                           for pattern, replacement, hints in _SUBSTITUTIONS)
+
+
 @functools.cache
 def _literals() -> Literals:
     """The hints of the patterns below and gitleaks' keywords, found together."""
@@ -341,10 +348,10 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         words = _literals().present(text)
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
-    if any(hint in words for hint in _NAME_HINTS):
+    if not _NAME_HINT_SET.isdisjoint(words):
         text = _names_in_lines(text)
-    for pattern, replacement, hints in _SUBSTITUTIONS:
-        if any(hint in words for hint in hints):
+    for pattern, replacement, hints in _SUBSTITUTION_SETS:
+        if not hints.isdisjoint(words):
             text = pattern.sub(replacement, text)
     if "SK" in text:
         text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
@@ -398,40 +405,54 @@ def _json_string(match: re.Match[str], known: Iterable[str]) -> str:
 
 def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
     """The observation with every free-text field redacted (history is built from events, so
-    the model never sees a secret the log does not)."""
+    the model never sees a secret the log does not). A value with nothing to hide comes back
+    as the very object it was, and an event with nothing to hide too: most replies hold no
+    secret, and rebuilding them (``attrs.evolve``, a message's wire text) cost more than
+    reading them."""
     fields = REDACTED_FIELDS.get(type(event))
     if not fields:
         return event
-    changes: dict[str, Any] = {name: _redact_value(getattr(event, name), known)
-                               for name in fields}
-    return attrs.evolve(cast(Any, event), **changes)
+    changes: dict[str, Any] = {}
+    for name in fields:
+        value = getattr(event, name)
+        clean = _redact_value(value, known)
+        if clean is not value:
+            changes[name] = clean
+    return attrs.evolve(cast(Any, event), **changes) if changes else event
+
+
+def _same(value: str, known: Iterable[str]) -> str:
+    """``value`` redacted, or ``value`` itself when that changes nothing."""
+    clean = redact(value, known)
+    return value if clean == value else clean
 
 
 def _redact_value(value: object, known: Iterable[str]) -> object:
     if value is None:
         return None
     if isinstance(value, str):
-        return redact(value, known)
+        return _same(value, known)
     if isinstance(value, ToolOutcome):
-        return attrs.evolve(value, content=redact(value.content, known),
-                            error=None if value.error is None else redact(value.error, known))
+        content = _same(value.content, known)
+        error = None if value.error is None else _same(value.error, known)
+        if content is value.content and error is value.error:
+            return value
+        return attrs.evolve(value, content=content, error=error)
     if isinstance(value, tuple):
-        return tuple(_redact_value(item, known) for item in value)
+        items = tuple(_redact_value(item, known) for item in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if isinstance(value, TextPart):
-        return attrs.evolve(value, text=redact(value.text, known))
+        text = _same(value.text, known)
+        return value if text is value.text else attrs.evolve(value, text=text)
     if isinstance(value, ImagePart):
         # An image's bytes are no text (and live in the blob store, not the log); an address
         # is, and a signed URL carries its key in the query.
         if value.url is None or value.url.startswith("data:"):
             return value
-        return attrs.evolve(value, url=redact(value.url, known))
+        url = _same(value.url, known)
+        return value if url is value.url else attrs.evolve(value, url=url)
     if isinstance(value, Message):
-        return attrs.evolve(
-            value, content=cast(Content, _redact_value(value.content, known)),
-            reasoning=None if value.reasoning is None else redact(value.reasoning, known),
-            tool_calls=tuple(attrs.evolve(c, arguments=redact(c.arguments, known))
-                             for c in value.tool_calls),
-            reasoning_parts=tuple(_redact_part(p, known) for p in value.reasoning_parts))
+        return _redact_message(value, known)
     if isinstance(value, ReplyTokens):
         return _redact_tokens(value, known)
     if attrs.has(type(value)):  # a value with text fields of its own (a pending approval)
@@ -440,6 +461,22 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
             return attrs.evolve(cast(Any, value),
                                 **{n: _redact_value(getattr(value, n), known) for n in names})
     return value
+
+
+def _redact_message(message: Message, known: Iterable[str]) -> Message:
+    content = cast(Content, _redact_value(message.content, known))
+    reasoning = None if message.reasoning is None else _same(message.reasoning, known)
+    arguments = [_same(c.arguments, known) for c in message.tool_calls]
+    parts = tuple(_redact_part(p, known) for p in message.reasoning_parts)
+    if (content is message.content and reasoning is message.reasoning
+            and all(a is c.arguments for a, c in zip(arguments, message.tool_calls, strict=True))
+            and all(a is b for a, b in zip(parts, message.reasoning_parts, strict=True))):
+        return message
+    return attrs.evolve(
+        message, content=content, reasoning=reasoning,
+        tool_calls=tuple(c if a is c.arguments else attrs.evolve(c, arguments=a)
+                         for a, c in zip(arguments, message.tool_calls, strict=True)),
+        reasoning_parts=parts)
 
 
 def _redact_tokens(tokens: ReplyTokens, known: Iterable[str]) -> ReplyTokens:

@@ -55,6 +55,10 @@ class ThinkSplitter:
     def feed(self, piece: str) -> list[tuple[str, str]]:
         self._buffer += piece
         out: list[tuple[str, str]] = []
+        if _OPEN not in self._buffer:  # no tag and no start of one: all of it goes out now
+            ready, self._buffer = self._buffer, ""
+            self._emit(out, "reasoning" if self._inside else "text", ready)
+            return out
         while self._buffer:
             tags = CLOSERS if self._inside else OPENERS
             hit = _find(self._buffer, tags)

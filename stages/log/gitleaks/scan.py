@@ -100,7 +100,7 @@ def _named_allowlists() -> tuple[Allowlist, ...]:
 
 
 def _regexes_only(allowlist: Allowlist) -> Allowlist:
-    return attrs.evolve(allowlist, stopwords=(), stopword=None)
+    return attrs.evolve(allowlist, stopwords=())
 
 
 @functools.cache
