@@ -78,7 +78,7 @@ def _claims() -> tuple[tuple[Rule, tuple[str, ...], bool], ...]:
     for rule in rule_set().rules:
         if rule.id == "generic-api-key":
             continue
-        heads, folded = literal_prefixes(rule.pattern.pattern)
+        heads, folded = literal_prefixes(rule.regex)
         telling = tuple(sorted(h for h in heads if len(h) >= _SHORTEST
                                and not _HEX.fullmatch(h) and not "https://".startswith(h[:8])))
         if telling:
