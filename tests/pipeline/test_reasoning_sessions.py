@@ -259,7 +259,8 @@ def test_a_compressed_session_keeps_encrypted_reasoning_off_in_its_child(respons
     with agent(responses, tmp_path, "codex_responses", stream=False, reasoning="low",
                protect_last_n=2) as a:
         first = a.run_conversation("Add 2 and 3.")
-        a.run_conversation("And again?")
+        # Long enough that a summary is smaller than what it replaces (rules 9).
+        a.run_conversation("And again? " + "Show the sum and how you got it. " * 10)
         a.run_conversation("And once more?")
         assert a.compress()
         child = a.run_conversation("And 1 and 1?")
