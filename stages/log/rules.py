@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-RULES = 8
+RULES = 9
 """The version of the decision rules a new session runs under."""
 
 
@@ -136,6 +136,11 @@ class RuleSet:
     # too, not only OpenAI's: before, a tenth under the failed request's estimate was learned,
     # and a long turn compressed about twice as often (``stages.log.context_tokens``).
     named_window_limits: bool = _since(8)
+    # --- 9 ---
+    # A session recording tokens whose chain speaks Anthropic's Messages API, which returns no
+    # logprobs, is told so once, at its first model call (a ``ContextNotice``, a turn warning;
+    # ``stages.turn.token_note``).
+    token_notes: bool = _since(9)
 
 
 def _build(version: int) -> RuleSet:

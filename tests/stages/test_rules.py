@@ -29,6 +29,7 @@ SINCE = {
     "iterative_compression": 7,
     "todo_in_summary": 8, "sequential_one_by_one": 8, "client_tools": 8,
     "paused_approvals": 8, "declared_approvals": 8, "steering": 8, "image_recovery": 8, "named_window_limits": 8,
+    "token_notes": 9,
 }
 
 
@@ -41,7 +42,7 @@ def test_each_version_has_exactly_the_behaviours_of_the_table(version: int) -> N
 
 def test_the_table_names_every_flag() -> None:
     assert set(SINCE) == set(FLAGS)
-    assert RULES == 8 == max(SINCE.values())
+    assert RULES == 9 == max(SINCE.values())
 
 
 def test_one_shared_value_per_version() -> None:
