@@ -50,6 +50,8 @@ FILE_LANES: dict[str, str] = {
     # slow clients are cut after deadlines of seconds
     "pipeline/serve/test_slow_clients.py": "slow",
     "pipeline/serve/test_gateway_pause.py": "slow",  # turns that run tools over the gateway
+    # transformers' import and a tokenizer folder's load: some seconds before the first test
+    "pipeline/test_named_tokenizer.py": "slow",
     "pipeline/test_insights_jobs.py": "subprocess",  # the index read on a pool of processes
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
