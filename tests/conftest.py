@@ -104,6 +104,9 @@ TEST_LANES: dict[str, str] = {
     # a fresh Jupyter kernel per notebook
     "test_notebooks.py::test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions":
         "slow",
+    # gguf's own reader makes a numpy view of every field's every part (over ten seconds)
+    "effects/test_gguf_metadata.py::test_the_embedded_models_tokenizer_reads_as_with_ggufs_reader":
+    "slow",
     # the documented `mibyan ... --help` lines, each in a process of its own
     "test_docs.py::test_the_documented_help_commands_run": "subprocess",
 }

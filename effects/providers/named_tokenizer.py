@@ -7,10 +7,10 @@ and it names the ids of a reply whose provider sent each token's text but no id 
 and Responses logprobs). It must split the text as the serving model did: a piece it does not
 read as exactly one token leaves the reply's ids None rather than guessing.
 
-``transformers`` (the ``tokens`` extra) is imported on first use, never by the stages. A
-``.gguf`` file is read with ``gguf`` (its vocabulary, merges and chat template only) and
-converted by transformers' own GGUF tokenizer mapping: transformers' whole-file GGUF loader
-needs torch, which a tokenizer does not.
+``transformers`` (the ``tokens`` extra) is imported on first use, never by the stages. Of a
+``.gguf`` file only the metadata is read (``effects.providers.gguf_metadata``: vocabulary,
+merges, chat template), converted by transformers' own GGUF tokenizer mapping: transformers'
+whole-file GGUF loader needs torch, which a tokenizer does not.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from effects.logs import get_logger
+from effects.providers.gguf_metadata import read_metadata
 from stages.decision import ModelRequest
 from stages.errors import UsageError
 from stages.log.events import ModelReplied
@@ -44,11 +45,14 @@ _EXTRA = "pip install 'mibyan[tokens]'"
 def load_tokenizer(name: str) -> Any:
     """The tokenizer ``name`` names, loaded once per process; a ``UsageError`` saying what to
     do when it cannot be (no ``tokens`` extra, no such folder or file, a Hub name offline)."""
+    path = Path(name).expanduser()
+    if (path.suffix == ".gguf" or name.startswith(("/", ".", "~"))) and not path.exists():
+        # Said before transformers' import (seconds): a path that names nothing.
+        raise UsageError(f"tokenizer {name!r} could not be loaded: no such file or folder")
     try:
         import transformers
     except ImportError as exc:
         raise UsageError(f"tokenizer {name!r} needs transformers: {_EXTRA}") from exc
-    path = Path(name).expanduser()
     try:
         if path.suffix == ".gguf":
             return _from_gguf(path, transformers)
@@ -60,16 +64,9 @@ def load_tokenizer(name: str) -> Any:
 
 
 def _from_gguf(path: Path, transformers: Any) -> Any:
-    try:
-        from gguf import GGUFReader
-        from transformers.integrations.gguf import gguf_tokenizer_mapping as mapping
-    except ImportError as exc:
-        raise UsageError(f"a .gguf tokenizer needs gguf: {_EXTRA}") from exc
-    if not path.is_file():
-        raise OSError(f"no such file: {path}")
-    reader = GGUFReader(str(path))
-    meta = {key: field.contents() for key, field in reader.fields.items()
-            if key.startswith("tokenizer.") or key == "general.architecture"}
+    from transformers.integrations.gguf import gguf_tokenizer_mapping as mapping
+    meta = read_metadata(path, lambda key: key.startswith("tokenizer.")
+                         or key == "general.architecture")
     grouped = {group: {name: meta[f"tokenizer.{key}"] for key, name in renames.items()
                        if f"tokenizer.{key}" in meta}
                for group, renames in mapping.GGUF_TOKENIZER_MAPPING.items()}
