@@ -9,6 +9,12 @@
    and ``/tokenize``) and the prompt's ids to the log.
 2. The export's own cost: ``token_samples`` over synthetic calls (sessions of 10 calls, prompts
    growing to 8,000 tokens), tokens laid out per second.
+3. A named tokenizer (the embedded model's GGUF file, with the template its server runs): the
+   load (GGUF metadata, conversion), then per model call the prompt's tokenisation through the
+   chat template (a system prompt, eight tools, a history of growing length) and the naming of
+   100 reply pieces' ids: what ``with_named_tokens`` adds to a call.
+
+    uv run python bench/tokens.py --only-named     # part 3 alone, no server
 
 Not a test: figures for the report, on whatever else the machine is doing.
 """
@@ -110,12 +116,67 @@ def export(sessions: int) -> None:
           f"{seconds:.2f} s ({tokens / seconds / 1e6:.1f} M tokens/s)")
 
 
+def named(calls: int = 20) -> None:
+    import json
+
+    from effects.local.model_file import TEMPLATE_FILE, default_model
+    from effects.providers.gguf_metadata import read_metadata
+    from effects.providers.named_tokenizer import load_tokenizer, with_named_tokens
+    from stages.decision import ModelRequest
+    from stages.log.events import ModelReplied, Usage
+    from stages.log.messages import Message, ToolCall
+    from stages.log.tool_specs import ToolSpec
+
+    started = time.perf_counter()
+    read_metadata(default_model(), lambda key: key.startswith("tokenizer."))
+    metadata = time.perf_counter() - started
+    started = time.perf_counter()
+    tokenizer = load_tokenizer(str(default_model()))
+    print(f"named tokenizer: GGUF metadata {metadata:.2f} s, whole load (transformers' import "
+          f"and conversion included) {time.perf_counter() - started:.2f} s")
+    tokenizer.chat_template = TEMPLATE_FILE.read_text(encoding="utf-8")
+    tools = tuple(ToolSpec(name=f"tool_{i}", description="Does one thing. " * 8,
+                           parameters=json.dumps({"type": "object", "properties": {
+                               "path": {"type": "string"}, "n": {"type": "integer"}}},
+                               sort_keys=True)) for i in range(8))
+    pieces = tuple(tokenizer.convert_ids_to_tokens(list(range(300, 400))))
+    pieces = tuple(tokenizer.convert_tokens_to_string([p]) for p in pieces)
+    for turns in (1, 10, 40):
+        history: list[Message] = []
+        for i in range(turns):
+            history += [Message(role="user", content=f"Question {i}: " + "why? " * 40),
+                        Message(role="assistant", content=None, tool_calls=(ToolCall(
+                            id=f"c{i}", name="tool_1", arguments='{"path":"a.py"}'),)),
+                        Message(role="tool", content="result " * 60, tool_call_id=f"c{i}")]
+        request = ModelRequest(model="m", provider="openai", api_mode="chat_completions",
+                               purpose="step", system_prompt="You are a helpful assistant. " * 60,
+                               messages=tuple(history), tools=tools, logprobs=True,
+                               tokenizer="bench")
+        reply = ModelReplied(message=Message(role="assistant", content="".join(pieces)),
+                             finish_reason="stop", usage=Usage(), model="m", latency_ms=1.0,
+                             tokens=ReplyTokens(pieces=pieces, logprobs=(-0.5,) * len(pieces)))
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            out = with_named_tokens(reply, request, tokenizer)
+            times.append(time.perf_counter() - started)
+        assert out.tokens is not None and out.tokens.prompt_ids
+        print(f"  prompt of {len(out.tokens.prompt_ids):,} tokens + 100 reply ids"
+              f" ({'named' if out.tokens.ids else 'unnamed'}): median "
+              f"{statistics.median(times) * 1000:.1f} ms per call")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--only-named", action="store_true",
+                        help="only the named tokenizer's figures (no server)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    named()
+    if args.only_named:
+        return
     embedded(args.turns)
     export(args.sessions)
 

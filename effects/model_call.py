@@ -10,11 +10,27 @@ from effects.protocols import CancelToken, Clock, DeltaSink, ModelClient
 from effects.workers import submit
 from stages.decision import ModelRequest
 from stages.errors import MibyanError, ModelBehaviourError, ProviderError
-from stages.log.events import Event, Interrupted, ModelFailed
+from stages.log.events import Event, Interrupted, ModelFailed, ModelReplied
 
 INTERRUPT_POLL_SECONDS = 0.02
 
 log = get_logger(__name__)
+
+
+def _tokenised(reply: ModelReplied, request: ModelRequest) -> ModelReplied:
+    """The reply with the named tokenizer's record (on this worker thread, so that an
+    interrupt does not wait for the template); any client's reply, the router's or a caller's.
+    A tokenizer that cannot be loaded (the shell checks it before a session starts) leaves
+    the reply as it came: the tokens are a record, never a reason to fail a turn."""
+    if not (request.logprobs and request.tokenizer):
+        return reply
+    from effects.providers.named_tokenizer import load_tokenizer, with_named_tokens
+    try:
+        tokenizer = load_tokenizer(request.tokenizer)
+    except MibyanError as exc:
+        log.warning("tokens.tokenizer_unavailable", error=str(exc)[:300])
+        return reply
+    return with_named_tokens(reply, request, tokenizer)
 
 
 def failure(exc: ProviderError | ModelBehaviourError, elapsed: float) -> ModelFailed:
@@ -49,7 +65,8 @@ def call_model(model: ModelClient | None, request: ModelRequest, *, clock: Clock
 
     def work() -> None:
         try:
-            outcome.append(model.complete(request, on_delta=sink, cancel=cancel, **extra))
+            reply = model.complete(request, on_delta=sink, cancel=cancel, **extra)
+            outcome.append(_tokenised(reply, request))
         except (ProviderError, ModelBehaviourError) as exc:
             outcome.append(failure(exc, clock.monotonic() - started))
         except AssertionError as exc:  # a broken invariant or a strict test double: loud

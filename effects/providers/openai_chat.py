@@ -248,7 +248,10 @@ class OpenAIChatClient:
                      collected: TokenCollector) -> ModelReplied:
         if not request.logprobs:
             return reply
-        prompt = prompt_tokens(self._side_post(key), body, request)
+        # A tokenizer the user named tokenises the prompt instead (after the call, beside
+        # this adapter): the server is not asked.
+        prompt = ((None, None) if request.tokenizer is not None
+                  else prompt_tokens(self._side_post(key), body, request))
         return attrs.evolve(reply, tokens=collected.record(prompt))
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,

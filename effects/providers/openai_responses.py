@@ -32,6 +32,7 @@ from effects.providers.http_shell import Exchange, HttpShell
 from effects.providers.openai_chat import openai_shell, stream_error
 from effects.providers.reasoning_wire import ContentSplit, is_openai
 from effects.providers.structured import responses_text_format
+from effects.providers.token_wire import LOGPROBS_INCLUDE, responses_tokens
 from effects.providers.wire import WireCache, sendable_message
 from stages.decision import ModelRequest
 from stages.errors import ModelBehaviourError, ProviderUnavailableError, UsageError
@@ -138,6 +139,8 @@ def request_body(request: ModelRequest) -> bytes:
         if effort != "none" and request.replay_reasoning:
             # Stateless: the reasoning comes back encrypted, to be sent again next call.
             head["include"] = ["reasoning.encrypted_content"]
+    if request.logprobs:  # the reply's tokens ride on its output_text parts (and deltas)
+        head["include"] = [*head.get("include", ()), LOGPROBS_INCLUDE]
     if request.cache_key is not None and is_openai(request):
         head["prompt_cache_key"] = request.cache_key
     if request.stream:
@@ -184,6 +187,7 @@ class _Output:
         self.calls: list[ToolCall] = []
         self.phases: set[str] = set()
         self.incomplete_item = False
+        self.logprobs: list = []  # the output_text parts' token entries, in order
         for item in output:
             self._item(item)
 
@@ -194,6 +198,9 @@ class _Output:
             text = "".join(p.get("text") or "" for p in parts if p.get("type") == "output_text")
             if text:
                 self.texts.append(text)
+            for p in parts:
+                if p.get("type") == "output_text" and isinstance(p.get("logprobs"), list):
+                    self.logprobs += p["logprobs"]
             self.refusals += [p.get("refusal") or "" for p in parts if p.get("type") == "refusal"]
             self.phases.add(item.get("phase") or "")
         elif kind == "function_call":
@@ -265,6 +272,7 @@ class _StreamAssembly:
         self.final: dict | None = None
         self.model: str | None = None
         self.delivered = False
+        self.logprobs: list = []  # the text deltas' token entries, as they came
 
     def feed(self, event: dict) -> None:
         kind = event.get("type") or ""
@@ -290,6 +298,8 @@ class _StreamAssembly:
                      {"type": "output_text", "text": ""})
         delta = event.get("delta") or ""
         part["text"] = (part.get("text") or "") + delta
+        if isinstance(event.get("logprobs"), list):
+            self.logprobs += event["logprobs"]
         if delta:
             self.split.content(delta)
             self.delivered = self.split.delivered
@@ -394,7 +404,7 @@ class OpenAIResponsesClient:
               assembly: _StreamAssembly) -> ModelReplied:
         if not exchange.is_sse:  # unstreamed requests, and servers that ignore "stream": true
             return self._reply(exchange.json(), request, started, exchange.rate_limits,
-                               streamed=False)
+                               streamed=False, deltas=())
         for _, data in exchange.events():
             event = json.loads(data)
             if not isinstance(event, dict):
@@ -403,10 +413,11 @@ class OpenAIResponsesClient:
                 raise stream_error(self.shell, data, exchange.headers)
             assembly.feed(event)
         return self._reply(assembly.response(), request, started, exchange.rate_limits,
-                           streamed=True)
+                           streamed=True, deltas=assembly.logprobs)
 
     def _reply(self, data: Any, request: ModelRequest, started: float,
-               limits: tuple[tuple[str, str], ...], *, streamed: bool) -> ModelReplied:
+               limits: tuple[tuple[str, str], ...], *, streamed: bool,
+               deltas: list | tuple) -> ModelReplied:
         try:
             status = data.get("status") or "completed"
             if status in ("failed", "cancelled"):
@@ -426,7 +437,9 @@ class OpenAIResponsesClient:
                                                             at_limit=at_limit),
                                 usage=usage,
                                 model=data.get("model") or request.model, latency_ms=_ms(started),
-                                streamed=streamed, rate_limits=limits)
+                                streamed=streamed, rate_limits=limits,
+                                tokens=responses_tokens(out.logprobs, deltas)
+                                if request.logprobs else None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ModelBehaviourError(
                 f"{self.shell.who} returned a response without usable output: {str(data)[:300]}"

@@ -23,7 +23,12 @@ from stages.decision import ModelRequest
 from stages.errors import MibyanError, ModelBehaviourError
 from stages.log.tokens import ReplyTokens
 
-__all__ = ["TokenCollector", "logprob_fields", "prompt_tokens"]
+__all__ = ["LOGPROBS_INCLUDE", "TokenCollector", "logprob_fields", "prompt_tokens",
+           "responses_tokens"]
+
+# What a Responses request includes to have each output_text part (and each text delta of a
+# stream) carry its tokens' ``logprobs``; the API names no ids.
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 VLLM_PROVIDERS = ("vllm",)
 _VLLM_ID_PREFIX = "token_id:"
@@ -54,8 +59,12 @@ class TokenCollector:
 
     def feed(self, choice: Mapping[str, Any]) -> None:
         logprobs = choice.get("logprobs")
-        content = logprobs.get("content") if isinstance(logprobs, dict) else None
-        for entry in content or ():
+        self.extend(logprobs.get("content") if isinstance(logprobs, dict) else None)
+
+    def extend(self, entries: object) -> None:
+        """Adds ``{"token", "logprob", ...}`` entries (a chat choice's ``logprobs.content``, a
+        Responses ``output_text`` part's or delta's ``logprobs``); anything else adds none."""
+        for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict):
                 self._add(entry)
 
@@ -79,6 +88,16 @@ class TokenCollector:
                            ids=None if not ids or None in ids else tuple(i for i in ids
                                                                          if i is not None),
                            prompt_ids=prompt[0], prompt_source=prompt[1])
+
+
+def responses_tokens(parts: list, deltas: list | tuple) -> ReplyTokens:
+    """A Responses reply's tokens: the ``logprobs`` of its final ``output_text`` parts (with
+    each token's bytes), else those its text deltas carried (a stream whose final response
+    came without them). No Responses server tokenises a prompt for its caller: a named
+    tokenizer may (``effects.providers.named_tokenizer``)."""
+    collector = TokenCollector()
+    collector.extend(list(parts or deltas))
+    return collector.record((None, None))
 
 
 def prompt_tokens(post: Post, body: bytes,

@@ -44,6 +44,8 @@ class BatchJob:
     ray_address: str | None = None
     # Record token ids and logprobs (else config.toml's [model] record_tokens decides).
     record_tokens: bool = False
+    # The tokenizer that tokenises the prompts (else config.toml's [tokens] tokenizer).
+    tokenizer: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -88,7 +90,8 @@ def run_task(job: BatchJob, task: Task, home: Path | None = None) -> TaskResult:
         with Agent(model=job.model, base_url=job.base_url, provider=job.provider,
                    api_mode=job.api_mode, tools=tools, home=home, cwd=workdir,
                    max_turns=job.max_turns, stream=False, durability="flush",
-                   record_tokens=job.record_tokens or None) as agent:
+                   record_tokens=job.record_tokens or None,
+                   tokenizer=job.tokenizer) as agent:
             result = agent.run(task.prompt, task.system, task_id=task.task_id)
     except MibyanError as exc:
         return TaskResult(task_id=task.task_id, session_id=None, completed=False,

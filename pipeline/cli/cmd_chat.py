@@ -28,7 +28,8 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         max_tokens=args.max_tokens, timeout=args.timeout, deadline=args.deadline,
         stream=not args.no_stream, durability=args.durability, toolsets=toolsets or (),
         no_tools=toolsets is None, sandbox=args.sandbox,
-        overrides={"record_tokens": True} if args.record_tokens else {})
+        overrides={k: v for k, v in (("record_tokens", args.record_tokens),
+                                      ("tokenizer", args.tokenizer)) if v})
 
 
 def chat(args: argparse.Namespace) -> int:

@@ -50,7 +50,8 @@ def batch(args: argparse.Namespace) -> int:
                    backend=args.backend, model=args.model, base_url=args.base_url,
                    provider=args.provider, api_mode=args.api_mode, max_turns=args.max_turns,
                    toolsets=None if args.no_tools else args.toolsets, fmt=args.format,
-                   ray_address=args.ray_address, record_tokens=bool(args.record_tokens))
+                   ray_address=args.ray_address, record_tokens=bool(args.record_tokens),
+                   tokenizer=args.tokenizer)
     with _Progress(enabled=not args.quiet and sys.stderr.isatty()) as progress:
         report = run_batch(job, progress=progress)
     print(report.describe())

@@ -106,7 +106,7 @@ def _run_turn(args: argparse.Namespace, message: str, tools: Any, workdir: Path,
                session_id=args.resume, max_turns=args.max_turns, max_tokens=args.max_tokens,
                timeout=args.timeout, deadline=args.deadline, stream=stream,
                durability=args.durability, sandbox=args.sandbox,
-               record_tokens=args.record_tokens,
+               record_tokens=args.record_tokens, tokenizer=args.tokenizer,
                event_listener=TurnLines(progress=embedded),
                approval_callback=approve) as agent:
         shown: list[str] = []

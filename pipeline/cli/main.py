@@ -248,6 +248,10 @@ def _record_tokens_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record-tokens", action="store_true", default=None,
                         help="record each reply's token ids and logprobs and the prompt's "
                         "tokens, for token-level export (else [model] record_tokens)")
+    parser.add_argument("--tokenizer", metavar="NAME", default=None,
+                        help="with --record-tokens: the tokenizer (Hugging Face name or folder, "
+                        "or a .gguf file) that tokenises the prompt and names reply ids the "
+                        "provider leaves out (else [tokens] tokenizer)")
 
 
 def _model_call_options(parser: argparse.ArgumentParser) -> None:

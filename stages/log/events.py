@@ -37,6 +37,7 @@ from stages.log.setting_checks import (
     flag,
     fraction,
     known_rules,
+    name_or_none,
     one_of,
     seconds_or_more,
     whole,
@@ -188,6 +189,9 @@ class SessionSettings:
     # Ask the provider for the reply's token ids and logprobs and the prompt's tokenisation,
     # recorded on each reply for token-level RL export (docs/token-samples.md).
     record_tokens: bool = attrs.field(default=False, validator=flag)
+    # The tokenizer (a Hugging Face name or folder, or a .gguf file) that tokenises the prompt
+    # and names the ids of a reply whose provider names none, when recording tokens.
+    tokenizer: str | None = attrs.field(default=None, validator=name_or_none)
 
     @functools.cached_property
     def chain(self) -> tuple[ProviderEntry, ...]:

@@ -141,6 +141,10 @@ class RuleSet:
     # shortest useful summary: before, a middle of a few short messages was replaced by a
     # longer summary and the history grew (``stages.context.engine``).
     summary_must_shrink: bool = _since(9)
+    # A session recording tokens whose chain speaks Anthropic's Messages API, which returns no
+    # logprobs, is told so once, at its first model call (a ``ContextNotice``, a turn warning;
+    # ``stages.turn.token_note``).
+    token_notes: bool = _since(9)
 
 
 def _build(version: int) -> RuleSet:

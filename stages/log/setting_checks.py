@@ -77,6 +77,12 @@ def flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> No
         raise SettingError(f"{attribute.name} must be true or false, got {value!r}")
 
 
+def name_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Nothing, or a name that is not blank (a tokenizer's)."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise SettingError(f"{attribute.name} must be a name, got {value!r}")
+
+
 def one_of(choices: tuple[str, ...], *, named: bool = False) -> Validator:
     """One of ``choices`` (see :func:`choice`)."""
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

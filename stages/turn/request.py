@@ -22,6 +22,7 @@ from stages.log.tool_specs import ToolSpec
 from stages.prompt.memory import recall_block, with_recall
 from stages.recovery.reasoning import reasoning_digest_fields, reasoning_for
 from stages.turn.step import LENGTH_PROMPTS, cut_parts
+from stages.turn.token_note import token_note
 
 
 def request_digest(request: ModelRequest, history_digest: str) -> str:
@@ -143,10 +144,11 @@ def decide_request(state: State, *, config: SessionSettings,
                            tool_choice=tool_choice, output=output,
                            cache_marks=cache_marks, cache_ttl=config.cache_ttl,
                            logprobs=config.record_tokens,
+                           tokenizer=config.tokenizer if config.record_tokens else None,
                            **reasoning_for(state, config, entry))
     digest = request_digest(request, history_digest) if config.rule_set.request_digest else None
     event = ModelRequested(call_index=turn.api_calls, purpose=purpose, model=entry.model,
                            provider=entry.provider, message_count=len(state.messages),
                            tool_count=len(tools), estimated_tokens=estimate_tokens(state),
                            digest=digest)
-    return Decision(events=(event,), next=CallModel(request=request))
+    return Decision(events=(event, *token_note(state, config)), next=CallModel(request=request))

@@ -29,7 +29,7 @@ SINCE = {
     "iterative_compression": 7,
     "todo_in_summary": 8, "sequential_one_by_one": 8, "client_tools": 8,
     "paused_approvals": 8, "declared_approvals": 8, "steering": 8, "image_recovery": 8, "named_window_limits": 8,
-    "summary_must_shrink": 9,
+    "summary_must_shrink": 9, "token_notes": 9,
 }
 
 

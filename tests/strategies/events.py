@@ -202,7 +202,7 @@ session_settings = _full(
     system_message_mode=st.sampled_from(ev.SYSTEM_MESSAGE_MODES),
     memory_provider=st.none() | identifiers, sandbox=st.sampled_from(ev.SANDBOX_MODES),
     output_retries=st.integers(0, 10), output_mode=st.sampled_from(OUTPUT_MODES),
-    record_tokens=st.booleans(), **_REASONING)
+    record_tokens=st.booleans(), tokenizer=st.none() | identifiers, **_REASONING)
 
 @st.composite
 def _reply_tokens(draw: st.DrawFn) -> ReplyTokens:
