@@ -9,12 +9,14 @@ nothing about speed and prints one line per backend, then checks that every fork
 Each recorded session is one turn: a tool call (a failing one for every third question), then
 the answer; each fork re-asks the turn's message and gets one answer. The time is the whole
 evaluation: selection through DuckDB, copying, forking, scoring, the bootstrap, the writes.
-Memory is the peak resident set of the driver and, separately, of its largest child.
+Memory is the peak resident set of the driver and, separately, of its largest child (and, on
+Ray, of each Ray worker: the raylet's children, ``bench/ray_workers.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -22,8 +24,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for extra in (ROOT, ROOT / "bench"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+# The local Ray's workers inherit the environment: they import the tools and probes from here.
+os.environ["PYTHONPATH"] = os.pathsep.join((str(ROOT), str(ROOT / "bench")))
+
+from ray_workers import worker_peaks_mb  # noqa: E402 - bench/ray_workers.py
 
 from pipeline.eval import Configuration, EvalSpec, evaluate  # noqa: E402
 from pipeline.shell.replay import replay  # noqa: E402
@@ -57,12 +64,19 @@ def main() -> None:
                                        backend=backend, scorers=("exact", "contains:answer")),
                               tools=["tests.pipeline.eval_sessions:lookup"])
             failed = sum(c.failed for c in report.configs)
+            ray_workers = ""
+            if backend == "ray":
+                import ray
+                peaks = worker_peaks_mb(ray, args.workers)
+                ray_workers = f", Ray workers {'/'.join(f'{p:.0f}' for p in peaks)} MB"
             print(f"{backend:>8}: {report.sessions} sessions, {len(report.rows)} forks "
                   f"({failed} failed) in {report.seconds:.1f} s: "
                   f"{report.sessions / report.seconds:.1f} sessions/s, "
                   f"{report.forks_per_second:.1f} forks/s; peak RSS driver "
                   f"{_mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss):.0f} MB, "
-                  f"largest child {_mb(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss):.0f} MB")
+                  f"largest child "
+                  f"{_mb(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss):.0f} MB"
+                  f"{ray_workers}")
             started = time.monotonic()
             held = sum(replay(out / "sessions", r.fork_session_id).identical
                        for r in report.rows if r.fork_session_id)
