@@ -58,7 +58,7 @@ def main() -> None:
     with FakeOpenAIServer(Reply.text("an answer")) as server:
         measure("local", 1, 1, server.base_url)  # warm-up: start the fork server
         if "ray" in backends:
-            from pipeline.batch.on_ray import start_local_ray
+            from pipeline.ray_cluster import start_local_ray
             start_local_ray(4)
             measure("ray", 4, 4, server.base_url)  # warm-up: start the worker processes
         for backend in backends:

@@ -1,16 +1,22 @@
-"""Whole-home work on every core: ``mibyan replay --all`` and the insights index, on 1 and 2
-(or more) processes, in alternating rounds. Not part of the test suite; it asserts nothing
-about speed and prints one report.
+"""Whole-home work on every core: ``mibyan replay --all``, ``mibyan export`` and the insights
+index, on 1 and 2 (or more) processes or Ray workers, in alternating rounds. Not part of the
+test suite; it asserts nothing about speed and prints one report.
 
     python bench/home_jobs.py                         # about 200,000 events, jobs 1 and 2
     python bench/home_jobs.py --events 50000 --rounds 2 --jobs 1,2,4
+    python bench/home_jobs.py --backend ray --jobs 1,2,4 --work replay,export
 
 The home is synthesised as ``bench/insights.py`` does it (the test sample home's sessions
 copied under new ids, each copy a valid hash chain). Each measurement runs in a fresh process
 (the pool's workers are its children): events per second over its wall time, its own peak RSS
 and the largest peak RSS of its workers (``RUSAGE_CHILDREN``). Replay is
 ``pipeline.cli.cmd_replay.replay_every``; the index is rebuilt from nothing with
-``open_index(rebuild=True, jobs=N)``.
+``open_index(rebuild=True, jobs=N)``; the export is ``export_sessions`` to ShareGPT JSONL.
+
+With ``--backend ray`` a local Ray of as many CPUs as the largest ``--jobs`` is started here and
+every measurement's process joins it by address, with ``ray=OnRay(address)`` and ``jobs=N``
+workers; the job's workers are started and warmed (imports) before the clock starts, and their
+peak RSS is read by a probe task on each (``bench/ray_workers.py``).
 """
 
 from __future__ import annotations
@@ -33,31 +39,46 @@ for extra in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(extra))
 
 
-def worker(what: str, home: Path, jobs: int) -> dict:
+def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
     import duckdb  # noqa: F401 - imported before the clock starts, as replay's modules are
 
     from pipeline.cli.cmd_replay import replay_every
+    from pipeline.export.exporter import export_sessions
     from pipeline.insights.index import open_index
+    from pipeline.ray_cluster import OnRay, join_ray
     root = home / "sessions"
+    on_ray = OnRay(address) if address else None
+    if on_ray is not None:
+        from ray_workers import warm  # bench/ray_workers.py
+        warm(join_ray(address, jobs), jobs)
     started = time.perf_counter()
     if what == "replay":
-        result = replay_every(root, jobs=jobs)
+        result = replay_every(root, jobs=jobs, ray=on_ray)
         assert result.held, result.failures[:1]
         events = result.events
+    elif what == "export":
+        out = home / f"export-{os.getpid()}.jsonl"
+        export_sessions(root, out, jobs=jobs, ray=on_ray)
+        out.unlink()
     else:
         index = home / f"index-{os.getpid()}.duckdb"
-        with open_index(root, path=index, rebuild=True, jobs=jobs) as (_, report):
+        with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray) as (_, report):
             events = report.records_added
         index.unlink()
     seconds = time.perf_counter() - started
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if on_ray is not None:
+        from ray_workers import worker_peaks_mb
+        workers = max(worker_peaks_mb(join_ray(address, jobs), jobs))
     return {"events": events, "seconds": seconds,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+            "worker_rss_mb": workers}
 
 
-def measure(what: str, home: Path, jobs: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", what, str(home), str(jobs)],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+def measure(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", what, str(home), str(jobs),
+                          str(events), address], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -66,24 +87,35 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=lambda t: [int(n) for n in t.split(",")], default=[1, 2])
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=lambda t: t.split(","),
+                        default=["replay", "export", "index"])
+    parser.add_argument("--backend", choices=("processes", "ray"), default="processes")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        what, home, jobs = args.worker
-        print(json.dumps(worker(what, Path(home), int(jobs))))
+        what, home, jobs, events, address = args.worker
+        print(json.dumps(worker(what, Path(home), int(jobs), int(events), address)))
         return
+    address = ""
+    if args.backend == "ray":
+        # The measurements' processes join this Ray; its workers import mibyan from here.
+        os.environ.update(PYTHONPATH=os.pathsep.join((str(ROOT), str(ROOT / "bench"))),
+                          RAY_USAGE_STATS_ENABLED="0")
+        from pipeline.ray_cluster import join_ray
+        address = join_ray(None, max(args.jobs)).get_runtime_context().gcs_address
     from insights import synthesise  # bench/insights.py
     home = Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
     try:
         events, logs = synthesise(home / "sessions", args.events)
         size = sum(p.stat().st_size for p in (home / "sessions").glob("*.jsonl"))
         print(f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {events:,} events in "
-              f"{logs:,} logs ({size / 1e6:.0f} MB); {args.rounds} rounds, jobs in turn")
+              f"{logs:,} logs ({size / 1e6:.0f} MB); {args.rounds} rounds, jobs in turn, "
+              f"on {args.backend}")
         runs: dict[tuple[str, int], list[dict]] = {}
         for _ in range(args.rounds):
-            for what in ("replay", "index"):
+            for what in args.work:
                 for jobs in args.jobs:
-                    done = measure(what, home, jobs)
+                    done = measure(what, home, jobs, events, address)
                     runs.setdefault((what, jobs), []).append(done)
                     print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
                           f"events/s, worker peak {done['worker_rss_mb']:.0f} MB", flush=True)

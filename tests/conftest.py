@@ -35,6 +35,8 @@ FILE_LANES: dict[str, str] = {
     "realserver/": "realserver",              # llama.cpp's own server (also marked in the files)
     "pipeline/test_batch_ray.py": "ray",      # a local Ray cluster in a process of its own
     "pipeline/test_eval_ray.py": "ray",       # secured Ray clusters started by `ray start`
+    "pipeline/test_home_ray.py": "ray",       # replay, export and the index on a local Ray
+    "pipeline/test_home_jobs.py": "subprocess",  # export and replay on pools of processes
     # datasets 5 and (through `uv run --isolated`) 3.6 in processes of their own
     "pipeline/test_export_datasets3.py": "subprocess",
     "pipeline/test_chat_terminal.py": "tmux",  # `mibyan chat` in a real terminal

@@ -35,11 +35,13 @@ def _filters(args: argparse.Namespace) -> Any:
 
 def export(args: argparse.Namespace) -> int:
     from pipeline.export.exporter import export_sessions
+    from pipeline.ray_cluster import on_ray
     filters = _filters(args)
     root = (args.home or cfg.home()) / "sessions"
     report = export_sessions(root, Path(args.out), fmt=args.format, filters=filters,
                              lineage=args.lineage, output=args.output,
-                             provenance=args.provenance, trainable_only=not args.all_samples)
+                             provenance=args.provenance, trainable_only=not args.all_samples,
+                             jobs=args.jobs, ray=on_ray(args))
     print(report.describe())
     return EXIT_OK
 

@@ -13,6 +13,7 @@ from typing import Any
 from pipeline import config as cfg
 from pipeline.insights.figures import Insights, summarise
 from pipeline.insights.prices import price_table
+from pipeline.ray_cluster import on_ray
 
 EXIT_OK = 0
 
@@ -21,7 +22,7 @@ def insights(args: argparse.Namespace) -> int:
     home = args.home or cfg.home()
     prices = price_table(cfg.load_file(home), args.price or ())
     found = summarise(home / "sessions", days=args.days, model=args.model, prices=prices,
-                      rebuild=args.reindex, jobs=args.jobs)
+                      rebuild=args.reindex, jobs=args.jobs, ray=on_ray(args))
     if args.json:
         json.dump(found.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

@@ -14,6 +14,7 @@ import attrs
 
 from pipeline import config as cfg
 from pipeline.printable import printable
+from pipeline.ray_cluster import OnRay, on_ray
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -38,7 +39,7 @@ def replay(args: argparse.Namespace) -> int:
     if args.all == (args.session is not None):
         raise UsageError("name one SESSION to replay, or --all")
     if args.all:
-        return replay_all(_root(args), jobs=args.jobs)
+        return replay_all(_root(args), jobs=args.jobs, ray=on_ray(args))
     from pipeline.shell.replay import replay as replay_session
     report = replay_session(_root(args), args.session)
     print(printable("\n".join(describe(report))))
@@ -86,9 +87,11 @@ def _replay_one(root: Path, session_id: str) -> tuple[int, tuple[str, ...] | Non
 PARALLEL_BYTES = 4_000_000
 
 
-def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
+def replay_every(root: Path, *, jobs: int | None = None, ray: OnRay | None = None
+                 ) -> ReplayAll:
     """Replay every session under ``root``: in this process, or (a large home, or ``jobs``)
-    on a pool of processes, one per core; sessions are independent, so a pool scales."""
+    on a pool of processes, one per core, or with ``ray`` on ``jobs`` Ray workers (else one
+    per CPU of the cluster); sessions are independent, so a pool scales."""
     from effects.eventlog.store import list_session_ids, session_path
     started = time.perf_counter()
     sizes: dict[str, int] = {}
@@ -103,19 +106,21 @@ def replay_every(root: Path, *, jobs: int | None = None) -> ReplayAll:
             empty.append(session_id)
         else:
             sizes[session_id] = size
-    if jobs is None:
-        large = sum(sizes.values()) >= PARALLEL_BYTES
-        jobs = min(os.cpu_count() or 1, len(sizes)) if large else 1
-    outcomes = (_in_pool(root, sizes, jobs) if jobs > 1
-                else {s: _replay_one(root, s) for s in sizes})
+    if ray is not None:
+        outcomes = _on_ray(root, sizes, ray.workers(jobs), ray.address)
+    else:
+        if jobs is None:
+            large = sum(sizes.values()) >= PARALLEL_BYTES
+            jobs = min(os.cpu_count() or 1, len(sizes)) if large else 1
+        outcomes = (_in_pool(root, sizes, jobs) if jobs > 1
+                    else {s: _replay_one(root, s) for s in sizes})
     failures = tuple((s, lines) for s, (_, lines) in outcomes.items() if lines is not None)
     return ReplayAll(sessions=len(sizes), events=sum(n for n, _ in outcomes.values()),
                      seconds=time.perf_counter() - started, failures=failures,
                      empty=tuple(empty))
 
 
-def _in_pool(root: Path, sizes: dict[str, int], jobs: int
-             ) -> dict[str, tuple[int, tuple[str, ...] | None]]:
+def _in_pool(root: Path, sizes: dict[str, int], jobs: int) -> Outcomes:
     import importlib
     import multiprocessing
     import threading
@@ -138,8 +143,30 @@ def _in_pool(root: Path, sizes: dict[str, int], jobs: int
         return {s: futures[s].result() for s in sizes}
 
 
-def replay_all(root: Path, *, jobs: int | None = None) -> int:
-    result = replay_every(root, jobs=jobs)
+Outcomes = dict[str, tuple[int, tuple[str, ...] | None]]
+
+
+def replay_group(group: list[str], root: Path) -> Outcomes:
+    """A Ray task: the replay of a few sessions, read where the home is."""
+    from pipeline.ray_cluster import check_home
+    check_home(root)
+    return {s: _replay_one(root, s) for s in group}
+
+
+def _on_ray(root: Path, sizes: dict[str, int], workers: int, address: str | None) -> Outcomes:
+    from pipeline.ray_cluster import by_bytes, map_in_order
+    # Largest first (one big session does not start last and run alone), in tasks of about
+    # a quarter of a worker's share.
+    largest = dict(sorted(sizes.items(), key=lambda item: item[1], reverse=True))
+    groups = by_bytes(largest, workers * 4)
+    done: Outcomes = {}
+    for outcomes in map_in_order(replay_group, groups, root, address=address, workers=workers):
+        done.update(outcomes)
+    return {s: done[s] for s in sizes}
+
+
+def replay_all(root: Path, *, jobs: int | None = None, ray: OnRay | None = None) -> int:
+    result = replay_every(root, jobs=jobs, ray=ray)
     for _, lines in result.failures:
         print(printable("\n".join(lines)))
     for session_id in result.empty:

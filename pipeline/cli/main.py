@@ -126,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
                         help="with --all: replay on N processes (default: one per core for a "
                         "large home, else one)")
+    _whole_home_options(replay)
     log = commands.add_parser("log", help="event-log maintenance")
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
     verify = log_commands.add_parser(
@@ -206,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     insights.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
                           help="read the logs into the index on N processes (default: one "
                           "per core when there is much to read, else one)")
+    _whole_home_options(insights)
     # --- the gateway and scheduled runs (pipeline.cli.cmd_serve, pipeline.cli.cmd_cron) ---
     serve = commands.add_parser("serve", help="serve agents over HTTP (OpenAI-compatible API "
                                 "and a session API; needs the serve extra)")
@@ -266,6 +268,16 @@ def _model_call_options(parser: argparse.ArgumentParser) -> None:
                              "flush")
 
 
+def _whole_home_options(command: argparse.ArgumentParser) -> None:
+    """Where the work over a whole home runs (pipeline.ray_cluster)."""
+    command.add_argument("--backend", choices=("processes", "ray"), default="processes",
+                         help="a pool of local processes (default) or Ray workers (--jobs of "
+                         "them, else one per CPU of the cluster); on Ray the home must be on "
+                         "storage every node sees")
+    command.add_argument("--ray-address", help="with --backend ray: a Ray cluster to join "
+                         "(else a local Ray)")
+
+
 def _export_parsers(commands: Any) -> None:
     from pipeline.export import names
     export = commands.add_parser("export", help="write trajectories from the logs as training "
@@ -284,6 +296,10 @@ def _export_parsers(commands: Any) -> None:
     export.add_argument("--all-samples", action="store_true",
                         help="keep samples that do not end on an answer of the model "
                              "(by default a sample ends on its last one)")
+    export.add_argument("--jobs", type=_at_most(MAX_JOBS), default=None, metavar="N",
+                        help="read and shape the sessions on N processes (default: one per "
+                        "core when there is much to read, else one); the file is the same")
+    _whole_home_options(export)
     _filter_options(export)
 
     batch = commands.add_parser("batch", help="run one session per prompt of a JSONL file, "

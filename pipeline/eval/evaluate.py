@@ -108,7 +108,8 @@ def _run_here(spec: EvalSpec, jobs: list[ForkJob], progress: Progress) -> list[F
 
 def _run_ray(spec: EvalSpec, jobs: list[ForkJob], root: Path,
              progress: Progress) -> list[ForkResult]:
-    from pipeline.batch.on_ray import join_ray, run_bounded, write_back
+    from pipeline.batch.on_ray import write_back
+    from pipeline.ray_cluster import join_ray, run_bounded
     ray = join_ray(spec.ray_address, spec.workers)
     remote = ray.remote(num_cpus=1)(run_fork_elsewhere)
     key = ray.put(signing_key_file(root))
@@ -116,7 +117,7 @@ def _run_ray(spec: EvalSpec, jobs: list[ForkJob], root: Path,
                for sid in {job.point.session_id for job in jobs}}
     results: list[ForkResult] = []
 
-    def collect(result: ForkResult) -> None:
+    def collect(_: int, result: ForkResult) -> None:
         write_back(root, result.logs)
         results.append(result)
         progress(len(results), len(jobs))

@@ -29,11 +29,13 @@ from effects.eventlog.store import read_envelopes
 from effects.images import BlobStore, data_url
 from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
+from pipeline.export.parallel import Shaped, Shaping, shape_home
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
 from pipeline.export.tokens import Scorer
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
 from pipeline.export.writers import PROVENANCE_MODES, default_provenance, write_samples
+from pipeline.ray_cluster import OnRay
 from stages.errors import BlobMissingError, LogError, UsageError
 from stages.log.content_parts import BLOB_SCHEME, ImagePart, blob_ref
 from stages.log.messages import Message
@@ -71,7 +73,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
                     filters: ExportFilters | None = None, lineage: str = "stitched",
                     output: str | None = None, secrets: Iterable[str] = (),
                     env: Mapping[str, str] | None = None, provenance: str | None = None,
-                    trainable_only: bool = True, score: Scorer | None = None
+                    trainable_only: bool = True, score: Scorer | None = None,
+                    jobs: int | None = None, ray: OnRay | None = None
                     ) -> ExportReport | TokenExportReport:
     """Write the trajectories of the sessions under ``root`` that pass ``filters`` to ``out``.
 
@@ -84,6 +87,8 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     format, output or lineage mode, an ``out`` that is a directory or cannot be written, and
     when pyarrow is missing for Parquet. The token formats (``atropos``, ``trl-tokens``,
     scored by ``score``) are :mod:`pipeline.export.token_formats`'s, of the selected sessions.
+    The sessions are shaped on ``jobs`` processes (unset: one per core for a large home), or
+    with ``ray`` on Ray workers; the file is the same, byte for byte, in the same order.
     """
     if fmt in TOKEN_FORMATS:
         selected = select_lineages(root, filters or ExportFilters()).roots
@@ -100,35 +105,55 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     _check_named(root, filters.session_ids)
     selection = select_lineages(root, filters)
     skipped = _unreadable(root, selection.readable, filters.session_ids)
-    lineages: list[Lineage] = []
-    for sid in selection.roots:
-        try:
-            lineages.append(read_lineage(root, sid))
-        except LogError as exc:  # one bad log must not keep a dataset of thousands back
-            skipped.append((sid, str(exc)))
-    known = [*secrets, *_named_keys(lineages, os.environ if env is None else env)]
-    rows, redacted = [], 0
-    store = BlobStore.in_home(root.parent)
-    for item in lineages:
-        samples = []
-        try:
-            for sample in lineage_samples(item, lineage=lineage,
-                                          trainable_only=trainable_only):
-                record = FORMATS[fmt](sample)
-                record, changed = _redacted(record, known)
-                redacted += changed
-                record["provenance"]["redactions"] = _marked(record, fmt, known)
-                record["provenance"]["redacted_on_export"] = changed
-                # The images' bytes go in after redaction, which is for text.
-                samples.append(with_image_bytes(record, store))
-        except BlobMissingError as exc:  # said in the report, the other sessions written
-            skipped.append((item.session_id, str(exc)))
-            continue
-        rows.extend(samples)
+    env = os.environ if env is None else env
+    shaping = Shaping(fmt=fmt, lineage=lineage, trainable_only=trainable_only,
+                      known=(*secrets, *_named_keys(set(), env)))
+    shaped = shape_home(shape_group, root, selection.roots, shaping, jobs=jobs, ray=ray)
+    # The keys to redact are those every log's credential labels name: guessed from the
+    # labels every session has, and when a log named more, shaped again with all of them
+    # (the file is then what one pass over the whole home would have written).
+    known = (*secrets, *_named_keys({c for s in shaped for c in s.labels}, env))
+    if known != shaping.known:
+        shaped = shape_home(shape_group, root, selection.roots,
+                            attrs.evolve(shaping, known=known), jobs=jobs, ray=ray)
+    read = [s for s in shaped if s.read_error is None]
+    skipped += [(s.session_id, s.read_error) for s in shaped if s.read_error is not None]
+    skipped += [(s.session_id, s.blob_error) for s in read if s.blob_error is not None]
+    rows = [row for s in read for row in s.rows]
     write_samples(rows, out, output=output, provenance=provenance)
-    return ExportReport(path=out, fmt=fmt, output=output, lineages=len(lineages),
-                        samples=len(rows), session_ids=tuple(i.session_id for i in lineages),
-                        redacted=redacted, skipped=tuple(skipped))
+    return ExportReport(path=out, fmt=fmt, output=output, lineages=len(read),
+                        samples=len(rows), session_ids=tuple(s.session_id for s in read),
+                        redacted=sum(s.redacted for s in read), skipped=tuple(skipped))
+
+
+def shape_group(group: list[str], root: Path, shaping: Shaping) -> list[Shaped]:
+    """The samples of a few sessions, in their order (a worker's task, or the whole export in
+    one process): read, shaped, redacted once more, their images' bytes put in."""
+    store = BlobStore.in_home(root.parent)
+    return [_shape(root, session_id, shaping, store) for session_id in group]
+
+
+def _shape(root: Path, session_id: str, shaping: Shaping, store: BlobStore) -> Shaped:
+    try:
+        item = read_lineage(root, session_id)
+    except LogError as exc:  # one bad log must not keep a dataset of thousands back
+        return Shaped(session_id=session_id, read_error=str(exc))
+    labels = frozenset(c for t in item.turns for c in t.credentials)
+    known = list(shaping.known)
+    rows, redacted = [], 0
+    try:
+        for sample in lineage_samples(item, lineage=shaping.lineage,
+                                      trainable_only=shaping.trainable_only):
+            record = FORMATS[shaping.fmt](sample)
+            record, changed = _redacted(record, known)
+            redacted += changed
+            record["provenance"]["redactions"] = _marked(record, shaping.fmt, known)
+            record["provenance"]["redacted_on_export"] = changed
+            # The images' bytes go in after redaction, which is for text.
+            rows.append(with_image_bytes(record, store))
+    except BlobMissingError as exc:  # said in the report, the other sessions written
+        return Shaped(session_id=session_id, labels=labels, blob_error=str(exc))
+    return Shaped(session_id=session_id, labels=labels, rows=tuple(rows), redacted=redacted)
 
 
 def _check_named(root: Path, session_ids: Iterable[str]) -> None:
@@ -315,10 +340,10 @@ def with_image_bytes(value: Any, store: BlobStore) -> Any:
     return value
 
 
-def _named_keys(lineages: list[Lineage], env: Mapping[str, str]) -> list[str]:
-    """The keys the logs' credential labels name (the labels are environment variables)."""
-    labels = {c for item in lineages for t in item.turns for c in t.credentials}
-    labels |= {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
+def _named_keys(labels: set[str], env: Mapping[str, str]) -> list[str]:
+    """The keys the logs' credential labels name (the labels are environment variables), and
+    those of the providers every session may have used."""
+    labels = labels | {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
     return [env[label] for label in sorted(labels) if env.get(label)]
 
 

@@ -25,6 +25,7 @@ from effects.eventlog.codec import from_payload
 from pipeline.insights.index import IndexReport, open_index
 from pipeline.insights.prices import PriceTable
 from pipeline.insights.views import TOKEN_BUCKETS
+from pipeline.ray_cluster import OnRay
 from stages.errors import UsageError
 from stages.log.events import ModelFailed
 from stages.recovery.classify import classify_api_error
@@ -70,16 +71,16 @@ def _plain(inst: object, field: object, value: Any) -> Any:
 def summarise(root: Path, *, days: int | None = None, model: str | None = None,
               prices: PriceTable | None = None, now: dt.datetime | None = None,
               index: Path | None = None, rebuild: bool = False,
-              jobs: int | None = None) -> Insights:
+              jobs: int | None = None, ray: OnRay | None = None) -> Insights:
     """The insights of the logs under ``root`` (``<home>/sessions``), through the index at
     ``index`` (default ``<home>/insights.duckdb``, brought up to date first, the logs read on
-    ``jobs`` processes)."""
+    ``jobs`` processes, or with ``ray`` on Ray workers)."""
     if days is not None and days < 1:
         raise UsageError(f"days must be at least 1, got {days}")
     now = now or dt.datetime.now(dt.UTC)
     since = None if days is None else (now.astimezone(dt.UTC).replace(tzinfo=None)
                                        - dt.timedelta(days=days))
-    with open_index(root, path=index, rebuild=rebuild, jobs=jobs) as (con, report):
+    with open_index(root, path=index, rebuild=rebuild, jobs=jobs, ray=ray) as (con, report):
         _scope(con, since, model)
         return _gather(con, since, model, prices or PriceTable(), report)
 

@@ -38,13 +38,14 @@ from effects.eventlog.envelope import (
 )
 from effects.eventlog.keys import Keyring, keyring_of
 from pipeline.insights.log_scan import Position, scan
-from pipeline.insights.parallel_plan import chosen_jobs, in_pool, plan_share, shards
+from pipeline.insights.parallel_plan import chosen_jobs, in_pool, on_ray, plan_share, shards
 from pipeline.insights.views import (
     EVENT_COLUMNS,
     create_unit_tables,
     create_views,
     refresh_units,
 )
+from pipeline.ray_cluster import OnRay
 from stages.errors import UsageError
 
 __all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_path", "open_index"]
@@ -89,11 +90,12 @@ def index_path(root: Path) -> Path:
 
 @contextlib.contextmanager
 def open_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
-               jobs: int | None = None) -> Iterator[tuple[Any, IndexReport]]:
+               jobs: int | None = None, ray: OnRay | None = None
+               ) -> Iterator[tuple[Any, IndexReport]]:
     """The index of the logs under ``root``, brought up to date (the logs read on ``jobs``
-    processes; unset, one per core when there is much to read): ``(connection, report)``,
-    closed when the block ends."""
-    con, report = connect_index(root, path=path, rebuild=rebuild, jobs=jobs)
+    processes; unset, one per core when there is much to read; with ``ray``, on Ray workers):
+    ``(connection, report)``, closed when the block ends."""
+    con, report = connect_index(root, path=path, rebuild=rebuild, jobs=jobs, ray=ray)
     try:
         yield con, report
     finally:
@@ -101,7 +103,8 @@ def open_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
 
 
 def connect_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
-                  jobs: int | None = None) -> tuple[Any, IndexReport]:
+                  jobs: int | None = None, ray: OnRay | None = None
+                  ) -> tuple[Any, IndexReport]:
     """:func:`open_index` for a caller that closes the connection itself (a notebook)."""
     import duckdb
     path = Path(path) if path is not None else index_path(root)
@@ -117,7 +120,7 @@ def connect_index(root: Path, *, path: Path | None = None, rebuild: bool = False
     try:
         con.execute("SET enable_progress_bar = false")  # it would go to stdout, into --json
         _prepare(con, rebuild)
-        return con, update(con, Path(root), scratch=path.parent, jobs=jobs)
+        return con, update(con, Path(root), scratch=path.parent, jobs=jobs, ray=ray)
     except BaseException:
         con.close()
         raise
@@ -156,9 +159,11 @@ class _Work:
     unchanged: int = 0
 
 
-def update(con: Any, root: Path, *, scratch: Path, jobs: int | None = None) -> IndexReport:
+def update(con: Any, root: Path, *, scratch: Path, jobs: int | None = None,
+           ray: OnRay | None = None) -> IndexReport:
     """Bring the index on ``con`` up to date with the logs under ``root``; the logs to read
-    are checked on ``jobs`` processes (unset: one per core when there is much to read)."""
+    are checked on ``jobs`` processes (unset: one per core when there is much to read), or
+    with ``ray`` on ``jobs`` Ray workers (unset: one per CPU of the cluster)."""
     began = time.perf_counter()
     known = {row[0]: row[1:] for row in con.execute(
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
@@ -183,10 +188,11 @@ def update(con: Any, root: Path, *, scratch: Path, jobs: int | None = None) -> I
                     continue
                 to_read.append(session_id)
             planned = sum(stats[s][0] for s in to_read)
-            count = chosen_jobs(jobs, planned, len(to_read))
-            if count > 1:
+            count = (min(ray.workers(jobs), len(to_read)) if ray is not None and to_read
+                     else chosen_jobs(jobs, planned, len(to_read)))
+            if count > 1 or (ray is not None and to_read):
                 _plan_in_pool(work, root, {s: known.get(s) for s in to_read},
-                              {s: stats[s][0] for s in to_read}, count, scratch)
+                              {s: stats[s][0] for s in to_read}, count, scratch, ray)
             else:
                 for session_id in to_read:
                     _plan(work, root, session_id, known.get(session_id), keyring)
@@ -272,11 +278,14 @@ def _plan(work: _Work, root: Path, session_id: str, known: tuple | None,
 
 
 def _plan_in_pool(work: _Work, root: Path, known: dict[str, tuple | None],
-                  sizes: dict[str, int], jobs: int, scratch: Path) -> None:
-    """``_plan`` of every log in ``known`` on ``jobs`` processes, merged into ``work`` in the
-    order of the logs (as one process would have planned them)."""
+                  sizes: dict[str, int], jobs: int, scratch: Path, ray: OnRay | None) -> None:
+    """``_plan`` of every log in ``known`` on ``jobs`` processes (or Ray workers), merged into
+    ``work`` in the order of the logs (as one process would have planned them)."""
     shares = [[(s, known[s]) for s in share] for share in shards(sizes, jobs)]
-    done = in_pool(jobs, plan_share, shares, _plan, _Work, root, scratch, keyring_of)
+    if ray is not None:
+        done = on_ray(ray, jobs, shares, _plan, _Work, root, scratch, keyring_of)
+    else:
+        done = in_pool(jobs, plan_share, shares, _plan, _Work, root, scratch, keyring_of)
     pieces: dict[str, tuple[str, int, int, dict[str, Any]]] = {}
     try:
         for name, share in done:

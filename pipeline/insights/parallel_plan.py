@@ -17,6 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pipeline.ray_cluster import OnRay
+
 # Below this many bytes to read, starting a pool costs more than it saves.
 PARALLEL_BYTES = 4_000_000
 
@@ -79,3 +81,19 @@ def in_pool(jobs: int, task: Callable[..., tuple[str, list[Piece]]],
         futures = [pool.submit(task, plan, work_type, root, share, scratch, keyring_of)
                    for share in shares]
         return [future.result() for future in futures]
+
+
+def share_task(share: list[tuple[str, Any]], plan: Plan, work_type: type, root: Path,
+               scratch: Path, keyring_of: Callable[[Path], Any]) -> tuple[str, list[Piece]]:
+    """:func:`plan_share` as a Ray task (the share first, the rest sent once to all)."""
+    from pipeline.ray_cluster import check_home
+    check_home(root)
+    return plan_share(plan, work_type, root, share, scratch, keyring_of)
+
+
+def on_ray(ray: OnRay, jobs: int, shares: list[list[tuple[str, Any]]], *args: Any
+           ) -> list[tuple[str, list[Piece]]]:
+    """:func:`in_pool` on Ray workers; the scratch files are written next to the index, so
+    the home (and the index) must be on storage every node sees."""
+    from pipeline.ray_cluster import map_in_order
+    return map_in_order(share_task, shares, *args, address=ray.address, workers=jobs)
