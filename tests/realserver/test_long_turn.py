@@ -27,7 +27,7 @@ from tests.pipeline.long_turn_scenario import events_of
 pytestmark = pytest.mark.realserver
 
 # Sized for two busy cores, where the 135M model answers a step in 5 to 30 seconds.
-N_CTX, TOLD, CALLS = 2_048, 8_192, 12
+N_CTX, TOLD, CALLS = 2_048, 8_192, 10
 KEY = "lane-key"
 MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
 NOTE = ("The museum opens at nine, the train leaves from platform four, lunch is booked for "
