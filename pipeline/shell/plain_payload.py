@@ -116,9 +116,23 @@ class _Plan(typing.NamedTuple):
 def _plan(cls: type) -> _Plan | None:
     """The fields of ``cls`` as the codec writes them, or None when the class is not one the
     plain path can vouch for (a converter, a post-init step, a renamed field)."""
-    if cls in _TAGGED or hasattr(cls, "__attrs_post_init__"):
+    if cls in _TAGGED or hasattr(cls, "__attrs_post_init__") or cls in _PLANNING:
+        return None  # (a class holding itself is left to the codec)
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # an annotation named only for type checkers: the codec's to judge
         return None
-    hints = typing.get_type_hints(cls)
+    _PLANNING.add(cls)
+    try:
+        return _fields_plan(cls, hints)
+    finally:
+        _PLANNING.discard(cls)
+
+
+_PLANNING: set[type] = set()
+
+
+def _fields_plan(cls: type, hints: dict[str, Any]) -> _Plan | None:
     additive = ADDITIVE_FIELDS.get(cls, ())
     scalars, others, validators = [], [], []
     for field in attrs.fields(cls):

@@ -104,3 +104,29 @@ def test_a_value_its_validator_refuses_is_refused_as_before():
     assert plain_payload(event) is None
     with pytest.raises(EventEncodingError):
         encode(event)
+
+
+@attrs.frozen
+class _Node:
+    name: str
+    children: tuple[_Node, ...] = ()
+
+
+@attrs.frozen
+class _Hidden:
+    name: str
+    later: _NamedForTypeCheckersOnly | None = None  # type: ignore[name-defined]  # noqa: F821
+
+
+def test_a_class_holding_itself_is_planned_and_written_plainly_down_to_itself():
+    from pipeline.shell.plain_payload import _plan
+    plan = _plan(_Node)  # no RecursionError
+    assert plan is not None
+    # Its own level is plain; a child, a _Node inside a _Node, is the codec's to judge.
+    from pipeline.shell.plain_payload import _encode_plain
+    assert _encode_plain(_Node, plan, _Node(name="a")) == {"name": "a", "children": []}
+
+
+def test_a_class_whose_annotations_do_not_resolve_is_left_to_the_codec():
+    from pipeline.shell.plain_payload import _plan
+    assert _plan(_Hidden) is None
