@@ -53,6 +53,7 @@ __all__ = [
     "check_lines",
     "decode_line",
     "empty_log",
+    "encode_hashed",
     "encode_line",
     "line_hash",
     "list_session_ids",
@@ -146,6 +147,23 @@ def encode_line(
     (NaN, infinities, unserialisable objects, lone surrogates, non-string keys mixed with
     string keys) and a line longer than :data:`MAX_LINE` (no reader would take it in).
     """
+    return encode_hashed(session_id, seq, kind, schema_version, recorded_at, prev_hash,
+                         payload, signer)[0]
+
+
+def encode_hashed(
+    session_id: str,
+    seq: int,
+    kind: str,
+    schema_version: int,
+    recorded_at: str,
+    prev_hash: str,
+    payload: dict[str, Any],
+    signer: SigningKey | None = None,
+) -> tuple[bytes, str]:
+    """:func:`encode_line` and the line's :func:`line_hash`, which the writer chains the next
+    record to: both hashes share the one pass over the record's bytes (the seal's hash is
+    copied off the line's before the seal goes on), as :func:`_seal_holds` reads them."""
     if not isinstance(kind, str) or not kind:
         raise UsageError(f"event kind must be a non-empty str, got {kind!r}")
     if type(schema_version) is not int or schema_version < 0:
@@ -165,16 +183,20 @@ def encode_line(
         unsealed = text.encode("utf-8")
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise UsageError(f"payload of {kind!r} is not JSON-serialisable: {exc}") from exc
-    own = hashlib.sha256(unsealed + b"}").hexdigest().encode("ascii")
+    running = hashlib.sha256(unsealed)
+    seal = running.copy()
+    seal.update(b"}")
+    own = seal.hexdigest().encode("ascii")
     if signer is None:
-        line = b"".join((unsealed, _HASH_OPEN, own, b'"}'))
+        rest = b"".join((_HASH_OPEN, own, b'"}'))
     else:
-        line = b"".join((unsealed, _HASH_OPEN, own, b'"', _SIG_OPEN, signer.key_id, b":",
+        rest = b"".join((_HASH_OPEN, own, b'"', _SIG_OPEN, signer.key_id, b":",
                          signer.mac(own), b'"}'))
-    if len(line) > MAX_LINE:
-        raise UsageError(f"a {kind!r} record of {len(line):,} bytes is longer than a log line "
-                         f"may be ({MAX_LINE:,} bytes)")
-    return line
+    if len(unsealed) + len(rest) > MAX_LINE:
+        raise UsageError(f"a {kind!r} record of {len(unsealed) + len(rest):,} bytes is longer "
+                         f"than a log line may be ({MAX_LINE:,} bytes)")
+    running.update(rest)
+    return unsealed + rest, running.hexdigest()
 
 
 class SealBroken(ValueError):

@@ -31,8 +31,7 @@ from effects.eventlog.envelope import (
     Envelope,
     check_lines,
     empty_log,
-    encode_line,
-    line_hash,
+    encode_hashed,
     list_session_ids,
     session_path,
     strict_lines,
@@ -142,10 +141,10 @@ class SessionLog:
             self._check_usable()
             seq, prev = self._next_seq, self._last_hash
             _check_first(seq, kind)
-            line = encode_line(self.session_id, seq, kind, schema_version, recorded_at, prev,
-                               payload, self._signer)
+            line, digest = encode_hashed(self.session_id, seq, kind, schema_version,
+                                         recorded_at, prev, payload, self._signer)
             self._write(line + b"\n")
-            self._next_seq, self._last_hash = seq + 1, line_hash(line)
+            self._next_seq, self._last_hash = seq + 1, digest
         return Envelope(session_id=self.session_id, seq=seq, kind=kind,
                         schema_version=schema_version, recorded_at=recorded_at,
                         payload=payload, prev_hash=prev)
@@ -161,13 +160,13 @@ class SessionLog:
             seq, prev = self._next_seq, self._last_hash
             for kind, version, payload, recorded_at in items:
                 _check_first(seq, kind)
-                line = encode_line(self.session_id, seq, kind, version, recorded_at, prev, payload,
-                                   self._signer)
+                line, digest = encode_hashed(self.session_id, seq, kind, version, recorded_at,
+                                             prev, payload, self._signer)
                 lines.append(line)
                 envelopes.append(Envelope(session_id=self.session_id, seq=seq, kind=kind,
                                           schema_version=version, recorded_at=recorded_at,
                                           payload=payload, prev_hash=prev))
-                seq, prev = seq + 1, line_hash(line)
+                seq, prev = seq + 1, digest
             if lines:
                 self._write(b"\n".join(lines) + b"\n")
                 self._next_seq, self._last_hash = seq, prev

@@ -19,6 +19,7 @@ from effects.eventlog.codec import from_payload, to_payload
 from effects.eventlog.envelope import Envelope
 from effects.eventlog.store import SessionLog
 from effects.protocols import Clock
+from pipeline.shell.plain_payload import plain_payload
 from pipeline.shell.redacted import RedactedHistory, history_payload
 from stages.errors import EventEncodingError, LogError, ReplayDivergenceError
 from stages.log.events import TURN_CUTS, Event, HistoryLoaded, ModelReplied
@@ -49,10 +50,9 @@ class Journal(Protocol):
 
 def encode(event: Event) -> dict:
     """The event's payload, checked to read back as the same event."""
-    if type(event) is HistoryLoaded:
-        fast = history_payload(event)
-        if fast is not None:
-            return fast
+    fast = history_payload(event) if type(event) is HistoryLoaded else plain_payload(event)
+    if fast is not None:
+        return fast
     payload = to_payload(event)
     try:
         back = from_payload(event.kind, event.schema_version, payload)
