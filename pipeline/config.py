@@ -36,7 +36,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,30 +123,30 @@ def check_file(file: Mapping[str, Any], path: Path) -> None:
                          f"got {fallbacks!r}")
 
 
+def _check_one_setting(section: object, path: Path, table: str, key: str, example: str,
+                       valid: Callable[[object], bool], wanted: str) -> None:
+    """A table of one setting (``[logs] require_signed``, ``[tokens] tokenizer``)."""
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: {table} must be a table ([{table}] {key} = {example}), "
+                         f"got {section!r}")
+    for name, value in section.items():
+        if name != key:
+            raise UsageError(f"{path}: unknown setting [{table}] {name}; expected {key}")
+        if not valid(value):
+            raise UsageError(f"{path}: [{table}] {key} must be {wanted}, got {value!r}")
+
+
 def _check_logs(section: object, path: Path) -> None:
     """``[logs]``: ``require_signed`` (read by the log readers, effects.eventlog.keys)."""
-    if not isinstance(section, dict):
-        raise UsageError(f"{path}: logs must be a table ([logs] require_signed = true), "
-                         f"got {section!r}")
-    for key, value in section.items():
-        if key != "require_signed":
-            raise UsageError(f"{path}: unknown setting [logs] {key}; expected require_signed")
-        if not isinstance(value, bool):
-            raise UsageError(f"{path}: [logs] require_signed must be true or false, "
-                             f"got {value!r}")
+    _check_one_setting(section, path, "logs", "require_signed", "true",
+                       lambda v: isinstance(v, bool), "true or false")
 
 
 def _check_tokens(section: object, path: Path) -> None:
     """``[tokens]``: ``tokenizer``, the one a token-recording session tokenises with."""
-    if not isinstance(section, dict):
-        raise UsageError(f"{path}: tokens must be a table ([tokens] tokenizer = \"...\"), "
-                         f"got {section!r}")
-    for key, value in section.items():
-        if key != "tokenizer":
-            raise UsageError(f"{path}: unknown setting [tokens] {key}; expected tokenizer")
-        if not isinstance(value, str) or not value.strip():
-            raise UsageError(f"{path}: [tokens] tokenizer must be a name, a folder or a .gguf "
-                             f"file, got {value!r}")
+    _check_one_setting(section, path, "tokens", "tokenizer", '"..."',
+                       lambda v: isinstance(v, str) and bool(v.strip()),
+                       "a name, a folder or a .gguf file")
 
 
 _warned: set[tuple[Path, str]] = set()
