@@ -62,7 +62,7 @@ def run_real(server: LocalServer, home: Path, mode: str, *, calls: int = CALLS) 
     def read() -> str:
         """Read the next file."""
         nonlocal chars
-        text = f"file {next(files)}: " + NOTE * 10
+        text = f"file {next(files)}: " + NOTE * 13
         chars += len(text)
         return text
 
