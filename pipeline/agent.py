@@ -28,27 +28,25 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
-from effects.images import BlobStore, ImageSource, image_part, message_parts, stored_message
-from effects.masked_stream import MaskedStream
+from effects.images import ImageSource
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
-from pipeline import output_types
 from pipeline.agent_run import AgentRun
 from pipeline.agent_run import stream as stream_events
-from pipeline.client_tools import client_results, client_specs, unanswered
+from pipeline.agent_turn import both_listeners, take_in, turn_command, turn_result, wired
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
 from pipeline.result import TurnResult
-from pipeline.run_events import RunEvent, RunEvents
+from pipeline.run_events import RunEvent
 from pipeline.run_events import TurnFinished as RunTurnFinished
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
 from pipeline.shell.approval import AllowList, ApprovalCallback, Approver
-from pipeline.shell.decisions import Decisions, answers_for
+from pipeline.shell.decisions import Decisions
 from pipeline.shell.fork import go_on, live_only, plan_fork
 from pipeline.shell.fork_journal import ForkJournal
 from pipeline.shell.journal import Journal, LiveJournal
@@ -61,7 +59,7 @@ from pipeline.tools import Tool, ToolRegistry
 from stages.decision import SplitSession
 from stages.errors import LogError, UsageError
 from stages.log.api_mode import resolve_api_mode
-from stages.log.content_parts import ContentPart, ImagePart
+from stages.log.content_parts import ContentPart
 from stages.log.events import (
     ContextInherited,
     Event,
@@ -69,12 +67,10 @@ from stages.log.events import (
     SessionSplit,
     TreeRestored,
 )
-from stages.log.messages import Message
 from stages.log.pause_events import PendingApproval
-from stages.log.reasoning_parts import check_setting
 from stages.log.state import State
 from stages.log.tool_specs import ToolSpec
-from stages.session.machine import Compress, Decide, Opening, RollBack, Turn
+from stages.session.machine import Compress, Opening, RollBack, Turn
 from stages.turn.budget import child_budget
 
 ToolsArg = Iterable[Tool | Callable[..., Any]]
@@ -252,7 +248,7 @@ class Agent:
         spans = None if listener is not None else live_spans(
             self._tracer_provider, self._secrets, lambda: runner.state.session_id)
         if spans is not None:
-            runner.listener = _both(runner.listener, spans)
+            runner.listener = both_listeners(runner.listener, spans)
         return runner
 
     def open(self) -> str:
@@ -377,105 +373,43 @@ class Agent:
               decisions: Decisions | None = None, images: Sequence[ImageSource] = ()
               ) -> Generator[Step, None, TurnResult]:
         """The turn, one step of the session machine at a time; returns its result."""
-        check_setting(reasoning_effort, reasoning_budget)
-        if (user_message is None) == (decisions is None):
-            raise UsageError("run() takes a user message, or decisions on pending approvals")
-        wanted = None if output_type is None else output_types.output_type(output_type)
-        store = BlobStore.in_home(self.home)
-        taken: tuple[ImagePart, ...] = ()
-        if user_message is not None:
-            user_message, parts = message_parts(user_message)
-            # Stored before the turn starts: the log then holds references only.
-            taken = tuple(image_part(source, store) for source in (*parts, *images))
-        history = None
-        if conversation_history is not None:
-            history = tuple(stored_message(m, store)
-                            for m in self._intake.messages(conversation_history))
-        events = text = reasoning = None
-        if on_event is not None:
-            events = RunEvents(on_event, self._secrets)
-            text, reasoning = events.text_sink(), events.reasoning_sink()
-        text = _tee(stream_callback, text)
-        reasoning = _tee(reasoning_callback, reasoning)
+        taken = take_in(user_message, conversation_history, decisions=decisions, images=images,
+                        output_type=output_type, reasoning_effort=reasoning_effort,
+                        reasoning_budget=reasoning_budget, home=self.home,
+                        intake=self._intake)
         with self._lock:
             runner = self._open()
-            if decisions is not None:
-                command: Turn | Decide = Decide(answers=answers_for(
-                    waiting(runner.state), decisions))
-            else:
-                assert user_message is not None
-                if pending := waiting(runner.state):
-                    raise UsageError(
-                        "the session waits for approvals of calls "
-                        f"{', '.join(p.call_id for p in pending)}: resume(decisions) first")
-                specs, results = self._client_turn(runner.state, history, client_tools,
-                                                   tool_results)
-                if history is not None and history == runner.state.messages:
-                    # A caller that passes the whole conversation each turn: nothing to
-                    # replace, so nothing is redacted, encoded and logged again.
-                    history = None
-                command = Turn(user_message=user_message, system_message=system_message,
-                               history=history, task_id=task_id,
-                               reasoning_effort=reasoning_effort,
-                               reasoning_budget=reasoning_budget,
-                               output=None if wanted is None else wanted.spec,
-                               client_tools=specs, tool_results=results, images=taken)
-            opened = runner
-            performers = runner.performers
-            assert performers is not None
-            # What streams is shown masked, as the log keeps it, and once.
-            performers.on_delta = None if text is None else MaskedStream(text, self._secrets)
-            performers.on_reasoning = (None if reasoning is None
-                                       else MaskedStream(reasoning, self._secrets))
-            listener = runner.listener
-            if events is not None:
-                runner.on_ask = events.asked
-                runner.listener = _both(listener, events.logged)
-            performers.output_check = None if wanted is None else wanted.check
+            command = turn_command(runner.state, taken, decisions,
+                                   system_message=system_message, task_id=task_id,
+                                   reasoning_effort=reasoning_effort,
+                                   reasoning_budget=reasoning_budget,
+                                   client_tools=client_tools, tool_results=tool_results)
             try:
-                while True:  # then a turn of a message steered in too late for the last one
-                    if isinstance(command, Turn):
-                        self.hooks.fire("turn_start", session_id=runner.state.session_id,
-                                        task_id=command.task_id,
-                                        user_message=command.user_message)
-                    state = yield from runner.steps(command)
-                    self._continue_in_child()
-                    runner = self._runner or runner
-                    # An interrupt that came after this turn's last step must not stop the
-                    # next one.
-                    self._interrupt.clear()
-                    follow = None if waiting(state) else self._waits.follow_up()
-                    if follow is None:
-                        break
-                    command = Turn(user_message=follow)
+                with wired(runner, self._secrets, taken.wanted, on_event=on_event,
+                           stream_callback=stream_callback,
+                           reasoning_callback=reasoning_callback):
+                    while True:  # then a turn of a message steered in too late for the last
+                        if isinstance(command, Turn):
+                            self.hooks.fire("turn_start", session_id=runner.state.session_id,
+                                            task_id=command.task_id,
+                                            user_message=command.user_message)
+                        state = yield from runner.steps(command)
+                        self._continue_in_child()
+                        runner = self._runner or runner
+                        # An interrupt that came after this turn's last step must not stop
+                        # the next one.
+                        self._interrupt.clear()
+                        follow = None if waiting(state) else self._waits.follow_up()
+                        if follow is None:
+                            break
+                        command = Turn(user_message=follow)
             finally:
-                performers.on_delta = performers.on_reasoning = None
-                opened.on_ask, opened.listener = None, listener
-                performers.output_check = None
                 self._interrupt.clear()
-        result = TurnResult.from_state(state)
-        if wanted is not None and result.output is not None:
-            result = attrs.evolve(result, output=wanted.value(result.output))
+        result = turn_result(state, taken.wanted)
         self.hooks.fire("turn_end", session_id=state.session_id, result=result)
         if on_event is not None:
             on_event(RunTurnFinished(result=result))
         return result
-
-    def _client_turn(self, state: State, history: tuple[Message, ...] | None,
-                     tools: Sequence[Mapping[str, Any] | ToolSpec],
-                     results: Sequence[Mapping[str, Any]]
-                     ) -> tuple[tuple[ToolSpec, ...], tuple[Message, ...]]:
-        """The turn's client tools and results, checked: results answer exactly the calls the
-        history leaves open, and a history with calls left open takes nothing else."""
-        specs = client_specs(tools, [spec.name for spec in state.tools])
-        if (specs or results) and (state.settings is None
-                                   or not state.settings.rule_set.client_tools):
-            raise UsageError("this session runs under rules older than 8, which have no "
-                             "client tools; start a new session")
-        waiting = unanswered(history if history is not None else state.messages)
-        if not results and not waiting:
-            return specs, ()
-        return specs, client_results(results, waiting)
 
     def resume(self, decisions: Decisions, stream_callback: DeltaSink | None = None,
                ) -> TurnResult:
@@ -652,27 +586,6 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _tee(first: DeltaSink | None, second: DeltaSink | None) -> DeltaSink | None:
-    """One sink feeding both (either may be None)."""
-    if first is None or second is None:
-        return first or second
-
-    def both(text: str) -> None:
-        first(text)
-        second(text)
-    return both
-
-
-def _both(first: Listener | None, second: Listener) -> Listener:
-    if first is None:
-        return second
-
-    def both(event: Event) -> None:
-        first(event)
-        second(event)
-    return both
 
 
 def _close_logs(logs: list[SessionLog]) -> None:
