@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import msgspec
 
@@ -110,7 +110,7 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     payload: dict[str, Any]
 
 
-def is_session_id(value: object) -> bool:
+def is_session_id(value: object) -> TypeGuard[str]:
     """Whether ``value`` is usable as a file name: 1-200 ASCII letters, digits, ``_``, ``-``
     and ``.``, not dots only."""
     return (isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
