@@ -21,8 +21,7 @@ class SteeringQueue:
 
     def take(self) -> str | None:
         """Everything sent so far, oldest first, as one text (None: nothing)."""
-        with self._lock:
-            texts, self._texts = self._texts, []
+        texts = self.drop()
         return "\n\n".join(texts) if texts else None
 
     def drop(self) -> tuple[str, ...]:

@@ -136,6 +136,38 @@ def _check_one_setting(section: object, path: Path, table: str, key: str, exampl
             raise UsageError(f"{path}: [{table}] {key} must be {wanted}, got {value!r}")
 
 
+def settings_table(table: str, section: object, given: Mapping[str, Any],
+                   keys: Mapping[str, str]) -> dict[str, Any]:
+    """The recorded settings a config.toml table sets (``keys``: its key -> the
+    ``SessionSettings`` field), each replaced by the argument of the field's name in ``given``
+    where that is not None; checked by the field's own validator, so that a bad value is a
+    ``UsageError`` naming the table and key (or the argument) it came from."""
+    if not isinstance(section, Mapping):
+        raise UsageError(f"[{table}] in config.toml must be a table, got {section!r}")
+    if unknown := set(section) - set(keys):
+        raise UsageError(f"unknown setting [{table}] {sorted(unknown)[0]}; expected one of "
+                         f"{', '.join(sorted(keys))}")
+    out: dict[str, Any] = {}
+    for key, name in keys.items():
+        argument = given.get(name)
+        value = section.get(key) if argument is None else argument
+        if value is None:
+            continue
+        field = _SETTINGS_FIELDS[name]
+        assert field.validator is not None
+        try:
+            field.validator(None, field, value)
+        except SettingError as exc:
+            # The validator names the field; a value from the file also names where it is.
+            raise UsageError(str(exc) if argument is not None
+                             else f"[{table}] {key}: {exc}") from exc
+        out[name] = value
+    return out
+
+
+_SETTINGS_FIELDS = attrs.fields_dict(SessionSettings)
+
+
 def _check_logs(section: object, path: Path) -> None:
     """``[logs]``: ``require_signed`` (read by the log readers, effects.eventlog.keys)."""
     _check_one_setting(section, path, "logs", "require_signed", "true",

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from pipeline.config import settings_table
 from stages.errors import UsageError
-from stages.log.events import SessionSettings
 from stages.log.messages import canonical_json
 from stages.log.output_spec import OutputSpec
 
@@ -131,28 +131,10 @@ def _made(value: Any) -> OutputType:
 
 # config.toml's ``[output]`` key -> the recorded setting.
 _KEYS = {"retries": "output_retries", "mode": "output_mode"}
-_FIELDS = attrs.fields_dict(SessionSettings)
 
 
 def output_values(section: Any, **given: Any) -> dict[str, Any]:
     """The structured-output settings given as arguments (``output_retries``,
     ``output_mode``), else those of ``[output]`` in config.toml; a bad value is a
     ``UsageError`` naming it."""
-    if not isinstance(section, Mapping):
-        raise UsageError(f"[output] in config.toml must be a table, got {section!r}")
-    if unknown := set(section) - set(_KEYS):
-        raise UsageError(f"unknown setting [output] {sorted(unknown)[0]}; expected one of "
-                         f"{', '.join(sorted(_KEYS))}")
-    out: dict[str, Any] = {}
-    for key, name in _KEYS.items():
-        value = given.get(name)
-        value = section.get(key) if value is None else value
-        if value is not None:
-            validator = _FIELDS[name].validator
-            assert validator is not None
-            try:
-                validator(None, _FIELDS[name], value)
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"[output] {key}: {exc}") from exc
-            out[name] = value
-    return out
+    return settings_table("output", section, given, _KEYS)

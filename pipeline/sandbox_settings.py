@@ -11,15 +11,11 @@ place:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import attrs
+from pipeline.config import settings_table
+from stages.log.events import SandboxProbed
 
-from stages.errors import UsageError
-from stages.log.events import SandboxProbed, SessionSettings
-
-_FIELDS = attrs.fields_dict(SessionSettings)
 # config.toml's key -> the recorded setting.
 _KEYS = {"mode": "sandbox", "network": "network", "allow_unconfined": "allow_unconfined"}
 
@@ -27,22 +23,7 @@ _KEYS = {"mode": "sandbox", "network": "network", "allow_unconfined": "allow_unc
 def sandbox_values(section: Any, **given: Any) -> dict[str, Any]:
     """The settings given as arguments (``sandbox``, ``network``, ``allow_unconfined``), else
     those of ``[sandbox]``; a bad value is a ``UsageError`` naming it."""
-    if not isinstance(section, Mapping):
-        raise UsageError(f"[sandbox] in config.toml must be a table, got {section!r}")
-    unknown = set(section) - set(_KEYS)
-    if unknown:
-        raise UsageError(f"unknown setting [sandbox] {sorted(unknown)[0]}; expected one of "
-                         f"{', '.join(sorted(_KEYS))}")
-    out: dict[str, Any] = {}
-    for key, name in _KEYS.items():
-        value = given.get(name)
-        value = section.get(key) if value is None else value
-        if value is not None:
-            validator = _FIELDS[name].validator
-            assert validator is not None
-            validator(None, _FIELDS[name], value)  # the setting's one rule
-            out[name] = value
-    return out
+    return settings_table("sandbox", section, given, _KEYS)
 
 
 _told: set[str] = set()

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import msgspec
 
@@ -55,6 +55,7 @@ __all__ = [
     "empty_log",
     "encode_hashed",
     "encode_line",
+    "is_session_id",
     "line_hash",
     "list_session_ids",
     "read_line",
@@ -109,16 +110,17 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     payload: dict[str, Any]
 
 
-def validate_session_id(session_id: object) -> str:
-    """Return ``session_id`` if it is usable as a file name, else raise :class:`UsageError`.
+def is_session_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is usable as a file name: 1-200 ASCII letters, digits, ``_``, ``-``
+    and ``.``, not dots only."""
+    return (isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+            and value.strip(".") != "")
 
-    Allowed: 1-200 ASCII letters, digits, ``_``, ``-`` and ``.``, not dots only.
-    """
-    if (
-        not isinstance(session_id, str)
-        or _SESSION_ID.fullmatch(session_id) is None
-        or session_id.strip(".") == ""
-    ):
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it is usable as a file name (:func:`is_session_id`), else
+    raise :class:`UsageError`."""
+    if not is_session_id(session_id):
         raise UsageError(
             f"invalid session id {session_id!r}: use 1-200 ASCII letters, digits, '_', '-', '.'"
         )
@@ -375,17 +377,10 @@ def list_session_ids(root: Path) -> list[str]:
     ids = []
     for entry in root.iterdir():
         stem = entry.name[: -len(SUFFIX)]
-        if entry.name.endswith(SUFFIX) and entry.is_file() and _is_valid_id(stem):
+        if entry.name.endswith(SUFFIX) and entry.is_file() and is_session_id(stem):
             ids.append(stem)
     return sorted(ids)
 
-
-def _is_valid_id(session_id: str) -> bool:
-    try:
-        validate_session_id(session_id)
-    except UsageError:
-        return False
-    return True
 
 
 class CheckedLine(msgspec.Struct, frozen=True):

@@ -312,22 +312,20 @@ class _StreamAssembly:
         self._item(event, "function_call")["arguments"] = event.get("arguments") or ""
 
     def _summary(self, event: dict) -> None:
-        item = self._item(event, "reasoning")
-        part = _slot(item.setdefault("summary", []), event.get("summary_index", 0),
-                     {"type": "summary_text", "text": ""})
-        part["text"] = (part.get("text") or "") + (event.get("delta") or "")
-        self._thought(event.get("delta") or "")
-
-    def _thought(self, delta: str) -> None:
-        if delta:
-            self.split.thought(delta)
+        self._reasoning_part(event, "summary", "summary_text")
 
     def _reasoning_text(self, event: dict) -> None:
+        self._reasoning_part(event, "content", "reasoning_text")
+
+    def _reasoning_part(self, event: dict, field: str, kind: str) -> None:
+        """A reasoning item's ``field`` (its summary or its text) grows by the event's delta."""
         item = self._item(event, "reasoning")
-        part = _slot(item.setdefault("content", []), event.get("content_index", 0),
-                     {"type": "reasoning_text", "text": ""})
-        part["text"] = (part.get("text") or "") + (event.get("delta") or "")
-        self._thought(event.get("delta") or "")
+        part = _slot(item.setdefault(field, []), event.get(f"{field}_index", 0),
+                     {"type": kind, "text": ""})
+        delta = event.get("delta") or ""
+        part["text"] = (part.get("text") or "") + delta
+        if delta:
+            self.split.thought(delta)
 
     def _done(self, event: dict) -> None:
         if isinstance(event.get("item"), dict):

@@ -32,9 +32,9 @@ from effects.eventlog.envelope import (
     FIRST_KIND,
     MAX_LINE,
     SUFFIX,
+    is_session_id,
     line_hash,
     session_path,
-    validate_session_id,
 )
 from effects.eventlog.keys import Keyring, keyring_of
 from pipeline.insights.log_scan import Position, scan
@@ -223,7 +223,7 @@ def _stats(root: Path) -> dict[str, tuple[int, int]]:
     with os.scandir(root) as entries:
         for entry in entries:
             sid = entry.name[: -len(SUFFIX)]
-            if not entry.name.endswith(SUFFIX) or not _valid(sid):
+            if not entry.name.endswith(SUFFIX) or not is_session_id(sid):
                 continue
             try:
                 if entry.is_file():
@@ -233,13 +233,6 @@ def _stats(root: Path) -> dict[str, tuple[int, int]]:
                 continue  # removed while we looked
     return out
 
-
-def _valid(session_id: str) -> bool:
-    try:
-        validate_session_id(session_id)
-    except UsageError:
-        return False
-    return True
 
 
 def _plan(work: _Work, root: Path, session_id: str, known: tuple | None,

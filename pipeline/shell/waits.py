@@ -3,8 +3,6 @@ message an ``interrupt(message)`` goes on with."""
 
 from __future__ import annotations
 
-import threading
-
 from effects.steering import SteeringQueue
 from stages.log.pause_events import PendingApproval
 from stages.log.state import State
@@ -20,18 +18,14 @@ def waiting(state: State) -> tuple[PendingApproval, ...]:
 class Waits:
     def __init__(self) -> None:
         self.steering = SteeringQueue()
-        self._lock = threading.Lock()
-        self._after_interrupt: list[str] = []
+        self._after_interrupt = SteeringQueue()
 
     def interrupt_with(self, message: str) -> None:
-        with self._lock:
-            self._after_interrupt.append(message)
+        self._after_interrupt.send(message)
 
     def follow_up(self) -> str | None:
         """The message the run goes on with after a turn: an interrupt's, then what was
         steered too late for the turn (oldest first, as one message); None: nothing."""
-        with self._lock:
-            texts, self._after_interrupt = self._after_interrupt, []
-        late = self.steering.take()
-        texts = [*texts, *([late] if late is not None else [])]
+        texts = [text for text in (self._after_interrupt.take(), self.steering.take())
+                 if text is not None]
         return "\n\n".join(texts) if texts else None

@@ -86,8 +86,13 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
                 r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH|"
                 # a personal access token (AZURE_DEVOPS_EXT_PAT), not a PATH
                 r"_PAT\b)")
+# An ``&`` ends the value where a URL query's or a form's next parameter follows (``&next=``,
+# HTML's ``&amp;``); elsewhere it is the value's own (``password=Tr0ub4dor&3`` in prose or a
+# shell command), and stopping there would leave the password's tail readable.
+_VALUE_AMPERSAND = r"&(?![\w.%\[\]\-]+=|amp;)"
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)([^\s'\";&,\\]{4,})\2")
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)"
+    r"((?:[^\s'\";&,\\]|" + _VALUE_AMPERSAND + r"){4,})\2")
 _COLON = re.compile(
     # After anything but a name's own characters: a line number (read_file's "4|", grep's
     # "file:4:"), a quote, a bracket, a prompt's ">".

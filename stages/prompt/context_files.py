@@ -16,6 +16,7 @@ import shlex
 
 from stages.prompt.injection_wide import screened
 from stages.prompt.memory import sanitize
+from stages.prompt.skills import split_frontmatter
 
 CONTEXT_NAMES = ("MIBYAN.md", ".mibyan.md", "AGENTS.md", "agents.md", "CLAUDE.md", "claude.md")
 CURSOR_RULES = ".cursorrules"
@@ -45,13 +46,10 @@ def truncate(text: str, cap: int, name: str) -> str:
 
 def strip_frontmatter(text: str) -> str:
     """A leading YAML frontmatter block (``---`` ... ``---``) is metadata, not instructions."""
-    if not text.startswith("---"):
-        return text
-    end = text.find("\n---", 3)
-    if end < 0:
-        return text
-    after = text.find("\n", end + 4)
-    return "" if after < 0 else text[after + 1:].lstrip("\n")
+    # Unlike a skill's, a context file opening with a BOM keeps its block: recorded sessions'
+    # prompts were built so, and replay rebuilds them.
+    parts = None if text.startswith("\ufeff") else split_frontmatter(text)
+    return text if parts is None else parts[1].lstrip("\n")
 
 
 def context_section(files: tuple[tuple[str, str], ...], *, cap: int = CONTEXT_FILE_MAX_CHARS,

@@ -22,7 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effects.eventlog.envelope import FIRST_KIND, GENESIS_HASH, decode_line, encode_line
+from effects.eventlog.envelope import (
+    FIRST_KIND,
+    GENESIS_HASH,
+    decode_line,
+    encode_line,
+    is_session_id,
+)
 from effects.eventlog.store import (
     Envelope,
     SessionLog,
@@ -175,6 +181,12 @@ def test_invalid_session_ids_are_usage_errors(tmp_path: Path, bad: str) -> None:
         session_path(tmp_path, bad)
     with pytest.raises(UsageError):
         SessionLog.open(tmp_path, bad)
+    assert not is_session_id(bad)
+
+
+@pytest.mark.parametrize("good", ["a", "a_1", "b-2.x", ".a", "x" * 200])
+def test_valid_session_ids_name_files(tmp_path: Path, good: str) -> None:
+    assert is_session_id(good) and session_path(tmp_path, good).name == f"{good}.jsonl"
 
 
 def test_helpers_and_properties(tmp_path: Path) -> None:

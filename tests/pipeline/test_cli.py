@@ -183,6 +183,8 @@ def test_bad_numbers_are_usage_errors(home, args, expected):
     ("[model]\nname = 5\n", "[model] name must be a string, got 5"),
     ('[model]\ncredential_strategy = "random"\n', "unknown credential_strategy 'random'"),
     ("[model]\ntimeout = -1\n", "timeout must be a positive number of seconds, got -1"),
+    ('[sandbox]\nmode = "open"\n', "[sandbox] mode: sandbox must be one of read-only"),
+    ("[output]\nretries = -1\n", "[output] retries: output_retries must be a whole number"),
 ])
 def test_a_bad_config_toml_is_a_usage_error(home, config, expected):
     home.mkdir()

@@ -38,17 +38,32 @@ def test_arguments_beat_the_file_and_a_resumed_session_keeps_its_own(tmp_path) -
 
 
 @pytest.mark.parametrize("section, message", [
-    ('mode = "open"', "sandbox must be one of read-only, workspace-write, full-access"),
-    ('network = "yes"', "network must be true or false"),
-    ('allow_unconfined = 1', "allow_unconfined must be true or false"),
+    ('mode = "open"', "[sandbox] mode: sandbox must be one of read-only, workspace-write, "
+                      "full-access, got 'open'"),
+    ('network = "yes"', "[sandbox] network: network must be true or false"),
+    ('allow_unconfined = 1', "[sandbox] allow_unconfined: allow_unconfined must be true or false"),
     ('modes = "read-only"', "unknown setting [sandbox] modes"),
+    ('mode = ["read-only"]', "[sandbox] mode: sandbox must be one of"),
 ])
-def test_a_bad_sandbox_setting_is_named(tmp_path, section, message) -> None:
+def test_a_bad_sandbox_setting_is_named_with_its_table_and_key(tmp_path, section,
+                                                                message) -> None:
     (tmp_path / "config.toml").write_text(f"[sandbox]\n{section}\n")
-    with pytest.raises(UsageError, match=message.replace("[", r"\[")):
+    with pytest.raises(UsageError) as raised:
         _agent(tmp_path)
-    with pytest.raises(UsageError, match="sandbox must be one of"):
-        _agent(tmp_path / "other", sandbox="none")
+    assert message in str(raised.value)
+
+
+def test_a_bad_sandbox_argument_is_named_as_the_argument(tmp_path) -> None:
+    (tmp_path / "config.toml").write_text('[sandbox]\nmode = "read-only"\n')
+    with pytest.raises(UsageError) as raised:
+        _agent(tmp_path, sandbox="none")
+    assert str(raised.value).startswith("sandbox must be one of")
+
+
+def test_a_sandbox_section_that_is_no_table_is_named(tmp_path) -> None:
+    (tmp_path / "config.toml").write_text('sandbox = "read-only"\n')
+    with pytest.raises(UsageError, match=r"\[sandbox\] in config.toml must be a table"):
+        _agent(tmp_path)
 
 
 def test_the_session_s_policy_reaches_the_terminal_when_it_opens(tmp_path) -> None:

@@ -41,6 +41,10 @@ def test_frontmatter_is_metadata() -> None:
     assert strip_frontmatter("---\ndescription: x\nglobs: '*.py'\n---\n\nUse tabs.") == "Use tabs."
     assert strip_frontmatter("No frontmatter\n---\n") == "No frontmatter\n---\n"
     assert strip_frontmatter("---\nnever closed") == "---\nnever closed"
+    assert strip_frontmatter("---\nglobs: x\n---") == ""
+    # A BOM before the block keeps it, as recorded sessions' prompts hold it.
+    assert strip_frontmatter("\ufeff---\nglobs: x\n---\nUse tabs.") == (
+        "\ufeff---\nglobs: x\n---\nUse tabs.")
 
 
 def test_the_section_names_files_and_reports_notices() -> None:
