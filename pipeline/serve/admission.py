@@ -18,11 +18,12 @@ import threading
 import time
 from collections.abc import Callable
 
-# Turns per core let in at once by default. On two cores with an upstream that answers at once,
-# 32 turns kept the admitted turns under a second where 256 made them take 4-45 s (bench/
-# README.md); an upstream that takes seconds leaves the threads waiting on the network, and a
-# gateway for one should set [serve] max_busy higher.
-TURNS_PER_CORE = 16
+# Turns per core let in at once by default. On two cores with an upstream that answers at once
+# and a thousand clients, 8 turns at once kept the admitted turns' median at 0.24 s where 32
+# made it 7 s (the turn threads starve the event loop of the GIL) and ended more turns a
+# second (bench/README.md, issue 29); an upstream that takes seconds leaves the threads
+# waiting on the network, and a gateway for one should set [serve] max_busy higher.
+TURNS_PER_CORE = 4
 # The mean turn time assumed before any turn has ended: about one turn of a real provider.
 FIRST_TURN_SECONDS = 2.0
 # How much each ended turn moves the mean (an exponentially weighted one: recent turns count).

@@ -7,7 +7,7 @@
     toolsets = ["files", "terminal", "planning"]
     workdir = "/srv/agent"
     max_open_sessions = 1000
-    max_busy = 32                # turns at once (default: 16 per core); one more gets a 503
+    max_busy = 8                 # turns at once (default: 4 per core); one more gets a 503
     max_retry_after = 60.0       # the longest Retry-After a refused client is told
     allowed_hosts = ["agent.example.internal"]   # Host names besides loopback and ``host``
     cors_origins = ["https://chat.example.com"]  # browser origins allowed to call it
