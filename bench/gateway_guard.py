@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from pipeline.serve.admission import Admission  # noqa: E402
 from pipeline.serve.gateway_config import ServeConfig  # noqa: E402
 from pipeline.serve.guard import RequestGuard  # noqa: E402
 from pipeline.serve.json_limits import parse  # noqa: E402
@@ -166,7 +167,7 @@ def guard_cost(rounds: int = 20_000) -> None:
             await handler(scope, receive, send)  # type: ignore[operator]
         return (time.perf_counter() - start) / rounds * 1e6
 
-    guarded = RequestGuard(app, ServeConfig(auth=False))
+    guarded = RequestGuard(app, ServeConfig(auth=False), Admission(1))
     bare, checked = asyncio.run(timed(app)), asyncio.run(timed(guarded))
     print(f"guard per request: {checked - bare:.1f} µs ({bare:.1f} µs bare, {checked:.1f} µs "
           "guarded)")

@@ -5,6 +5,7 @@ latency per turn, memory per idle session, and a bounded soak. Not part of the t
     uv run python bench/serve.py --quick    # levels 10, 50 and short soaks
     uv run python bench/serve.py --max-busy 32 --levels 100   # the 503 limit at work
     uv run python bench/serve.py --levels 10 --soak-rate 5 --soak-seconds 120 --waves 0
+    uv run python bench/serve.py --tree /tmp/base --levels 1000   # another checkout's gateway
 
 Three processes: the fake OpenAI server, ``mibyan serve`` (its RSS and open files are read from
 /proc), and this one, the load (asyncio + httpx2). See bench/README.md for what each figure
@@ -61,7 +62,7 @@ def upstream() -> tuple[subprocess.Popen, str]:
     return proc, proc.stdout.readline().strip()
 
 
-def gateway(base_url: str, home: Path, max_busy: int | None = None
+def gateway(base_url: str, home: Path, max_busy: int | None = None, tree: Path = ROOT
             ) -> tuple[subprocess.Popen, str]:
     if max_busy is not None:
         (home / "config.toml").write_text(f"[serve]\nmax_busy = {max_busy}\n")
@@ -69,7 +70,8 @@ def gateway(base_url: str, home: Path, max_busy: int | None = None
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli.main", "serve", "--no-auth", "--port", "0", "--model",
          "m", "--base-url", base_url, "--durability", "flush", "--toolsets", "files",
-         "--workdir", str(home)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+         "--workdir", str(home)], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -99,16 +101,49 @@ def pct(values: list[float], q: float) -> float:
 
 
 RETRIES = {"count": 0, "busy": 0, "timeout": 0}
+# Sessions per client of the load: httpcore's pool walks (and probes) every connection it
+# holds on each request, so one client for a thousand kept-alive connections makes the load
+# itself slow enough to show in the turn times.
+SESSIONS_PER_CLIENT = 20
 
 
-async def post(client: httpx2.AsyncClient, url: str, body: object) -> httpx2.Response:
+class Clients:
+    """Clients of the load, each holding the connections of a few sessions: a session's
+    requests go through the same one (its connection is kept), a new session's to the next."""
+
+    def __init__(self, n: int, **kwargs: object) -> None:
+        self.clients = [httpx2.AsyncClient(**kwargs) for _ in range(n)]  # type: ignore[arg-type]
+        self.next = 0
+
+    def of(self, url: str) -> httpx2.AsyncClient:
+        sid = url.partition("/v1/sessions/")[2].partition("/")[0]
+        if sid:
+            return self.clients[hash(sid) % len(self.clients)]
+        self.next += 1
+        return self.clients[self.next % len(self.clients)]
+
+    async def post(self, url: str, json: object = None) -> httpx2.Response:
+        return await self.of(url).post(url, json=json)
+
+    async def delete(self, url: str) -> httpx2.Response:
+        return await self.of(url).delete(url)
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
+async def post(client: Clients, url: str, body: object
+               ) -> tuple[httpx2.Response, float]:
     """A POST, sent again after a connection the server dropped before answering (a
     connection refused or reset while the listen queue overflowed), as the SDKs do; and after
-    a 503 ``server_busy`` (``[serve] max_busy``), once its ``Retry-After`` has passed, as the
-    SDKs do too; and after a 408 (the gateway's guard stopped waiting for the request's head
-    or body). All are counted in the report."""
+    a 503 ``server_busy`` (``[serve] max_busy``), once its ``retry-after-ms`` or else its
+    ``Retry-After`` has passed, as the openai SDKs do too; and after a 408 (the gateway's guard
+    stopped waiting for the request's head or body). All are counted in the report. The
+    answer, and the time of the attempt that got it (an admitted turn's own time)."""
     attempt = 0
     while True:
+        sent = time.perf_counter()
         try:
             response = await client.post(url, json=body)
         except (httpx2.ConnectError, httpx2.ReadError, httpx2.RemoteProtocolError):
@@ -122,21 +157,28 @@ async def post(client: httpx2.AsyncClient, url: str, body: object) -> httpx2.Res
             RETRIES["timeout"] += 1      # (a starved event loop); the SDKs send it again
             continue
         if response.status_code != 503:
-            return response
+            return response, time.perf_counter() - sent
         RETRIES["busy"] += 1
-        await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+        told = response.headers.get("retry-after-ms")
+        await asyncio.sleep(float(told) / 1000 if told is not None
+                            else float(response.headers.get("retry-after", "1")))
 
 
-async def turn(client: httpx2.AsyncClient, url: str, sid: str) -> float:
+ADMITTED: list[float] = []  # each turn's admitted attempt's time, in order
+
+
+async def turn(client: Clients, url: str, sid: str) -> float:
     """One turn of session ``sid``; its time as the client sees it, from the first send of its
     request (a wait after a 503 included) to the answer."""
     start = time.perf_counter()
-    response = await post(client, f"{url}/v1/sessions/{sid}/messages", {"content": MESSAGE})
+    response, admitted = await post(client, f"{url}/v1/sessions/{sid}/messages",
+                                    {"content": MESSAGE})
     response.raise_for_status()
+    ADMITTED.append(admitted)
     return time.perf_counter() - start
 
 
-async def session_turns(client: httpx2.AsyncClient, url: str, sessions: list[str], turns: int
+async def session_turns(client: Clients, url: str, sessions: list[str], turns: int
                         ) -> dict[str, list[float]]:
     """Each session's turn times (seconds, in order), the sessions all at once."""
     async def one(sid: str) -> list[float]:
@@ -158,18 +200,18 @@ def added(home: Path, times: dict[str, list[float]]) -> tuple[list[float], int]:
     return out, failed
 
 
-async def create(client: httpx2.AsyncClient, url: str, n: int) -> list[str]:
+async def create(client: Clients, url: str, n: int) -> list[str]:
     limit = asyncio.Semaphore(50)
 
     async def one() -> str:
         async with limit:
-            response = await post(client, f"{url}/v1/sessions", None)
+            response, _ = await post(client, f"{url}/v1/sessions", None)
             response.raise_for_status()
             return response.json()["id"]
     return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
-async def delete(client: httpx2.AsyncClient, url: str, sessions: list[str]) -> None:
+async def delete(client: Clients, url: str, sessions: list[str]) -> None:
     limit = asyncio.Semaphore(50)
 
     async def one(sid: str) -> None:
@@ -178,26 +220,30 @@ async def delete(client: httpx2.AsyncClient, url: str, sessions: list[str]) -> N
     await asyncio.gather(*(one(s) for s in sessions))
 
 
-async def level(client: httpx2.AsyncClient, url: str, home: Path, pid: int, n: int,
+async def level(client: Clients, url: str, home: Path, pid: int, n: int,
                 turns: int) -> dict:
     before = rss_mb(pid)
     sessions = await create(client, url, n)
     await session_turns(client, url, sessions, 1)  # each session has a turn behind it
     idle = rss_mb(pid)
-    busy = RETRIES["busy"]
+    busy, timeouts = RETRIES["busy"], RETRIES["timeout"]
+    ADMITTED.clear()
     started = time.perf_counter()
     times = await session_turns(client, url, sessions, turns)
     elapsed = time.perf_counter() - started
+    admitted = list(ADMITTED)
     await delete(client, url, sessions)
     walls = [t for ts in times.values() for t in ts]
     extra, failed = added(home, times)
     return {"n": n, "turns": len(walls), "p50": pct(walls, 0.5), "p99": pct(walls, 0.99),
             "added_p50": pct(extra, 0.5), "added_p99": pct(extra, 0.99),
             "idle_kb": (idle - before) * 1024 / n, "failed": failed,
-            "rate": len(walls) / elapsed, "refused": RETRIES["busy"] - busy}
+            "rate": len(walls) / elapsed, "refused": RETRIES["busy"] - busy,
+            "timeouts": RETRIES["timeout"] - timeouts,
+            "admitted_p50": pct(admitted, 0.5), "admitted_p99": pct(admitted, 0.99)}
 
 
-async def paced(client: httpx2.AsyncClient, url: str, pid: int, rate: float, seconds: float,
+async def paced(client: Clients, url: str, pid: int, rate: float, seconds: float,
                 sessions: int) -> dict:
     """An open-loop soak: a turn every ``1 / rate`` seconds for ``seconds``, each on the next
     of ``sessions`` sessions that is not in a turn (a fixed arrival rate, as many users make,
@@ -239,7 +285,7 @@ async def paced(client: httpx2.AsyncClient, url: str, pid: int, rate: float, sec
             "refused": RETRIES["busy"] - busy, "samples": samples}
 
 
-async def soak(client: httpx2.AsyncClient, url: str, pid: int, waves: int, sessions: int,
+async def soak(client: Clients, url: str, pid: int, waves: int, sessions: int,
                turns: int) -> list[tuple[int, float, int]]:
     """Waves of sessions made, used and closed: (turns so far, RSS MB, open files) after
     each wave."""
@@ -253,16 +299,18 @@ async def soak(client: httpx2.AsyncClient, url: str, pid: int, waves: int, sessi
 
 
 def report(levels: list[dict], samples: list[tuple[int, float, int]], soaked: dict | None,
-           elapsed: float, max_busy: int | None) -> None:
+           elapsed: float, max_busy: int | None, tree: Path) -> None:
     print(f"# mibyan serve bench ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
-          f"{elapsed:.0f} s, [serve] max_busy {max_busy or 'default'})\n")
-    print("| sessions | turns | turns/s | turn p50 ms | turn p99 ms | added p50 ms | "
-          "added p99 ms | 503s | upstream failures | idle KB/session |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"{elapsed:.0f} s, [serve] max_busy {max_busy or 'default'}, gateway of {tree})\n")
+    print("| sessions | turns | turns/s | turn p50 ms | turn p99 ms | admitted p50 ms | "
+          "admitted p99 ms | added p50 ms | added p99 ms | 503s | 408s | upstream failures | "
+          "idle KB/session |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in levels:
-        print(f"| {r['n']} | {r['turns']} | {r['rate']:.1f} | {r['p50']:.1f} | {r['p99']:.1f} | "
-              f"{r['added_p50']:.1f} | {r['added_p99']:.1f} | {r['refused']} | {r['failed']} | "
-              f"{r['idle_kb']:.0f} |")
+        print(f"| {r['n']} | {r['turns']} | {r['rate']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} | "
+              f"{r['admitted_p50']:.0f} | {r['admitted_p99']:.0f} | "
+              f"{r['added_p50']:.0f} | {r['added_p99']:.0f} | {r['refused']} | "
+              f"{r['timeouts']} | {r['failed']} | {r['idle_kb']:.0f} |")
     if samples:
         print("\nsoak in waves (after each wave: turns, RSS MB, open files):")
         for done, rss, files in samples:
@@ -289,13 +337,15 @@ async def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
     up, base_url = upstream()
     with tempfile.TemporaryDirectory(prefix="mibyan-serve-bench-") as tmp:
-        gw, url = gateway(base_url, Path(tmp), args.max_busy)
+        gw, url = gateway(base_url, Path(tmp), args.max_busy, args.tree)
         try:
             # Idle connections are dropped before the server's keep-alive (75 s) ends, so
             # that no request is sent on a connection the server is closing.
             limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None,
                                   keepalive_expiry=60.0)
-            async with httpx2.AsyncClient(limits=limits, timeout=300) as client:
+            clients = max((*args.levels, args.soak_sessions)) // SESSIONS_PER_CLIENT + 1
+            client = Clients(clients, limits=limits, timeout=300)
+            try:
                 await level(client, url, Path(tmp), gw.pid, 5, 2)  # warm-up
                 levels = [await level(client, url, Path(tmp), gw.pid, n,
                                       args.turns if n < 500 else 2)
@@ -304,13 +354,15 @@ async def main(args: argparse.Namespace) -> None:
                                      args.soak_turns)
                 soaked = (await paced(client, url, gw.pid, args.soak_rate, args.soak_seconds,
                                       args.soak_sessions) if args.soak_seconds else None)
+            finally:
+                await client.aclose()
         finally:
             gw.terminate()
             gw.wait(timeout=60)
             assert up.stdin is not None
             up.stdin.close()
             up.wait(timeout=10)
-    report(levels, samples, soaked, time.monotonic() - started, args.max_busy)
+    report(levels, samples, soaked, time.monotonic() - started, args.max_busy, args.tree)
 
 
 if __name__ == "__main__":
@@ -319,6 +371,8 @@ if __name__ == "__main__":
     parser.add_argument("--levels", type=lambda t: tuple(int(n) for n in t.split(",")),
                         help="concurrent sessions per level, comma-separated")
     parser.add_argument("--max-busy", type=int, help="[serve] max_busy of the gateway")
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="the checkout whose gateway runs (another commit's, to compare)")
     parser.add_argument("--waves", type=int, help="waves of the soak of made sessions")
     parser.add_argument("--soak-rate", type=float, default=5.0,
                         help="turns per second of the soak at a fixed rate")

@@ -41,7 +41,7 @@ def serve(args: argparse.Namespace) -> int:
                        trust_terminal_approvals=config.trust_terminal_approvals,
                        approvals=config.approvals)
     pool = SessionPool(maker, home=home, max_open=config.max_open_sessions,
-                       max_busy=config.max_busy)
+                       max_busy=config.max_busy, max_retry_after=config.max_retry_after)
     app = create_app(pool, config, models=(AGENT_MODEL, maker.model))
     owners = ", ".join(sorted(set(config.tokens.values()))) or "no authentication"
 

@@ -158,12 +158,13 @@ def _allowed(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-def _middleware(config: ServeConfig, counted: GatewayMetrics) -> list[Middleware]:
+def _middleware(config: ServeConfig, counted: GatewayMetrics, pool: SessionPool
+                ) -> list[Middleware]:
     """The metrics (every request, refusals too), the request guard
     (``pipeline.serve.guard``); CORS only for configured origins, which the guard lets
     through."""
     chain = [Middleware(MetricsMiddleware, metrics=counted),
-             Middleware(guard.RequestGuard, config=config)]
+             Middleware(guard.RequestGuard, config=config, admission=pool.admission)]
     if config.cors_origins:
         chain.append(Middleware(CORSMiddleware, allow_origins=config.cors_origins,
                                 allow_methods=guard.CORS_METHODS,
@@ -192,7 +193,8 @@ def create_app(pool: SessionPool, config: ServeConfig, *, models: Sequence[str])
         Route("/v1/responses", responses, methods=["POST"]),
         *routes.SESSION_ROUTES,
         *WAITING_ROUTES,
-    ], exception_handlers=handlers, lifespan=lifespan, middleware=_middleware(config, counted))
+    ], exception_handlers=handlers, lifespan=lifespan,
+        middleware=_middleware(config, counted, pool))
     app.state.pool, app.state.config, app.state.metrics = pool, config, counted
     app.state.models = tuple(dict.fromkeys(models))
     app.state.started = int(time.time())

@@ -7,7 +7,8 @@
     toolsets = ["files", "terminal", "planning"]
     workdir = "/srv/agent"
     max_open_sessions = 1000
-    max_busy = 256               # turns at once; one more is refused: 503 with Retry-After
+    max_busy = 8                 # turns at once (default: 4 per core); one more gets a 503
+    max_retry_after = 60.0       # the longest Retry-After a refused client is told
     allowed_hosts = ["agent.example.internal"]   # Host names besides loopback and ``host``
     cors_origins = ["https://chat.example.com"]  # browser origins allowed to call it
     max_body_bytes = 33554432
@@ -34,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from pipeline.serve.admission import MAX_RETRY_AFTER, default_max_busy
 from pipeline.toolsets import DEFAULT_TOOLSETS, TOOLSETS
 from stages.errors import UsageError
 
@@ -49,17 +51,17 @@ MAX_JSON_DEPTH = 64
 # nginx allows 60 s for a head; a client on loopback or a LAN sends one in milliseconds.
 HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
-# Turns at once (``SessionPool``'s threads for turns): past it a turn is refused, not queued.
-MAX_BUSY = 256
 _KEYS: dict[str, type | tuple[type, ...]] = {
     "host": str, "port": int, "tokens": dict, "toolsets": list, "workdir": str,
-    "max_open_sessions": int, "max_busy": int, "allowed_hosts": list, "cors_origins": list,
+    "max_open_sessions": int, "max_busy": int, "max_retry_after": (int, float),
+    "allowed_hosts": list, "cors_origins": list,
     "max_body_bytes": int, "max_json_depth": int, "header_timeout": (int, float),
     "body_timeout": (int, float), "trust_terminal_approvals": bool,
     "metrics_owners": list, "approvals": str, "approvers": list}
 _NAMES = {str: "a string", int: "a whole number", dict: "a table", list: "a list",
           bool: "true or false", (int, float): "a number of seconds"}
-_POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout")
+_POSITIVE = ("max_body_bytes", "max_json_depth", "header_timeout", "body_timeout",
+             "max_retry_after")
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +75,9 @@ class ServeConfig:
     workdir: Path = attrs.field(factory=Path.cwd)
     max_open_sessions: int = 1000
     # Turns running or waiting at once; past it a turn is refused (503, Retry-After).
-    max_busy: int = MAX_BUSY
+    max_busy: int = attrs.field(factory=default_max_busy)
+    # The longest wait a refused turn is told (``pipeline.serve.admission``).
+    max_retry_after: float = MAX_RETRY_AFTER
     # Host header names accepted besides loopback's and ``host`` (DNS rebinding).
     allowed_hosts: tuple[str, ...] = ()
     # Browser origins that may call the gateway (CORS); any other Origin is refused.
@@ -154,7 +158,7 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
     max_open = section.get("max_open_sessions", 1000)
     if max_open < 1:
         raise UsageError(f"[serve] max_open_sessions must be at least 1, got {max_open}")
-    max_busy = section.get("max_busy", MAX_BUSY)
+    max_busy = section["max_busy"] if "max_busy" in section else default_max_busy()
     if max_busy < 1:
         raise UsageError(f"[serve] max_busy must be at least 1, got {max_busy}")
     port = port if port is not None else section.get("port", DEFAULT_PORT)
@@ -165,6 +169,7 @@ def serve_config(file: Mapping[str, Any], *, host: str | None = None, port: int 
                        tokens=tokens, auth=not no_auth, toolsets=chosen,
                        workdir=Path(workdir or section.get("workdir") or Path.cwd()),
                        max_open_sessions=max_open, max_busy=max_busy,
+                       max_retry_after=float(section.get("max_retry_after", MAX_RETRY_AFTER)),
                        allowed_hosts=tuple(section.get("allowed_hosts", ())),
                        cors_origins=tuple(o.rstrip("/") for o in
                                           section.get("cors_origins", ())),

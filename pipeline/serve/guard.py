@@ -12,9 +12,10 @@ visits can drive it (docs/gateway-security.md):
 - The body is read whole here, within ``[serve] max_body_bytes`` (413) and ``body_timeout``
   seconds (408), so a client trickling it cannot hold a connection; the routes get it from
   memory.
+- A turn past ``[serve] max_busy`` is refused here (503), before any route works on it.
 
-Every refusal closes the connection (``Connection: close``): the unread rest of the request
-must not be taken for the next one.
+Every refusal but the 503 closes the connection (``Connection: close``): the unread rest of
+the request must not be taken for the next one.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
+from pipeline.serve.admission import Admission
 from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.openai_compat import ApiError
+from pipeline.serve.pool import busy
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,6 +43,8 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 # The headers a browser page may send (the SDKs' names), and the one it may read.
 CORS_HEADERS = ("authorization", "content-type", "x-mibyan-session-id")
 CORS_METHODS = ("GET", "POST", "DELETE")
+# The routes whose POST runs a turn (besides ``/v1/sessions/{id}/messages``).
+TURN_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 
 
 def host_name(value: str) -> str:
@@ -84,9 +89,10 @@ def _refused(error: ApiError, headers: dict[str, str] | None = None) -> JSONResp
 class RequestGuard:
     """ASGI middleware in front of the gateway's app (``create_app`` puts it there)."""
 
-    def __init__(self, app: ASGIApp, config: ServeConfig) -> None:
+    def __init__(self, app: ASGIApp, config: ServeConfig, admission: Admission) -> None:
         self.app = app
         self.config = config
+        self.admission = admission
         self.hosts = allowed_hosts(config)
         self.origins = frozenset(config.cors_origins)
 
@@ -102,16 +108,26 @@ class RequestGuard:
         if "content-length" not in headers and "transfer-encoding" not in headers:
             await self.app(scope, receive, send)  # no body (RFC 9112 6.3)
             return
-        try:
-            async with asyncio.timeout(self.config.body_timeout):
-                body = await self._read(headers, receive)
-        except TimeoutError:
-            body = ApiError(408, f"The request body did not arrive within "
-                            f"{self.config.body_timeout:g} seconds.", code="request_timeout")
+        body = await self._read(headers, receive)
         if isinstance(body, ApiError):
             await _refused(body)(scope, receive, send)
+        elif body is not None and self._turn(scope) and self.admission.full():
+            # Refused before a route parses the body, finds the session (or makes one, for a
+            # stateless chat completion) and a thread: the 503 must cost next to nothing.
+            # The body was read: the connection is kept.
+            error = busy(self.admission.refuse())
+            await JSONResponse(error.body(), status_code=503, headers=error.headers)(
+                scope, receive, send)
         elif body is not None:
             await self.app(scope, _replaying(body, receive), send)
+
+    @staticmethod
+    def _turn(scope: Scope) -> bool:
+        """Whether the request asks for a turn (``SessionPool.turn`` would count it)."""
+        path: str = scope["path"]
+        return scope["method"] == "POST" and (
+            path in TURN_PATHS or (path.startswith("/v1/sessions/")
+                                   and path.endswith("/messages")))
 
     def refusal(self, headers: Headers) -> ApiError | None:
         """Why the request is refused before its body is read, or None."""
@@ -133,16 +149,21 @@ class RequestGuard:
 
     async def _read(self, headers: Headers, receive: Receive) -> bytes | ApiError | None:
         """The whole body; a 413 past the limit, before more of it is read (a chunked body has
-        no length to check first); None when the client left."""
+        no length to check first), a 408 past ``body_timeout``; None when the client left."""
         limit = self.config.max_body_bytes
         too_large = ApiError(413, f"The request body is larger than {limit:,} bytes.",
                              code="request_too_large")
         length = headers.get("content-length", "")
         if length.isdecimal() and int(length) > limit:
             return too_large
+        deadline = asyncio.get_running_loop().time() + self.config.body_timeout
         chunks, size = [], 0
         while True:
-            message = await receive()
+            message = await _received(receive, deadline)
+            if message is None:
+                return ApiError(408, f"The request body did not arrive within "
+                                f"{self.config.body_timeout:g} seconds.",
+                                code="request_timeout")
             if message["type"] == "http.disconnect":
                 return None
             chunk = message.get("body", b"")
@@ -152,6 +173,20 @@ class RequestGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+async def _received(receive: Receive, deadline: float) -> Message | None:
+    """The client's next message, None when it had not arrived by ``deadline``. The deadline
+    is for a slow client, not a busy gateway: when the event loop is behind, the timer can run
+    in the very step that takes the client's bytes off the socket, before the wait for them
+    wakes; a second look, which takes only what is there already, finds them."""
+    for _ in range(2):
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await receive()
+        except TimeoutError:
+            continue
+    return None
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

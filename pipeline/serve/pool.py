@@ -5,21 +5,23 @@ closed (its log stays, and its owner's next request takes it up again from the l
 and open files stay bounded however many sessions are created.
 
 At most ``max_busy`` turns run or wait for a thread at once: one more is refused at once with
-``503 server_busy`` and a ``Retry-After``, instead of queueing behind the others and slowing
-every session down (a CPU-bound gateway's latency grows with every turn let in). Opening,
-listing and closing sessions never wait behind turns: they have threads of their own.
+``503 server_busy`` and a ``Retry-After`` that spreads the refused over the time the gateway
+needs to serve them (``pipeline.serve.admission``), instead of queueing behind the others and
+slowing every session down (a CPU-bound gateway's latency grows with every turn let in).
+Opening, listing and closing sessions never wait behind turns: they have threads of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import math
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.serve.gateway_config import MAX_BUSY
+from pipeline.serve.admission import MAX_RETRY_AFTER, Admission, Full, default_max_busy
 from pipeline.serve.logged import SessionLogs
 from pipeline.serve.openai_compat import ApiError
 from pipeline.serve.sessions import (
@@ -38,21 +40,21 @@ Listener = Callable[[Event], None]
 PLATFORMS = ("gateway", "api")
 # Threads beyond ``max_busy`` for the rest (creating, reopening, listing, closing sessions).
 SPARE_WORKERS = 16
-# What a refused client is told to wait, in seconds: about one turn of a real provider.
-RETRY_AFTER = 2
 
 
 class SessionPool:
     def __init__(self, factory: AgentFactory, *, home: Path, max_open: int = 1000,
-                 workers: int | None = None, max_busy: int = MAX_BUSY) -> None:
+                 workers: int | None = None, max_busy: int | None = None,
+                 max_retry_after: float = MAX_RETRY_AFTER) -> None:
         """``home`` is the agents' home: its sessions' logs, and the file of their owners.
-        ``workers`` defaults to ``max_busy`` turns plus threads to spare for the rest."""
+        ``max_busy`` defaults to ``default_max_busy()``; ``workers`` to ``max_busy`` turns plus
+        threads to spare for the rest."""
         self.factory = factory
         self.owners = Owners(home / "serve" / "owners.jsonl")
         self.logs = SessionLogs(home / "sessions")
         self.max_open = max_open
-        self.max_busy = max_busy
-        self.busy = 0  # turns running or waiting for a thread
+        max_busy = default_max_busy() if max_busy is None else max_busy
+        self.admission = Admission(max_busy, max_retry_after=max_retry_after)
         self._open: dict[str, ServedSession] = {}
         # (owner, call id) -> the session whose turn ended on that call to a client's tool: a
         # stateless client (openai-agents) sends the results back without a session header.
@@ -63,6 +65,11 @@ class SessionPool:
         self._executor = cf.ThreadPoolExecutor(
             max_workers=workers if workers is not None else max_busy + SPARE_WORKERS,
             thread_name_prefix="mibyan-turn")
+
+    @property
+    def busy(self) -> int:
+        """Turns running or waiting for a thread."""
+        return self.admission.busy
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread (agent work blocks)."""
@@ -76,21 +83,18 @@ class SessionPool:
     def turn(self, fn: Callable[..., T], *args: Any) -> cf.Future[T]:
         """A turn ``fn(*args)`` queued as ``submit`` does, unless ``max_busy`` turns are running
         or waiting already: then ``503 server_busy`` (the turn never runs)."""
-        with self._lock:
-            if self.busy >= self.max_busy:
-                raise busy(self.max_busy)
-            self.busy += 1
+        try:
+            started = self.admission.enter()
+        except Full as full:
+            raise busy(full) from None
         try:
             work = self.submit(fn, *args)
         except BaseException:  # the executor is shut down: the turn was never let in
-            self._done()
+            self.admission.leave(started)
             raise
-        work.add_done_callback(lambda _: self._done())  # ended, failed or cancelled unrun
+        # ended, failed or cancelled unrun
+        work.add_done_callback(lambda _: self.admission.leave(started))
         return work
-
-    def _done(self) -> None:
-        with self._lock:
-            self.busy -= 1
 
     def create(self, owner: str, platform: str = "gateway") -> ServedSession:
         """A new session (its log started now, so it has an id); blocking."""
@@ -230,9 +234,14 @@ class SessionPool:
             session.close()
 
 
-def busy(limit: int) -> ApiError:
+def busy(full: Full) -> ApiError:
     """The refusal of a turn past ``max_busy``: 503, as OpenAI answers when it is overloaded,
-    with a ``Retry-After`` that clients and the SDKs' retries honour."""
-    return ApiError(503, f"The server is busy: {limit} turns are running or waiting. Please "
-                         f"retry after {RETRY_AFTER} seconds.", type="server_error",
-                    code="server_busy", headers={"Retry-After": str(RETRY_AFTER)})
+    with the wait in whole seconds (``Retry-After``, RFC 9110) and in milliseconds
+    (``retry-after-ms``, which the openai SDKs prefer: clients told the same second do not all
+    come back at its start)."""
+    seconds = math.ceil(full.retry_after)
+    return ApiError(503, f"The server is busy: {full.limit} turns are running or waiting. "
+                         f"Please retry after {seconds} seconds.", type="server_error",
+                    code="server_busy", headers={"Retry-After": str(seconds),
+                                                 "retry-after-ms": str(round(full.retry_after
+                                                                             * 1000))})

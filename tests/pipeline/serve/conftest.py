@@ -77,7 +77,8 @@ def start_gateway(upstream: FakeOpenAIServer, home: Path, workdir: Path, *,
                        durability="flush",
                        trust_terminal_approvals=settings.trust_terminal_approvals,
                        approvals=settings.approvals, **config)
-    pool = SessionPool(maker, home=home, workers=workers, max_busy=settings.max_busy)
+    pool = SessionPool(maker, home=home, workers=workers, max_busy=settings.max_busy,
+                       max_retry_after=settings.max_retry_after)
     app = create_app(pool, settings, models=("mibyan", maker.model))
     try:
         with BackgroundServer(app, head_timeout=settings.header_timeout) as server:

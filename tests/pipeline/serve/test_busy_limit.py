@@ -1,17 +1,21 @@
 """``[serve] max_busy``: past that many turns running or waiting, a turn is refused at once
-with 503 ``server_busy`` and a ``Retry-After`` (it never runs, and leaves its session free)."""
+with 503 ``server_busy`` and a ``Retry-After`` (it never runs, and leaves its session free)
+that grows with the number refused; the openai SDK waits for it."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx2
+import openai
 import pytest
 
-from pipeline.serve.gateway_config import MAX_BUSY, serve_config
+from pipeline.serve.admission import default_max_busy
+from pipeline.serve.gateway_config import serve_config
 from stages.errors import UsageError
 from tests.fake_openai import FakeOpenAIServer, Reply
-from tests.pipeline.serve.conftest import start_gateway
+from tests.pipeline.serve.conftest import TOKENS, start_gateway
 
 
 class GatedServer(FakeOpenAIServer):
@@ -35,12 +39,11 @@ def _arrived(server: GatedServer, n: int) -> None:
         assert server.arrivals.acquire(timeout=30), "the upstream call never came"
 
 
-@pytest.fixture
-def gated(tmp_path):
+def _gated(tmp_path, **serve):
     with GatedServer(default=Reply.text("done")) as upstream:
         work = tmp_path / "work"
         work.mkdir()
-        gateways = start_gateway(upstream, tmp_path / "home", work, serve={"max_busy": 2})
+        gateways = start_gateway(upstream, tmp_path / "home", work, serve=serve)
         gateway = next(gateways)
         try:
             yield gateway, upstream
@@ -49,11 +52,19 @@ def gated(tmp_path):
             gateways.close()
 
 
-def _refused(response: httpx2.Response) -> None:
+@pytest.fixture
+def gated(tmp_path):
+    yield from _gated(tmp_path, max_busy=2)
+
+
+def _refused(response: httpx2.Response) -> float:
+    """The wait the 503 tells, in seconds."""
     assert response.status_code == 503, response.text
-    assert response.headers["retry-after"] == "2"
     error = response.json()["error"]
     assert error["code"] == "server_busy" and error["type"] == "server_error"
+    wait = int(response.headers["retry-after-ms"]) / 1000
+    assert int(response.headers["retry-after"]) == -(-wait // 1) >= 1
+    return wait
 
 
 def test_past_max_busy_a_turn_is_refused_at_once_and_runs_later(gated):
@@ -67,13 +78,20 @@ def test_past_max_busy_a_turn_is_refused_at_once_and_runs_later(gated):
             thread.start()
         _arrived(upstream, 2)
         assert gateway.pool.busy == 2
-        _refused(client.post(f"/v1/sessions/{ids[2]}/messages", json={"content": "now"}))
-        _refused(client.post(f"/v1/sessions/{ids[2]}/messages",
-                             json={"content": "now", "stream": True}))
-        _refused(client.post("/v1/chat/completions", json={
-            "model": "mibyan", "messages": [{"role": "user", "content": "hi"}]}))
-        _refused(client.post("/v1/chat/completions", json={
-            "model": "mibyan", "stream": True, "messages": [{"role": "user", "content": "hi"}]}))
+        logs = sorted((gateway.home / "sessions").glob("*.jsonl"))
+        waits = [
+            _refused(client.post(f"/v1/sessions/{ids[2]}/messages", json={"content": "now"})),
+            _refused(client.post(f"/v1/sessions/{ids[2]}/messages",
+                                 json={"content": "now", "stream": True})),
+            _refused(client.post("/v1/chat/completions", json={
+                "model": "mibyan", "messages": [{"role": "user", "content": "hi"}]})),
+            _refused(client.post("/v1/chat/completions", json={
+                "model": "mibyan", "stream": True,
+                "messages": [{"role": "user", "content": "hi"}]}))]
+        # Each one refused is told to come back later than the one before.
+        assert waits == sorted(waits) and waits[0] < waits[-1]
+        # A refused stateless completion made no session (it was refused before any route).
+        assert sorted((gateway.home / "sessions").glob("*.jsonl")) == logs
         # Listing and describing sessions do not count as turns.
         assert client.get("/v1/sessions").status_code == 200
         upstream.gate.set()
@@ -93,10 +111,46 @@ def test_past_max_busy_a_turn_is_refused_at_once_and_runs_later(gated):
     assert gateway.assert_every_session_replays() >= 3
 
 
+def test_the_openai_sdk_comes_back_after_the_wait_it_is_told(tmp_path):
+    gated = _gated(tmp_path, max_busy=1, max_retry_after=1.5)
+    gateway, upstream = next(gated)
+    refusals: list[float] = []
+
+    def seen(response: httpx2.Response) -> None:
+        if response.status_code == 503:
+            refusals.append(time.monotonic())
+            upstream.gate.set()  # the running turn ends now: the retry finds room
+
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        running = threading.Thread(target=lambda: client.post(
+            f"/v1/sessions/{sid}/messages", json={"content": "slow"}))
+        running.start()
+        _arrived(upstream, 1)
+        sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=TOKENS["alice"],
+                            max_retries=2, http_client=openai.DefaultHttpxClient(
+                                event_hooks={"response": [seen]}))
+        answer = sdk.chat.completions.create(
+            model="mibyan", messages=[{"role": "user", "content": "hi"}])
+        answered = time.monotonic()
+        running.join(30)
+    assert answer.choices[0].message.content == "done"
+    assert len(refusals) == 1 and gateway.pool.admission.refused == 1
+    # The first wait of the gateway's own (one turn's share: 2 s before any turn ended)
+    # capped at max_retry_after, where the SDK's own backoff would have waited under 0.5 s.
+    assert answered - refusals[0] >= 1.5
+    gated.close()
+
+
 def test_max_busy_is_read_from_serve_and_checked():
     env = {"T": "tok-0123456789"}
     tokens = {"tokens": {"a": "T"}}
-    assert serve_config({"serve": tokens}, env=env).max_busy == MAX_BUSY == 256
+    default = serve_config({"serve": tokens}, env=env)
+    assert default.max_busy == default_max_busy() and default.max_retry_after == 60.0
+    assert serve_config({"serve": {**tokens, "max_retry_after": 5}},
+                        env=env).max_retry_after == 5.0
+    with pytest.raises(UsageError, match="max_retry_after must be more than 0"):
+        serve_config({"serve": {**tokens, "max_retry_after": 0}}, env=env)
     assert serve_config({"serve": {**tokens, "max_busy": 8}}, env=env).max_busy == 8
     with pytest.raises(UsageError, match="max_busy must be at least 1"):
         serve_config({"serve": {**tokens, "max_busy": 0}}, env=env)
