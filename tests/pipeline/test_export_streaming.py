@@ -5,6 +5,7 @@ one process or many."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def test_each_group_is_written_before_the_next_is_shaped(root, tmp_path, monkeyp
     report = export_sessions(root, tmp_path / "out.jsonl", jobs=1, env={})
     shaped = [i for i, (what, _) in enumerate(seen) if what == "shaped"]
     assert len(shaped) == report.lineages + len(report.skipped) > 8
-    for before, after in zip(shaped, shaped[1:], strict=False):
+    for before, after in itertools.pairwise([*shaped, len(seen)]):
         # everything between two shapings is the writing of the first one's samples
         assert [what for what, _ in seen[before + 1:after]] == ["written"] * seen[before][1]
 
