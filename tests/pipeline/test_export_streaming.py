@@ -107,14 +107,10 @@ def test_a_pass_that_found_more_keys_never_replaces_the_file(root, tmp_path, mon
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
 
-def test_groups_are_bounded_and_keep_the_order() -> None:
+def test_groups_are_bounded_and_keep_the_order(monkeypatch) -> None:
     sizes = {f"s{i:03d}": size for i, size in enumerate([1, 5, 3, 9, 2, 2, 7, 1] * 20)}
-    parallel_bytes = parallel.GROUP_BYTES
-    try:
-        parallel.GROUP_BYTES = 10
-        groups = groups_of(sizes, workers=2)
-    finally:
-        parallel.GROUP_BYTES = parallel_bytes
+    monkeypatch.setattr(parallel, "GROUP_BYTES", 10)
+    groups = groups_of(sizes, workers=2)
     assert [sid for group in groups for sid in group] == list(sizes)
     assert all(sum(sizes[s] for s in group) <= 10 for group in groups)
     # a small home still gives every worker a few groups
