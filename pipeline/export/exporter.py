@@ -29,12 +29,13 @@ from effects.eventlog.store import read_envelopes
 from effects.images import BlobStore, data_url
 from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
-from pipeline.export.parallel import Shaped, Shaping, shape_home
+from pipeline.export.parallel import Shaped, Shaping
+from pipeline.export.passes import MoreKeys, Written, named_keys, write_pass
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
 from pipeline.export.tokens import Scorer
 from pipeline.export.trajectory import Entry, Lineage, LogSpan, Segment, read_lineage
-from pipeline.export.writers import PROVENANCE_MODES, default_provenance, write_samples
+from pipeline.export.writers import PROVENANCE_MODES, default_provenance
 from pipeline.ray_cluster import OnRay
 from stages.errors import BlobMissingError, LogError, UsageError
 from stages.log.content_parts import BLOB_SCHEME, ImagePart, blob_ref
@@ -106,24 +107,26 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     selection = select_lineages(root, filters)
     skipped = _unreadable(root, selection.readable, filters.session_ids)
     env = os.environ if env is None else env
+    secrets = tuple(secrets)
     shaping = Shaping(fmt=fmt, lineage=lineage, trainable_only=trainable_only,
-                      known=(*secrets, *_named_keys(set(), env)))
-    shaped = shape_home(shape_group, root, selection.roots, shaping, jobs=jobs, ray=ray)
-    # The keys to redact are those every log's credential labels name: guessed from the
-    # labels every session has, and when a log named more, shaped again with all of them
-    # (the file is then what one pass over the whole home would have written).
-    known = (*secrets, *_named_keys({c for s in shaped for c in s.labels}, env))
-    if known != shaping.known:
-        shaped = shape_home(shape_group, root, selection.roots,
-                            attrs.evolve(shaping, known=known), jobs=jobs, ray=ray)
-    read = [s for s in shaped if s.read_error is None]
-    skipped += [(s.session_id, s.read_error) for s in shaped if s.read_error is not None]
-    skipped += [(s.session_id, s.blob_error) for s in read if s.blob_error is not None]
-    rows = [row for s in read for row in s.rows]
-    write_samples(rows, out, output=output, provenance=provenance)
-    return ExportReport(path=out, fmt=fmt, output=output, lineages=len(read),
-                        samples=len(rows), session_ids=tuple(s.session_id for s in read),
-                        redacted=sum(s.redacted for s in read), skipped=tuple(skipped))
+                      known=(*secrets, *named_keys(set(), env)))
+    written = Written(secrets=secrets, env=env)
+    try:
+        write_pass(shape_group, written, root, out, selection.roots, shaping, jobs=jobs,
+                   ray=ray, output=output, provenance=provenance)
+    except MoreKeys as more:
+        # The keys to redact are those every log's credential labels name: guessed from the
+        # labels every session has, and when a log named more, shaped again with all of them
+        # (the file is then what one pass over the whole home would have written; the first
+        # pass's file never replaced ``out``).
+        written = Written(secrets=secrets, env=env, final=True)
+        write_pass(shape_group, written, root, out, selection.roots,
+                   attrs.evolve(shaping, known=more.known), jobs=jobs, ray=ray, output=output,
+                   provenance=provenance)
+    skipped += written.read_errors + written.blob_errors
+    return ExportReport(path=out, fmt=fmt, output=output, lineages=len(written.read),
+                        samples=written.samples, session_ids=tuple(written.read),
+                        redacted=written.redacted, skipped=tuple(skipped))
 
 
 def shape_group(group: list[str], root: Path, shaping: Shaping) -> list[Shaped]:
@@ -338,13 +341,6 @@ def with_image_bytes(value: Any, store: BlobStore) -> Any:
     if isinstance(value, list):
         return [with_image_bytes(v, store) for v in value]
     return value
-
-
-def _named_keys(labels: set[str], env: Mapping[str, str]) -> list[str]:
-    """The keys the logs' credential labels name (the labels are environment variables), and
-    those of the providers every session may have used."""
-    labels = labels | {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
-    return [env[label] for label in sorted(labels) if env.get(label)]
 
 
 def _redacted(value: Any, known: list[str]) -> tuple[Any, int]:

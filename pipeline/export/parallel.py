@@ -1,33 +1,44 @@
 """Shaping the selected sessions of an export on many processes or Ray workers.
 
 Sessions are independent once the keys to redact are known, so they go to the workers in
-consecutive groups of about the same bytes and come back in the order they went: the file
-written is the one a single process writes. The workers read the home where it is (on Ray:
-one machine's cluster, or a filesystem every node mounts); the driver holds the samples only.
+consecutive groups of about the same bytes, each no larger than ``GROUP_BYTES`` of log (or one
+session), and come back in the order they went, group by group: the file written is the one a
+single process writes. Memory stays bounded on both sides: a worker holds one group's samples,
+and the driver holds at most ``WINDOW_PER_WORKER`` groups per worker, handing each to the
+writer as its turn comes, whatever the size of the home. The workers read the home where it
+is (on Ray: one machine's cluster, or a filesystem every node mounts).
 """
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from effects.eventlog.envelope import session_path
-from pipeline.ray_cluster import OnRay, by_bytes, map_in_order
+from pipeline.ray_cluster import OnRay, by_bytes, join_ray
 
-__all__ = ["PARALLEL_BYTES", "Shaped", "Shaping", "shape_home"]
+__all__ = ["GROUP_BYTES", "PARALLEL_BYTES", "Shaped", "Shaping", "groups_of", "in_order",
+           "shape_home"]
 
 # Below this much log a process pool costs more to start than it saves.
 PARALLEL_BYTES = 4_000_000
-# Groups per worker: small enough that the last ones balance the workers' loads.
+# Groups per worker at least: small enough that the last ones balance the workers' loads.
 GROUPS_PER_WORKER = 4
+# Log bytes per group at most: a group's samples are a worker's (and the driver's) memory,
+# some tens of MB here; big enough that a task's few milliseconds of scheduling are nothing.
+GROUP_BYTES = 4_000_000
+# Groups handed out per worker and not yet written: enough to keep a worker busy while the
+# driver waits for the group in front, few enough to bound what the driver holds.
+WINDOW_PER_WORKER = 2
+
 
 @attrs.frozen(kw_only=True)
 class Shaping:
@@ -62,33 +73,73 @@ def _size(root: Path, session_id: str) -> int:
         return 0
 
 
+def groups_of(sizes: dict[str, int], workers: int) -> list[list[str]]:
+    """The sessions (in the order of ``sizes``) in consecutive groups: at least
+    ``GROUPS_PER_WORKER`` per worker, none over ``GROUP_BYTES`` unless it is one session."""
+    parts = max(workers * GROUPS_PER_WORKER, -(-sum(sizes.values()) // GROUP_BYTES))
+    return by_bytes(sizes, parts)
+
+
 def shape_home(task: Task, root: Path, session_ids: Sequence[str], shaping: Any, *,
-               jobs: int | None, ray: OnRay | None) -> list[Any]:
-    """``task(group, root, shaping)`` over ``session_ids`` in groups, its results joined in
-    the order of ``session_ids``: in this process, on ``jobs`` processes (unset: one per core
-    when there is enough to read), or with ``ray`` on Ray workers."""
+               jobs: int | None, ray: OnRay | None) -> Iterator[list[Any]]:
+    """``task(group, root, shaping)`` over ``session_ids`` in groups, each group's results
+    yielded in the order of ``session_ids``: in this process, on ``jobs`` processes (unset:
+    one per core when there is enough to read), or with ``ray`` on Ray workers."""
     ids = list(session_ids)
     if not ids:
-        return []
+        return iter(())
     sizes = {sid: _size(root, sid) for sid in ids}
     if ray is not None:
         workers = ray.workers(jobs)
-        groups = by_bytes(sizes, workers * GROUPS_PER_WORKER)
-        shares = map_in_order(task, groups, root, shaping, address=ray.address,
-                              workers=workers)
-        return list(itertools.chain.from_iterable(shares))
+        return _on_ray(task, groups_of(sizes, workers), root, shaping, ray.address, workers)
     if jobs is None:
         jobs = (os.cpu_count() or 1) if sum(sizes.values()) >= PARALLEL_BYTES else 1
     jobs = min(jobs, len(ids))
+    groups = groups_of(sizes, jobs)
     if jobs == 1:
-        return task(ids, root, shaping)
-    groups = by_bytes(sizes, jobs * GROUPS_PER_WORKER)
+        return (task(group, root, shaping) for group in groups)
+    return _on_processes(task, groups, root, shaping, jobs)
+
+
+def in_order(submit: Callable[[list[str]], Any], result: Callable[[Any], Any],
+             groups: Iterable[list[str]], window: int) -> Iterator[Any]:
+    """Each group's result in the order of ``groups``, at most ``window`` submitted and not
+    yet yielded: ``submit(group)`` starts one and gives a handle, ``result(handle)`` waits
+    for it."""
+    pending: deque[Any] = deque()
+    todo = iter(groups)
+    for group in todo:
+        pending.append(submit(group))
+        if len(pending) >= window:
+            break
+    while pending:
+        done = result(pending.popleft())
+        for group in todo:
+            pending.append(submit(group))
+            break
+        yield done
+
+
+def _on_processes(task: Task, groups: list[list[str]], root: Path, shaping: Any,
+                  jobs: int) -> Iterator[list[Any]]:
     # A fork starts at once with everything imported; a caller running threads would be
     # copied half-way, so it gets a fork server.
     method = "fork" if threading.active_count() == 1 else "forkserver"
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(["pipeline.export.exporter"])
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        done = pool.map(task, groups, itertools.repeat(root), itertools.repeat(shaping))
-        return list(itertools.chain.from_iterable(done))
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    try:
+        yield from in_order(lambda group: pool.submit(task, group, root, shaping),
+                            Future.result, groups, jobs * WINDOW_PER_WORKER)
+    finally:  # also when the writer gave up half-way: the groups not started are dropped
+        pool.shutdown(cancel_futures=True)
+
+
+def _on_ray(task: Task, groups: list[list[str]], root: Path, shaping: Any,
+            address: str | None, workers: int) -> Iterator[list[Any]]:
+    ray = join_ray(address, workers)
+    remote = ray.remote(num_cpus=1)(task)
+    shared = [ray.put(root), ray.put(shaping)]  # sent once, not with every task
+    yield from in_order(lambda group: remote.remote(group, *shared), ray.get, groups,
+                        workers * WINDOW_PER_WORKER)

@@ -1,21 +1,27 @@
-"""Writing samples: JSONL or Parquet, whole or not at all, and provenance where it was asked
-for: inline (a ``provenance`` key in each sample), in a sidecar file next to the samples
-(``<out>.provenance.jsonl``: one line per sample, in the same order), or nowhere.
+"""Writing samples as they come: JSONL or Parquet, whole or not at all, and provenance where
+it was asked for: inline (a ``provenance`` key in each sample), in a sidecar file next to the
+samples (``<out>.provenance.jsonl``: one line per sample, in the same order), or nowhere.
 
 OpenAI's fine-tuning takes lines with only the keys it documents, so an OpenAI export carries
 no provenance unless it is asked for; the other formats carry it inline by default.
+
+The samples are written one by one as an iterable gives them, so an export holds only the
+samples in flight, not the whole dataset; the files appear (replacing any old ones) only when
+the iterable is exhausted, and not at all when it raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.export.names import PROVENANCE_NAMES
+from pipeline.export.parquet_out import ParquetSink
 from stages.errors import UsageError
 
 __all__ = ["PROVENANCE_MODES", "default_provenance", "sidecar_path", "write_samples"]
@@ -31,75 +37,58 @@ def sidecar_path(out: Path) -> Path:
     return out.with_name(out.name + ".provenance.jsonl")
 
 
-def write_samples(rows: list[dict[str, Any]], out: Path, *, output: str,
-                  provenance: str) -> None:
+def write_samples(rows: Iterable[dict[str, Any]], out: Path, *, output: str,
+                  provenance: str) -> int:
     """Write ``rows`` (each with its ``provenance``) to ``out`` as ``output``, provenance
-    as ``provenance`` says."""
-    kept = rows if provenance == "inline" else [
-        {k: v for k, v in row.items() if k != "provenance"} for row in rows]
-    if output == "parquet":
-        _write_parquet([parquet_row(row) for row in kept], out)
-    else:
-        _write_jsonl(kept, out)
-    if provenance == "sidecar":
-        _write_jsonl([{"index": i, "provenance": row["provenance"]}
-                      for i, row in enumerate(rows)], sidecar_path(out))
+    as ``provenance`` says; the number of rows."""
+    count = 0
+    with contextlib.ExitStack() as stack:
+        sink = _sink(output, stack.enter_context(_replacing(out)))
+        stack.callback(sink.discard)
+        side = None
+        if provenance == "sidecar":
+            side = _JsonlSink(stack.enter_context(_replacing(sidecar_path(out))))
+            stack.callback(side.discard)
+        for row in rows:
+            if side is not None:
+                side.add({"index": count, "provenance": row["provenance"]})
+            sink.add(row if provenance == "inline" else
+                     {k: v for k, v in row.items() if k != "provenance"})
+            count += 1
+        sink.close()
+        if side is not None:
+            side.close()
+    return count
 
 
-def _write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    _replace(out, write)
+class _Sink(Protocol):
+    def add(self, row: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+    def discard(self) -> None: ...
 
 
-def parquet_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with what varies in shape from row to row as JSON text, as chat datasets on the
-    Hub store it: the tool schemas (``tools``) and TRL's tool-call ``arguments``. Inferred as
-    structs, each row's keys padded every other row with nulls (a reader got back arguments
-    they never had), and an argument that was an object in one row and not in another made
-    the file impossible to write."""
-    out = dict(row)
-    if "tools" in out:
-        out["tools"] = json.dumps(out["tools"], ensure_ascii=False, sort_keys=True)
-    if "messages" in out:
-        out["messages"] = [_stable_message(m) for m in out["messages"]]
-    return out
+class _JsonlSink:
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close/discard
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def discard(self) -> None:
+        self._fh.close()
 
 
-def _stable_message(message: dict[str, Any]) -> dict[str, Any]:
-    calls = message.get("tool_calls")
-    if not calls:
-        return message
-    return {**message, "tool_calls": [
-        {**call, "function": {**call["function"], "arguments": _json_text(
-            call["function"]["arguments"])}} for call in calls]}
+def _sink(output: str, path: Path) -> _Sink:
+    return ParquetSink(path) if output == "parquet" else _JsonlSink(path)
 
 
-def _json_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
-                                                           sort_keys=True)
-
-
-def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise UsageError("Parquet output needs pyarrow: install mibyan[export]") from exc
-
-    def write(tmp: Path) -> None:
-        try:
-            pq.write_table(pa.Table.from_pylist(rows), tmp)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise UsageError(f"cannot write these samples as Parquet: {exc}") from exc
-    _replace(out, write)
-
-
-def _replace(out: Path, write: Callable[[Path], None]) -> None:
-    """``out`` written whole or not at all: a reader never sees half a file, and a failed
-    write leaves no temporary file behind."""
+@contextlib.contextmanager
+def _replacing(out: Path) -> Iterator[Path]:
+    """A temporary file beside ``out`` that replaces it when the block ends: a reader never
+    sees half a file, and a failed write leaves no temporary file behind."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
@@ -108,7 +97,7 @@ def _replace(out: Path, write: Callable[[Path], None]) -> None:
     os.close(fd)
     tmp = Path(name)
     try:
-        write(tmp)
+        yield tmp
         tmp.replace(out)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -83,3 +83,20 @@ def test_export_joins_a_cluster_by_its_address(root, tmp_path) -> None:
     assert exported.returncode == 0, exported.stderr[-3000:]
     export_sessions(root, tmp_path / "one.jsonl", jobs=1)
     assert (tmp_path / "cli.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+
+
+def test_export_on_ray_in_small_groups_streams_the_file_one_process_writes(
+        root, tmp_path, monkeypatch) -> None:
+    """Every session a Ray task of its own, a few in flight, each group written as its turn
+    comes: the JSONL, its provenance sidecar and the Parquet are those of one process."""
+    from pipeline.export import parallel, parquet_out
+    monkeypatch.setattr(parallel, "GROUP_BYTES", 1)
+    monkeypatch.setattr(parquet_out, "BATCH_ROWS", 2)
+    env = {"TEAM_KEY": LATE_SECRET}
+    for name, kw in (("out.jsonl", {"provenance": "sidecar"}), ("out.parquet", {})):
+        files = []
+        for where, ray in (("one", None), ("ray", ON_RAY)):
+            out = tmp_path / where / name
+            export_sessions(root, out, jobs=1 if ray is None else 2, ray=ray, env=env, **kw)
+            files.append([p.read_bytes() for p in sorted(out.parent.glob(f"{name}*"))])
+        assert files[0] == files[1]
