@@ -244,10 +244,12 @@ async def level(client: Clients, url: str, home: Path, pid: int, n: int,
 
 
 async def paced(client: Clients, url: str, pid: int, rate: float, seconds: float,
-                sessions: int) -> dict:
+                sessions: int, lifetime: int = 0) -> dict:
     """An open-loop soak: a turn every ``1 / rate`` seconds for ``seconds``, each on the next
     of ``sessions`` sessions that is not in a turn (a fixed arrival rate, as many users make,
-    rather than turns sent back to back); the gateway's RSS every tenth of the run."""
+    rather than turns sent back to back); the gateway's RSS every tenth of the run. With a
+    ``lifetime``, a session that has had that many turns is deleted and a new one takes its
+    place (users come and go; a session kept open the whole run holds its growing history)."""
     ids = await create(client, url, sessions)
     free: asyncio.Queue[str] = asyncio.Queue()
     for sid in ids:
@@ -255,10 +257,17 @@ async def paced(client: Clients, url: str, pid: int, rate: float, seconds: float
     times: list[float] = []
     samples: list[tuple[float, float, int]] = []
     busy, skipped, tasks = RETRIES["busy"], 0, []
+    had: dict[str, int] = {}
 
     async def one(sid: str) -> None:
         try:
             times.append(await turn(client, url, sid))
+            had[sid] = had.get(sid, 0) + 1
+            if lifetime and had[sid] >= lifetime:
+                await delete(client, url, [sid])
+                ids.remove(sid)
+                sid = (await create(client, url, 1))[0]
+                ids.append(sid)
         finally:
             free.put_nowait(sid)
     start = time.perf_counter()
@@ -281,6 +290,7 @@ async def paced(client: Clients, url: str, pid: int, rate: float, seconds: float
     samples.append((time.perf_counter() - start, rss_mb(pid), open_files(pid)))
     await delete(client, url, ids)
     return {"rate": rate, "seconds": seconds, "turns": len(times), "skipped": skipped,
+            "lifetime": lifetime,
             "p50": pct(times, 0.5), "p99": pct(times, 0.99),
             "refused": RETRIES["busy"] - busy, "samples": samples}
 
@@ -323,7 +333,8 @@ def report(levels: list[dict], samples: list[tuple[int, float, int]], soaked: di
         print(f"\nsoak at a fixed rate: {soaked['rate']:g} turns/s for {soaked['seconds']:g} s: "
               f"{soaked['turns']} turns, p50 {soaked['p50']:.0f} ms, p99 {soaked['p99']:.0f} ms, "
               f"{soaked['refused']} 503s, {soaked['skipped']} arrivals skipped (every "
-              "session busy)")
+              "session busy)" + (f"; each session replaced after {soaked['lifetime']} turns"
+                                 if soaked["lifetime"] else ""))
         for at, rss, files in soaked["samples"]:
             print(f"  {at:7.1f} s  {rss:7.1f} MB  {files:4d} files")
         half = soaked["samples"][len(soaked["samples"]) // 2:]
@@ -353,7 +364,8 @@ async def main(args: argparse.Namespace) -> None:
                 samples = await soak(client, url, gw.pid, args.waves, args.soak_sessions,
                                      args.soak_turns)
                 soaked = (await paced(client, url, gw.pid, args.soak_rate, args.soak_seconds,
-                                      args.soak_sessions) if args.soak_seconds else None)
+                                      args.soak_sessions, args.soak_lifetime)
+                          if args.soak_seconds else None)
             finally:
                 await client.aclose()
         finally:
@@ -378,6 +390,9 @@ if __name__ == "__main__":
                         help="turns per second of the soak at a fixed rate")
     parser.add_argument("--soak-seconds", type=float,
                         help="length of the soak at a fixed rate (0: none)")
+    parser.add_argument("--soak-lifetime", type=int, default=0,
+                        help="turns a session of the soak at a fixed rate has before it is "
+                             "deleted and replaced (0: kept the whole soak)")
     options = parser.parse_args()
     chosen, waves, seconds = options.levels, options.waves, options.soak_seconds
     if options.quick:
