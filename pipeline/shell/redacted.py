@@ -28,29 +28,32 @@ class RedactedHistory:
 
     def __init__(self) -> None:
         self._known: tuple[str, ...] = ()
-        self._done: dict[Message, Message] = {}
-        # The same entries by identity: the caller's history comes back as the very same
-        # message objects (pipeline/intake.py), found without hashing their text. The key
-        # objects are held by ``_done``, so an id is never reused while it is here.
-        self._same: dict[int, tuple[Message, Message]] = {}
+        # The last history, as given and as redacted. The caller's history comes back as the
+        # very same message objects (pipeline/intake.py), mostly at the same positions: those
+        # are found by identity, without hashing their text.
+        self._given: tuple[Message, ...] = ()
+        self._clean: tuple[Message, ...] = ()
 
     def redact(self, event: HistoryLoaded, known: Iterable[str]) -> HistoryLoaded:
         secrets = tuple(known)
-        fresh = secrets != self._known
-        previous = {} if fresh else self._done
-        same = {} if fresh else self._same
-        done: dict[Message, Message] = {}
+        if secrets != self._known:
+            self._known, self._given, self._clean = secrets, (), ()
+        given, cleaned = self._given, self._clean
+        done: dict[Message, Message] | None = None  # by value, made at the first miss
         out = []
-        for message in event.messages:
-            hit = same.get(id(message))
-            found = hit[1] if hit is not None and hit[0] is message else (
-                done.get(message) or previous.get(message))
-            clean = found if found is not None else _redacted(message, secrets)
-            done[message] = clean
+        for index, message in enumerate(event.messages):
+            if index < len(given) and given[index] is message:
+                out.append(cleaned[index])
+                continue
+            if done is None:
+                done = dict(zip(given, cleaned, strict=True))
+                done.update(zip(event.messages[:index], out, strict=True))
+            clean = done.get(message)
+            if clean is None:
+                clean = done[message] = _redacted(message, secrets)
             out.append(clean)
-        self._known, self._done = secrets, done
-        self._same = {id(raw): (raw, clean) for raw, clean in done.items()}
-        return attrs.evolve(event, messages=tuple(out))
+        self._given, self._clean = event.messages, tuple(out)
+        return attrs.evolve(event, messages=self._clean)
 
 
 def _redacted(message: Message, secrets: tuple[str, ...]) -> Message:
