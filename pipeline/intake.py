@@ -102,7 +102,9 @@ class HistoryIntake:
 
     def messages(self, history: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
         last = self._last
-        known: dict[Hashable, Message] | None = None  # by frozen key, made at the first miss
+        # The messages by frozen key, made at the first dict that differs from the one at its
+        # position: a history that only grew never needs them.
+        known: dict[Hashable, Message] | None = None
         seen = []
         for index, raw in enumerate(history):
             if index < len(last):
@@ -110,11 +112,8 @@ class HistoryIntake:
                 if before.snapshot is not None and raw == before.snapshot:
                     seen.append(before)
                     continue
-            if known is None:
-                known = {s.key: s.message for s in last if s.key is not None}
-                for s in seen:  # this history's own, for a dict repeated further on
-                    if s.key is not None:
-                        known[s.key] = s.message
-            seen.append(_seen(raw, known))
+                if known is None:
+                    known = {s.key: s.message for s in (*last, *seen) if s.key is not None}
+            seen.append(_seen(raw, {} if known is None else known))
         self._last = seen
         return tuple(s.message for s in seen)

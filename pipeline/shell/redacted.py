@@ -39,18 +39,23 @@ class RedactedHistory:
         if secrets != self._known:
             self._known, self._given, self._clean = secrets, (), ()
         given, cleaned = self._given, self._clean
-        done: dict[Message, Message] | None = None  # by value, made at the first miss
+        # By value, made at the first message that differs from the one at its position: a
+        # history that only grew never needs it.
+        done: dict[Message, Message] | None = None
         out = []
         for index, message in enumerate(event.messages):
-            if index < len(given) and given[index] is message:
-                out.append(cleaned[index])
-                continue
-            if done is None:
-                done = dict(zip(given, cleaned, strict=True))
-                done.update(zip(event.messages[:index], out, strict=True))
-            clean = done.get(message)
+            if index < len(given):
+                if given[index] is message:
+                    out.append(cleaned[index])
+                    continue
+                if done is None:
+                    done = dict(zip(given, cleaned, strict=True))
+                    done.update(zip(event.messages[:index], out, strict=True))
+            clean = None if done is None else done.get(message)
             if clean is None:
-                clean = done[message] = _redacted(message, secrets)
+                clean = _redacted(message, secrets)
+                if done is not None:
+                    done[message] = clean
             out.append(clean)
         self._given, self._clean = event.messages, tuple(out)
         return attrs.evolve(event, messages=self._clean)
