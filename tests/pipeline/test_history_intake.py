@@ -7,11 +7,14 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from effects.eventlog import envelope as envelope_module
 from effects.eventlog.codec import to_payload
-from pipeline.agent import Agent
+from effects.eventlog.envelope import GENESIS_HASH, encode_hashed
 from pipeline import intake as intake_module
+from pipeline.agent import Agent
 from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
+from pipeline.shell import redacted as redacted_module
 from pipeline.shell.journal import encode
 from pipeline.shell.redacted import RedactedHistory, history_payload
 from stages.log.events import HistoryLoaded
@@ -178,11 +181,26 @@ def test_a_grown_history_redacts_and_hashes_only_its_new_messages(monkeypatch):
     assert grown == redact_event(HistoryLoaded(messages=intake.messages(history)), [KEY])
 
 
+def test_a_history_passed_again_is_not_encoded_again(monkeypatch):
+    history = tuple(from_openai(m) for m in _conversation(30))
+    history_payload(HistoryLoaded(messages=history))
+    encoded = _counted(monkeypatch, envelope_module, "payload_json")
+    encoded_here = _counted(monkeypatch, redacted_module, "payload_json")
+    grown = HistoryLoaded(messages=(*history, from_openai({"role": "user", "content": "new"})))
+    line = encode_hashed("s", 1, grown.kind, 1, "t", GENESIS_HASH, encode(grown))
+    assert not encoded and len(encoded_here) == 1  # the new message alone
+    assert line == encode_hashed("s", 1, grown.kind, 1, "t", GENESIS_HASH, to_payload(grown))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(messages(), max_size=6))
 def test_a_history_payload_is_the_events_payload(history):
     event = HistoryLoaded(messages=tuple(history))
-    assert history_payload(event) in (None, to_payload(event))
+    payload = history_payload(event)
+    assert payload in (None, to_payload(event))
+    if payload is not None:  # and the line is the very bytes the whole payload encodes to
+        line = encode_hashed("s", 1, event.kind, 1, "t", GENESIS_HASH, payload)
+        assert line == encode_hashed("s", 1, event.kind, 1, "t", GENESIS_HASH, dict(payload))
     assert encode(event) == to_payload(event)
     assert encode(event) == to_payload(event)  # the second time from the per-message cache
 
