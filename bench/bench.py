@@ -221,8 +221,12 @@ class MibyanLoop:
     def __init__(self, srv: Any, prior: list[dict], *, stream: bool, durability: str,
                  home: Path) -> None:
         from pipeline.agent import Agent
+        # --window (through the environment, to the workers): a model window the history fits
+        # in, so that a turn handed 2,000 messages is not also a compression.
+        window = os.environ.get("MIBYAN_BENCH_WINDOW")
         self.agent = Agent(model=MODEL, base_url=srv.base_url, api_key=API_KEY, home=home,
-                           durability=durability, stream=stream)
+                           durability=durability, stream=stream,
+                           **({"context_length": int(window)} if window else {}))
         self.prior = prior
 
     def turn(self, message: str, *, reset: bool = False) -> None:
@@ -658,8 +662,14 @@ def main() -> int:
                         help="section 1: this many times the epochs (more turns per figure)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="history sizes for section 1, comma-separated (0, 200, 2000)")
+    parser.add_argument("--window", type=int, metavar="TOKENS",
+                        help="the model's window for mibyan (default: the unknown model's "
+                             "128,000, which 2,000 messages outgrow: a turn handed them "
+                             "compresses)")
     parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.window:
+        os.environ["MIBYAN_BENCH_WINDOW"] = str(args.window)
 
     if args.worker:
         import faulthandler
