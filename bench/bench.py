@@ -298,7 +298,7 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
             loops = {name: VARIANTS[name][0](srv, prior, home) for name in variants}
             gc.collect()
             samples: dict = {name: {"turn": [], "reset": [], "server": [], "fsync": [],
-                                    "cpu": []} for name in variants}
+                                    "cpu": [], "reset_cpu": []} for name in variants}
             order = list(variants)
             for index, (reset, sample) in enumerate(plan):
                 order = order[1:] + order[:1]
@@ -313,6 +313,8 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
                     s1 = srv.settled(expected)
                     if sample is not None:
                         samples[name][sample].append((t1 - t0) - (s1 - s0))
+                        if sample == "reset":
+                            samples[name]["reset_cpu"].append(c1 - c0)
                         if sample == "turn":
                             samples[name]["server"].append(s1 - s0)
                             samples[name]["fsync"].append(fsync_seconds[0] - f0)
@@ -760,6 +762,12 @@ def main() -> int:
             print(f"{size:>10} {'  history in':16} {ms(passed)} {'':>8} {'':>8} {'':>8} "
                   f"{passed / base:6.3f}x {'':>7}  mibyan/flush turn given conversation_history= "
                   f"of {size} msgs (n={len(data['mibyan/flush']['reset'])})")
+            values = data["mibyan/flush"]["reset_cpu"]
+            if "floor" in cpu:
+                print(f"{size:>10} {'  cpu history in':16} {ms(statistics.median(values))} "
+                      f"{ms(pct(values, 0.25))} {ms(pct(values, 0.75))} {'':>8} {'':>7} "
+                      f"{statistics.median(values) / cpu['floor']:6.3f}x  process CPU of that "
+                      "turn")
         print()
     print("Targets apply to mibyan in flush mode (the peers persist nothing); 'x raw' compares "
           "mibyan/stream with\nraw/stream and the others with raw. 'server' is the median "
