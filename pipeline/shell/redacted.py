@@ -29,18 +29,18 @@ class RedactedHistory:
     length). Forgets everything when the secrets known change."""
 
     def __init__(self) -> None:
-        self._known: tuple[str, ...] = ()
-        # The last history, as given and as redacted. The caller's history comes back as the
-        # very same message objects (pipeline/intake.py), mostly at the same positions: those
-        # are found by identity, without hashing their text.
-        self._given: tuple[Message, ...] = ()
-        self._clean: tuple[Message, ...] = ()
+        # The secrets known, and the last history as given and as redacted, replaced as one
+        # value (so a thread never pairs one history with another's redaction). The caller's
+        # history comes back as the very same message objects (pipeline/intake.py), mostly at
+        # the same positions: those are found by identity, without hashing their text.
+        self._last: tuple[tuple[str, ...], tuple[Message, ...], tuple[Message, ...]] = (
+            (), (), ())
 
     def redact(self, event: HistoryLoaded, known: Iterable[str]) -> HistoryLoaded:
         secrets = tuple(known)
-        if secrets != self._known:
-            self._known, self._given, self._clean = secrets, (), ()
-        given, cleaned = self._given, self._clean
+        known_then, given, cleaned = self._last
+        if secrets != known_then:
+            given, cleaned = (), ()
         # By value, made at the first message that differs from the one at its position: a
         # history that only grew never needs it.
         done: dict[Message, Message] | None = None
@@ -59,8 +59,9 @@ class RedactedHistory:
                 if done is not None:
                     done[message] = clean
             out.append(clean)
-        self._given, self._clean = event.messages, tuple(out)
-        return attrs.evolve(event, messages=self._clean)
+        redacted = tuple(out)
+        self._last = (secrets, event.messages, redacted)
+        return attrs.evolve(event, messages=redacted)
 
 
 def _redacted(message: Message, secrets: tuple[str, ...]) -> Message:
