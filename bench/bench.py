@@ -221,8 +221,12 @@ class MibyanLoop:
     def __init__(self, srv: Any, prior: list[dict], *, stream: bool, durability: str,
                  home: Path) -> None:
         from pipeline.agent import Agent
+        # --window (through the environment, to the workers): a model window the history fits
+        # in, so that a turn handed 2,000 messages is not also a compression.
+        window = os.environ.get("MIBYAN_BENCH_WINDOW")
         self.agent = Agent(model=MODEL, base_url=srv.base_url, api_key=API_KEY, home=home,
-                           durability=durability, stream=stream)
+                           durability=durability, stream=stream,
+                           **({"context_length": int(window)} if window else {}))
         self.prior = prior
 
     def turn(self, message: str, *, reset: bool = False) -> None:
@@ -294,7 +298,7 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
             loops = {name: VARIANTS[name][0](srv, prior, home) for name in variants}
             gc.collect()
             samples: dict = {name: {"turn": [], "reset": [], "server": [], "fsync": [],
-                                    "cpu": []} for name in variants}
+                                    "cpu": [], "reset_cpu": []} for name in variants}
             order = list(variants)
             for index, (reset, sample) in enumerate(plan):
                 order = order[1:] + order[:1]
@@ -309,6 +313,8 @@ def worker_overhead(size: int, plan: list[tuple[bool, str | None]], variants: li
                     s1 = srv.settled(expected)
                     if sample is not None:
                         samples[name][sample].append((t1 - t0) - (s1 - s0))
+                        if sample == "reset":
+                            samples[name]["reset_cpu"].append(c1 - c0)
                         if sample == "turn":
                             samples[name]["server"].append(s1 - s0)
                             samples[name]["fsync"].append(fsync_seconds[0] - f0)
@@ -658,8 +664,14 @@ def main() -> int:
                         help="section 1: this many times the epochs (more turns per figure)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="history sizes for section 1, comma-separated (0, 200, 2000)")
+    parser.add_argument("--window", type=int, metavar="TOKENS",
+                        help="the model's window for mibyan (default: the unknown model's "
+                             "128,000, which 2,000 messages outgrow: a turn handed them "
+                             "compresses)")
     parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.window:
+        os.environ["MIBYAN_BENCH_WINDOW"] = str(args.window)
 
     if args.worker:
         import faulthandler
@@ -750,6 +762,12 @@ def main() -> int:
             print(f"{size:>10} {'  history in':16} {ms(passed)} {'':>8} {'':>8} {'':>8} "
                   f"{passed / base:6.3f}x {'':>7}  mibyan/flush turn given conversation_history= "
                   f"of {size} msgs (n={len(data['mibyan/flush']['reset'])})")
+            values = data["mibyan/flush"]["reset_cpu"]
+            if "floor" in cpu:
+                print(f"{size:>10} {'  cpu history in':16} {ms(statistics.median(values))} "
+                      f"{ms(pct(values, 0.25))} {ms(pct(values, 0.75))} {'':>8} {'':>7} "
+                      f"{statistics.median(values) / cpu['floor']:6.3f}x  process CPU of that "
+                      "turn")
         print()
     print("Targets apply to mibyan in flush mode (the peers persist nothing); 'x raw' compares "
           "mibyan/stream with\nraw/stream and the others with raw. 'server' is the median "

@@ -4,14 +4,18 @@ A caller that keeps the conversation itself passes all of it on every turn; conv
 2,000 dicts (and deriving each message's wire JSON) again for every new message made the
 turn grow with the history. A dict equal to one of the last history's gets back the very
 same :class:`Message`, which also lets the caches keyed by message (redaction, wire JSON)
-hit. Dicts are mutable and cannot be weakly referenced, so they are matched by a frozen copy
-of their value, never by identity.
+hit. Dicts are mutable and cannot be weakly referenced, so they are matched by value, never
+by identity: first against a snapshot of the dict at the same position of the last history
+(a history that only grew costs one C-speed ``==`` per message), then, for a dict that moved,
+by a frozen copy of its value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from stages.log.messages import Message, from_openai
 
@@ -40,25 +44,76 @@ def _key(raw: Mapping[str, Any]) -> Hashable:
     return _frozen(raw)
 
 
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy of a value made of exact ``dict`` (text keys), ``list``, ``str`` and None
+    only; raises ``_NotPlain`` for anything else. Only for such a copy does ``==`` mean "read
+    alike": numbers compare across types (``1 == 1.0 == True``) and other types may define
+    ``==`` as they please."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict:
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copy[key] = _plain_copy(item)
+        return copy
+    if kind is list:
+        return [_plain_copy(item) for item in value]
+    raise _NotPlain
+
+
+@attrs.frozen
+class _Seen:
+    """One dict of a history: a snapshot of it (None when ``==`` cannot be trusted on it),
+    its frozen key (None when it is unhashable) and its message."""
+
+    snapshot: dict | None
+    key: Hashable
+    message: Message
+
+
+def _seen(raw: Mapping[str, Any], known: dict[Hashable, Message]) -> _Seen:
+    """A dict met for the first time at its position: converted, unless ``known`` (the
+    messages by frozen key) has its value, which then gets it too."""
+    try:
+        snapshot = _plain_copy(raw)
+    except _NotPlain:
+        snapshot = None
+    try:
+        key: Hashable = _key(raw)
+    except TypeError:
+        return _Seen(snapshot, None, from_openai(dict(raw)))
+    message = known.get(key) or from_openai(dict(raw))
+    known[key] = message
+    return _Seen(snapshot, key, message)
+
+
 class HistoryIntake:
     """Converts histories, remembering the messages of the last one only."""
 
     def __init__(self) -> None:
-        self._last: dict[Hashable, Message] = {}
+        self._last: list[_Seen] = []
 
     def messages(self, history: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
-        seen: dict[Hashable, Message] = {}
-        out = []
-        for raw in history:
-            try:
-                key = _key(raw)
-            except TypeError:
-                out.append(from_openai(dict(raw)))
-                continue
-            message = seen.get(key) or self._last.get(key)
-            if message is None:
-                message = from_openai(dict(raw))
-            seen[key] = message
-            out.append(message)
+        last = self._last
+        # The messages by frozen key, made at the first dict that differs from the one at its
+        # position: a history that only grew never needs them.
+        known: dict[Hashable, Message] | None = None
+        seen = []
+        for index, raw in enumerate(history):
+            if index < len(last):
+                before = last[index]
+                if before.snapshot is not None and raw == before.snapshot:
+                    seen.append(before)
+                    continue
+                if known is None:
+                    known = {s.key: s.message for s in (*last, *seen) if s.key is not None}
+            seen.append(_seen(raw, {} if known is None else known))
         self._last = seen
-        return tuple(out)
+        return tuple(s.message for s in seen)

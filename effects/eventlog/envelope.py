@@ -33,6 +33,7 @@ from typing import IO, Any, TypeGuard
 
 import msgspec
 
+from effects.eventlog.encoded import EncodedPayload, payload_json
 from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, Keyring, SigningKey
 from effects.eventlog.signed_sessions import must_sign, stripped_problem
 from stages.errors import LogCorruptError, UsageError
@@ -89,9 +90,6 @@ _HASHED_KEYS = _KEYS | {HASH_KEY}
 _SIGNED_KEYS = _HASHED_KEYS | {SIG_KEY}
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
-_PAYLOAD_ENCODER = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-)
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -175,7 +173,7 @@ def encode_hashed(
     if not isinstance(payload, dict):
         raise UsageError(f"payload must be a dict, got {type(payload).__name__}")
     try:
-        body = _PAYLOAD_ENCODER.encode(payload)
+        body = payload.text if type(payload) is EncodedPayload else payload_json(payload)
         text = (
             f'{{"session_id":{encode_basestring(session_id)},"seq":{seq},'
             f'"kind":{encode_basestring(kind)},"schema_version":{schema_version},'

@@ -11,10 +11,12 @@ hit as they do for the session's own history.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 import attrs
 
 from effects.eventlog.codec import make_converter
+from effects.eventlog.encoded import EncodedPayload, payload_json
 from effects.providers.wire import WireCache
 from stages.log.events import HistoryLoaded
 from stages.log.messages import Message
@@ -27,30 +29,39 @@ class RedactedHistory:
     length). Forgets everything when the secrets known change."""
 
     def __init__(self) -> None:
-        self._known: tuple[str, ...] = ()
-        self._done: dict[Message, Message] = {}
-        # The same entries by identity: the caller's history comes back as the very same
-        # message objects (pipeline/intake.py), found without hashing their text. The key
-        # objects are held by ``_done``, so an id is never reused while it is here.
-        self._same: dict[int, tuple[Message, Message]] = {}
+        # The secrets known, and the last history as given and as redacted, replaced as one
+        # value (so a thread never pairs one history with another's redaction). The caller's
+        # history comes back as the very same message objects (pipeline/intake.py), mostly at
+        # the same positions: those are found by identity, without hashing their text.
+        self._last: tuple[tuple[str, ...], tuple[Message, ...], tuple[Message, ...]] = (
+            (), (), ())
 
     def redact(self, event: HistoryLoaded, known: Iterable[str]) -> HistoryLoaded:
         secrets = tuple(known)
-        fresh = secrets != self._known
-        previous = {} if fresh else self._done
-        same = {} if fresh else self._same
-        done: dict[Message, Message] = {}
+        known_then, given, cleaned = self._last
+        if secrets != known_then:
+            given, cleaned = (), ()
+        # By value, made at the first message that differs from the one at its position: a
+        # history that only grew never needs it.
+        done: dict[Message, Message] | None = None
         out = []
-        for message in event.messages:
-            hit = same.get(id(message))
-            found = hit[1] if hit is not None and hit[0] is message else (
-                done.get(message) or previous.get(message))
-            clean = found if found is not None else _redacted(message, secrets)
-            done[message] = clean
+        for index, message in enumerate(event.messages):
+            if index < len(given):
+                if given[index] is message:
+                    out.append(cleaned[index])
+                    continue
+                if done is None:
+                    done = dict(zip(given, cleaned, strict=True))
+                    done.update(zip(event.messages[:index], out, strict=True))
+            clean = None if done is None else done.get(message)
+            if clean is None:
+                clean = _redacted(message, secrets)
+                if done is not None:
+                    done[message] = clean
             out.append(clean)
-        self._known, self._done = secrets, done
-        self._same = {id(raw): (raw, clean) for raw, clean in done.items()}
-        return attrs.evolve(event, messages=tuple(out))
+        redacted = tuple(out)
+        self._last = (secrets, event.messages, redacted)
+        return attrs.evolve(event, messages=redacted)
 
 
 def _redacted(message: Message, secrets: tuple[str, ...]) -> Message:
@@ -62,28 +73,33 @@ def _redacted(message: Message, secrets: tuple[str, ...]) -> Message:
     return message if clean == message else clean
 
 
-def _checked_payload(message: Message) -> dict | None:
-    """The message's payload inside an event, or None when it does not read back as itself
-    (the event's own encoding then says why)."""
+def _checked_payload(message: Message) -> tuple[dict, str] | None:
+    """The message's payload inside an event and its JSON text, or None when it does not
+    read back as itself or is not JSON (the event's own encoding then says why)."""
     converter = make_converter()
     payload = converter.unstructure(message)
     try:
         back = converter.structure(payload, Message)
+        text = payload_json(payload)
     except Exception:  # any failure: the general path raises its own, worded error
         return None
-    return payload if back == message else None
+    return (payload, text) if back == message else None
 
 
 # Per message object (messages are immutable): a history passed again costs a list of ready
-# payloads, not 2,000 messages encoded and decoded back to check them.
-_PAYLOADS: WireCache[Message, dict | None] = WireCache(_checked_payload)
+# payloads and a join of their ready text, not 2,000 messages encoded (a millisecond per 200
+# in the log's JSON encoder) and decoded back to check them.
+_PAYLOADS: WireCache[Message, tuple[dict, str] | None] = WireCache(_checked_payload)
 
 
-def history_payload(event: HistoryLoaded) -> dict | None:
+def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     """``to_payload(event)``, checked to read back as ``event``, from each message's own
-    checked payload; None when one of them does not read back (use the general path). The
-    payloads are shared between calls: read them, never change them."""
-    payloads = [_PAYLOADS(message) for message in event.messages]
-    if any(p is None for p in payloads):
+    checked payload, with its log text; None when one of them does not read back (use the
+    general path). The payloads are shared between calls: read them, never change them."""
+    parts = [_PAYLOADS(message) for message in event.messages]
+    if None in parts:
         return None
-    return {"messages": payloads}
+    done = cast("list[tuple[dict, str]]", parts)
+    # The one key, so sorting the keys changes nothing; the encoder's compact separators.
+    return EncodedPayload({"messages": [payload for payload, _ in done]},
+                          '{"messages":[' + ",".join(text for _, text in done) + "]}")

@@ -7,14 +7,18 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from effects.eventlog import envelope as envelope_module
 from effects.eventlog.codec import to_payload
+from effects.eventlog.envelope import GENESIS_HASH, encode_hashed
+from pipeline import intake as intake_module
 from pipeline.agent import Agent
 from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
+from pipeline.shell import redacted as redacted_module
 from pipeline.shell.journal import encode
 from pipeline.shell.redacted import RedactedHistory, history_payload
 from stages.log.events import HistoryLoaded
-from stages.log.messages import from_openai
+from stages.log.messages import Message, from_openai
 from stages.log.redact import redact_event
 from tests.fake_openai import Reply
 from tests.strategies.events import messages
@@ -33,6 +37,95 @@ def test_equal_dicts_get_the_same_message_and_changed_ones_a_new_one():
     edited = intake.messages(history)
     assert edited[0] is first[0]
     assert edited[1] is not first[1] and edited[1].content == "changed"
+
+
+def _conversation(n):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}
+            for i in range(n)]
+
+
+def _counted(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_a_grown_history_freezes_and_converts_only_its_new_dicts(monkeypatch):
+    intake = HistoryIntake()
+    history = _conversation(50)
+    first = intake.messages(history)
+    keys = _counted(monkeypatch, intake_module, "_key")
+    converted = _counted(monkeypatch, intake_module, "from_openai")
+    history += [{"role": "user", "content": "new"}, {"role": "assistant", "content": "reply"}]
+    grown = intake.messages(history)
+    assert len(keys) == 2 and len(converted) == 2
+    assert all(a is b for a, b in zip(first, grown, strict=False))
+    assert grown == tuple(from_openai(m) for m in history)
+
+
+def test_a_history_that_moved_keeps_its_messages_without_converting_them(monkeypatch):
+    intake = HistoryIntake()
+    history = _conversation(10)
+    first = intake.messages(history)
+    converted = _counted(monkeypatch, intake_module, "from_openai")
+    window = intake.messages(history[4:])  # the caller dropped the oldest messages
+    assert not converted and all(a is b for a, b in zip(first[4:], window, strict=True))
+
+
+def _edits_then_fresh(intake, history, edit):
+    """The messages before an in-place edit of ``history``, and after it (with what a fresh
+    conversion gives), for a caller that passes the very same list each time."""
+    before = intake.messages(history)
+    edit(history)
+    return before, intake.messages(history), tuple(from_openai(m) for m in history)
+
+
+def test_an_edited_content_part_gets_a_new_message():
+    history = [{"role": "user", "content": [{"type": "text", "text": "old"}]}]
+    before, after, fresh = _edits_then_fresh(
+        HistoryIntake(), history, lambda h: h[0]["content"][0].update(text="new"))
+    assert after == fresh and after[0] != before[0] and "new" in str(after[0].content)
+
+
+def test_edited_tool_call_arguments_get_a_new_message():
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+    history = [{"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": "3"}]
+    before, after, fresh = _edits_then_fresh(
+        HistoryIntake(), history, lambda h: call["function"].update(arguments='{"x": 2}'))
+    assert after == fresh and after[0].tool_calls[0].arguments == '{"x":2}'
+    assert after[1] is before[1]
+
+
+def test_the_same_list_edited_grown_and_shortened_reads_as_it_is_now():
+    intake = HistoryIntake()
+    history = _conversation(6)
+    first = intake.messages(history)
+
+    def edit(h):
+        h[2]["content"] = "edited"
+        h.append({"role": "user", "content": "more"})
+
+    before, after, fresh = _edits_then_fresh(intake, history, edit)
+    assert before == first and after == fresh and after[2].content == "edited"
+    del history[3:]
+    shorter = intake.messages(history)
+    assert shorter == tuple(from_openai(m) for m in history)
+    assert shorter[:2] == first[:2] and shorter[0] is first[0]
+
+
+def test_values_equal_across_types_at_the_same_position_are_not_confused():
+    intake = HistoryIntake()
+    for content in (1, True, 1.0, [{"type": "text", "text": "a", "n": 1}],
+                    [{"type": "text", "text": "a", "n": True}]):
+        history = [{"role": "user", "content": content}]
+        assert intake.messages(history) == (from_openai({"role": "user", "content": content}),)
 
 
 def test_content_of_other_types_is_never_confused():
@@ -75,11 +168,39 @@ def test_a_history_passed_again_keeps_its_redacted_messages():
     assert not any(OTHER in (m.content or "") for m in later.messages)
 
 
+def test_a_grown_history_redacts_and_hashes_only_its_new_messages(monkeypatch):
+    intake = HistoryIntake()
+    redacted = RedactedHistory()
+    history = [{"role": "user", "content": f"m{i} {KEY}"} for i in range(20)]
+    first = redacted.redact(HistoryLoaded(messages=intake.messages(history)), [KEY])
+    hashed = _counted(monkeypatch, Message, "__hash__")
+    history.append({"role": "assistant", "content": f"and {KEY}"})
+    grown = redacted.redact(HistoryLoaded(messages=intake.messages(history)), [KEY])
+    assert len(hashed) <= 2  # the new message, not the twenty known ones
+    assert grown.messages[:20] == first.messages
+    assert grown == redact_event(HistoryLoaded(messages=intake.messages(history)), [KEY])
+
+
+def test_a_history_passed_again_is_not_encoded_again(monkeypatch):
+    history = tuple(from_openai(m) for m in _conversation(30))
+    history_payload(HistoryLoaded(messages=history))
+    encoded = _counted(monkeypatch, envelope_module, "payload_json")
+    encoded_here = _counted(monkeypatch, redacted_module, "payload_json")
+    grown = HistoryLoaded(messages=(*history, from_openai({"role": "user", "content": "new"})))
+    line = encode_hashed("s", 1, grown.kind, 1, "t", GENESIS_HASH, encode(grown))
+    assert not encoded and len(encoded_here) == 1  # the new message alone
+    assert line == encode_hashed("s", 1, grown.kind, 1, "t", GENESIS_HASH, to_payload(grown))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(messages(), max_size=6))
 def test_a_history_payload_is_the_events_payload(history):
     event = HistoryLoaded(messages=tuple(history))
-    assert history_payload(event) in (None, to_payload(event))
+    payload = history_payload(event)
+    assert payload in (None, to_payload(event))
+    if payload is not None:  # and the line is the very bytes the whole payload encodes to
+        line = encode_hashed("s", 1, event.kind, 1, "t", GENESIS_HASH, payload)
+        assert line == encode_hashed("s", 1, event.kind, 1, "t", GENESIS_HASH, dict(payload))
     assert encode(event) == to_payload(event)
     assert encode(event) == to_payload(event)  # the second time from the per-message cache
 

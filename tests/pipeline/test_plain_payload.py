@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effects.eventlog.codec import from_payload, to_payload
-from effects.eventlog.envelope import _PAYLOAD_ENCODER
+from effects.eventlog.encoded import payload_json
 from effects.eventlog.store import read_envelopes
 from pipeline.shell.journal import encode
 from pipeline.shell.plain_payload import plain_payload
@@ -27,7 +27,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 
 def _text(payload: dict) -> str:
     """The payload as the log line holds it."""
-    return _PAYLOAD_ENCODER.encode(payload)
+    return payload_json(payload)
 
 
 def _assert_same_as_codec(event: ev.Event) -> bool:

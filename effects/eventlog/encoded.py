@@ -1,0 +1,34 @@
+"""Payloads encoded as the log encodes them, and payloads that carry that text already.
+
+A long payload made of many parts that recur record after record (a caller's history, passed
+again each turn) need not be encoded whole each time: each part's text is made once and the
+record's is their join. The line written is the same bytes either way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["EncodedPayload", "payload_json"]
+
+_PAYLOAD_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
+def payload_json(value: Any) -> str:
+    """A payload (or a part of one) as the log's lines hold it: compact, keys sorted,
+    non-ASCII kept. Raises ``TypeError`` or ``ValueError`` for what JSON cannot hold."""
+    return _PAYLOAD_ENCODER.encode(value)
+
+
+class EncodedPayload(dict):
+    """A payload with its :func:`payload_json` text made beforehand by its builder (which
+    vouches that ``text == payload_json(self)``); the writer uses the text as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: dict[str, Any], text: str) -> None:
+        super().__init__(value)
+        self.text = text
