@@ -28,9 +28,8 @@ def local_ray() -> Iterator[str]:
     """A local Ray of 2 CPUs, started the way a command without ``--ray-address`` starts one,
     shared by the Ray tests (a start costs tens of seconds on a loaded machine): joined in
     process by the whole-home tests, by its address from the command lines. Its address.
-    Under xdist a session is a worker's: one Ray per worker that runs a Ray test (grouping
-    the lane on one worker with ``--dist loadgroup`` is silently lost on pytest 9.2,
-    pytest-xdist issue 1386)."""
+    Under xdist each worker has its own session, so tests/conftest.py puts the Ray lane in
+    one ``xdist_group`` and .ci/run runs the slow lanes with ``--dist loadgroup``."""
     with pytest.MonkeyPatch.context() as patch:
         # The workers the local Ray starts inherit this environment: they import mibyan from
         # here.
