@@ -130,13 +130,8 @@ def _lane_of(item: pytest.Item) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: set[str] = set()
     for item in items:
-        lanes = _lane_of(item)
-        for lane in lanes:
+        for lane in _lane_of(item):
             item.add_marker(getattr(pytest.mark, lane))
-        if "ray" in lanes:
-            # On one xdist worker (with ``--dist loadgroup``), so that the lane starts one
-            # local Ray (tests/pipeline/conftest.py's ``local_ray``), not one per worker.
-            item.add_marker(pytest.mark.xdist_group("ray"))
         seen.add(item.nodeid.split("[", 1)[0].removeprefix("tests/"))
     # A whole run (no paths given) must find every listed test: a renamed or moved test would
     # otherwise fall back into the default lane unnoticed.

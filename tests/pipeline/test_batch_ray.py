@@ -1,8 +1,7 @@
 """``--backend ray``: the same batch as Ray tasks on a local Ray; each task runs in a scratch
-directory and its logs come back to one directory. The Ray batch runs once for the module,
-through the command line in a process of its own that joins the tests' local Ray by its
-address (Ray is slow to start; the start without an address is the one the ``local_ray``
-fixture makes)."""
+directory and its logs come back to one directory. The Ray batch runs once for the module
+(Ray is slow to start), through the command line in a process of its own, so that its local Ray
+(``num_cpus`` = ``--workers`` = 2) starts from a clean interpreter and ends with it."""
 
 from __future__ import annotations
 
@@ -30,25 +29,24 @@ class RayRun:
     second: subprocess.CompletedProcess
 
 
-def _batch(prompts: Path, out: Path, base_url: str,
-           address: str) -> subprocess.CompletedProcess:
+def _batch(prompts: Path, out: Path, base_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli.main", "batch", str(prompts), "--out", str(out),
-         "--backend", "ray", "--ray-address", address, "--workers", "2", "--model", "gpt-fake",
-         "--base-url", base_url, "--format", "openai", "--no-tools", "--quiet"],
+         "--backend", "ray", "--workers", "2", "--model", "gpt-fake", "--base-url", base_url,
+         "--format", "openai", "--no-tools", "--quiet"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
-def ray_run(tmp_path_factory, local_ray) -> Iterator[RayRun]:
+def ray_run(tmp_path_factory) -> Iterator[RayRun]:
     tmp = tmp_path_factory.mktemp("ray")
     prompts = tmp / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"q{i}", "task_id": f"t{i}"}) + "\n"
                                for i in range(3)))
     with FakeOpenAIServer(Reply.text("an answer")) as server:
-        first = _batch(prompts, tmp / "run", server.base_url, local_ray)
-        second = _batch(prompts, tmp / "run", server.base_url, local_ray)
+        first = _batch(prompts, tmp / "run", server.base_url)
+        second = _batch(prompts, tmp / "run", server.base_url)
     yield RayRun(out=tmp / "run", first=first, second=second)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -23,8 +24,22 @@ ON_RAY = OnRay()
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory, local_ray) -> Path:
-    return record_home(tmp_path_factory.mktemp("home-ray") / "home")
+def root(tmp_path_factory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home-ray") / "home"
+    sessions = record_home(home)
+    # The workers the local Ray starts inherit this environment: they import mibyan from here.
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED")}
+    os.environ.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
+    ray = join_ray(None, 2)
+    try:
+        yield sessions
+    finally:
+        ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def test_replay_on_ray_gives_the_verdicts_of_one_process(root) -> None:
