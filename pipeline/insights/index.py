@@ -53,6 +53,11 @@ __all__ = ["INDEX_NAME", "NO_RECORD", "IndexReport", "connect_index", "index_pat
 INDEX_NAME = "insights.duckdb"
 NO_RECORD = f"the log has no complete record, but a session log begins with {FIRST_KIND!r}"
 _VERSION = 7  # of the index's own tables (and what they hold): another version is rebuilt
+# DuckDB's buffer manager keeps pages up to 80 % of the machine's memory by default: indexing a
+# million events held 2.5 GB, and a home ten times larger would hold more than the machine has.
+# The index is a file, so pages past the limit are evicted to it (intermediates spill to its
+# ``.tmp`` directory) instead of growing with the home.
+MEMORY_LIMIT = "1GB"
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (version INTEGER)",
@@ -90,12 +95,14 @@ def index_path(root: Path) -> Path:
 
 @contextlib.contextmanager
 def open_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
-               jobs: int | None = None, ray: OnRay | None = None
-               ) -> Iterator[tuple[Any, IndexReport]]:
+               jobs: int | None = None, ray: OnRay | None = None,
+               memory_limit: str = MEMORY_LIMIT) -> Iterator[tuple[Any, IndexReport]]:
     """The index of the logs under ``root``, brought up to date (the logs read on ``jobs``
     processes; unset, one per core when there is much to read; with ``ray``, on Ray workers):
-    ``(connection, report)``, closed when the block ends."""
-    con, report = connect_index(root, path=path, rebuild=rebuild, jobs=jobs, ray=ray)
+    ``(connection, report)``, closed when the block ends. DuckDB holds at most
+    ``memory_limit`` (its own syntax: ``"512MB"``, ``"4GB"``)."""
+    con, report = connect_index(root, path=path, rebuild=rebuild, jobs=jobs, ray=ray,
+                                memory_limit=memory_limit)
     try:
         yield con, report
     finally:
@@ -103,8 +110,8 @@ def open_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
 
 
 def connect_index(root: Path, *, path: Path | None = None, rebuild: bool = False,
-                  jobs: int | None = None, ray: OnRay | None = None
-                  ) -> tuple[Any, IndexReport]:
+                  jobs: int | None = None, ray: OnRay | None = None,
+                  memory_limit: str = MEMORY_LIMIT) -> tuple[Any, IndexReport]:
     """:func:`open_index` for a caller that closes the connection itself (a notebook)."""
     import duckdb
     path = Path(path) if path is not None else index_path(root)
@@ -119,11 +126,20 @@ def connect_index(root: Path, *, path: Path | None = None, rebuild: bool = False
                          "rebuilt from the logs") from exc
     try:
         con.execute("SET enable_progress_bar = false")  # it would go to stdout, into --json
+        _limit_memory(con, memory_limit)
         _prepare(con, rebuild)
         return con, update(con, Path(root), scratch=path.parent, jobs=jobs, ray=ray)
     except BaseException:
         con.close()
         raise
+
+
+def _limit_memory(con: Any, limit: str) -> None:
+    import duckdb
+    try:
+        con.execute("SET memory_limit = ?", [limit])
+    except duckdb.Error as exc:
+        raise UsageError(f"the insights index's memory limit {limit!r}: {exc}") from exc
 
 
 def _prepare(con: Any, rebuild: bool) -> None:

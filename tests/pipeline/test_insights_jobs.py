@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.insights.index import open_index
 from pipeline.insights.parallel_plan import chosen_jobs, shards
+from stages.errors import UsageError
 from tests.pipeline.test_insights import copy_home
 from tests.sample_home import Sample, record
 
@@ -68,3 +69,23 @@ def test_shares_balance_bytes_and_jobs_default_to_cores_for_large_homes() -> Non
     assert shards({"a": 1}, 4) == [["a"]]
     assert chosen_jobs(3, 0, 2) == 2 and chosen_jobs(None, 10, 50) == 1
     assert chosen_jobs(None, 10**9, 50) >= 1
+
+
+def test_the_index_holds_at_most_its_memory_limit_and_indexes_the_same(
+        sample: Sample, tmp_path: Path) -> None:
+    root = _home(sample, tmp_path)
+    with open_index(root, path=tmp_path / "default.duckdb") as (con, _):
+        default = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        events = con.execute("SELECT * FROM events ORDER BY rowid").fetchall()
+    assert default == "953.6 MiB"  # MEMORY_LIMIT, 1GB, not 80 % of the machine
+    with open_index(root, path=tmp_path / "small.duckdb", memory_limit="64MB") as (con, _):
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "61.0 MiB"
+        assert con.execute("SELECT * FROM events ORDER BY rowid").fetchall() == events
+
+
+def test_a_memory_limit_duckdb_cannot_read_is_a_usage_error(sample: Sample,
+                                                              tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="memory limit 'lots'"):
+        with open_index(_home(sample, tmp_path), path=tmp_path / "i.duckdb",
+                        memory_limit="lots"):
+            pass
