@@ -47,8 +47,17 @@ class Job:
         return self._finished
 
     def finish(self) -> None:
+        # The worker keeps its last job while it waits for the next one (up to
+        # IDLE_SECONDS): the call's closure would keep its request (a session's history) and
+        # its callbacks (the session, deleted or not) alive with it. Dropped before the
+        # caller is told, so that nothing of the call outlives it.
+        self.fn = _spent
         self._finished = True
         self._held.release()
+
+
+def _spent() -> None:
+    """A finished job's call: its own was dropped (``Job.finish``)."""
 
 
 class _Worker:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -61,3 +63,21 @@ def test_a_call_that_raises_ends_its_worker_which_is_not_reused() -> None:
     seen: list[threading.Thread] = []
     assert workers.submit(_on_thread(seen)).wait(10)
     assert seen[0].is_alive()
+
+
+def test_an_idle_worker_keeps_nothing_of_its_last_call() -> None:
+    """Issue 29: an idle worker held its last job, and so the call's closure (a model call's
+    request and the callbacks of the session that made it) until its next call."""
+    class Held:
+        pass
+
+    def keeping(obj: object):
+        return lambda: obj
+
+    held = Held()
+    job = workers.submit(keeping(held))
+    assert job.wait(10)
+    gone = weakref.ref(held)
+    del held, job
+    gc.collect()
+    assert gone() is None
