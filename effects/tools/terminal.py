@@ -174,9 +174,11 @@ class Terminal:
     def _spawn(self, command: str, cwd: Path, stdout: IO[bytes] | int
                ) -> subprocess.Popen[bytes]:
         argv = self.sandbox.argv(command, cwd=cwd, root=self.workspace.root)
+        env = self.sandbox.environment()
         if argv is not None:
-            return spawn(argv, cwd=cwd, stdout=stdout, confined=True)
-        process = spawn(unconfined_argv(command), cwd=cwd, stdout=stdout, confined=False)
+            return spawn(argv, cwd=cwd, stdout=stdout, confined=True, env=env)
+        process = spawn(unconfined_argv(command), cwd=cwd, stdout=stdout, confined=False,
+                        env=env)
         if self._registry is not None:
             self._registry.add(process)
         return process
