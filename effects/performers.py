@@ -238,7 +238,8 @@ class Performers:
                               detail=outcome.detail),)
 
     def _confine(self, settings: SessionSettings) -> Probe:
-        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home)
+        policy = SandboxPolicy(mode=settings.sandbox, network=settings.network, home=self.home,
+                               env_exclude=settings.env_exclude, env_keep=settings.env_keep)
         confine = getattr(self.toolset, "confine", None)
         if confine is not None:
             return confine(policy)

@@ -7,6 +7,8 @@ place:
     mode = "workspace-write"     # or "read-only", "full-access"
     network = false              # commands may reach the network
     allow_unconfined = false     # where no sandbox starts, run commands without asking
+    env_exclude = ["*KEY*", "*SECRET*", "*TOKEN*"]   # variables commands do not get
+    env_keep = []                # variables they get even so ("GH_TOKEN")
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from pipeline.config import settings_table
 from stages.log.events import SandboxProbed
 
 # config.toml's key -> the recorded setting.
-_KEYS = {"mode": "sandbox", "network": "network", "allow_unconfined": "allow_unconfined"}
+_KEYS = {"mode": "sandbox", "network": "network", "allow_unconfined": "allow_unconfined",
+         "env_exclude": "env_exclude", "env_keep": "env_keep"}
 
 
 def sandbox_values(section: Any, **given: Any) -> dict[str, Any]:
-    """The settings given as arguments (``sandbox``, ``network``, ``allow_unconfined``), else
-    those of ``[sandbox]``; a bad value is a ``UsageError`` naming it."""
+    """The settings given as arguments (``sandbox``, ``network``, ``allow_unconfined``,
+    ``env_exclude``, ``env_keep``), else those of ``[sandbox]``; a bad value is a
+    ``UsageError`` naming it."""
     return settings_table("sandbox", section, given, _KEYS)
 
 

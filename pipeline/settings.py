@@ -249,7 +249,8 @@ def configure(
     context_engine: str | None = None, reasoning: str | int | None = None,
     checkpoints: bool = True,
     sandbox: str | None = None, network: bool | None = None,
-    allow_unconfined: bool | None = None, record_tokens: bool | None = None,
+    allow_unconfined: bool | None = None, env_exclude: Sequence[str] | None = None,
+    env_keep: Sequence[str] | None = None, record_tokens: bool | None = None,
     tokenizer: str | None = None,
     output_retries: int | None = None, output_mode: str | None = None,
 ) -> Configured:
@@ -287,7 +288,8 @@ def configure(
                          protect_last_n=protect_last_n, summary_model=summary_model,
                          context_engine=context_engine),
         **sandbox_values({}, sandbox=sandbox, network=network,
-                         allow_unconfined=allow_unconfined),
+                         allow_unconfined=allow_unconfined, env_exclude=env_exclude,
+                         env_keep=env_keep),
         **output_values({}, output_retries=output_retries, output_mode=output_mode),
     }.items() if value is not None}
     if reasoning is not None:  # an effort replaces a recorded budget, and the other way round

@@ -35,7 +35,7 @@ ADDITIVE_FIELDS: dict[type, tuple[str, ...]] = {
                   "images"),
     ProviderEntry: ("reasoning_effort", "reasoning_budget"),
     SessionSettings: ("reasoning_effort", "reasoning_budget", "sandbox", "network",
-                      "allow_unconfined", "record_tokens"),
+                      "allow_unconfined", "record_tokens", "env_exclude", "env_keep"),
     ContextInherited: ("reasoning_replay_off",),
     Usage: ("reasoning_in_output",),
     ToolOutcome: ("findings",),

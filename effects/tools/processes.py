@@ -21,7 +21,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
@@ -67,16 +67,17 @@ def _die_with(prctl: Callable[..., int] | None, parent: int, sig: int) -> None:
         os._exit(1)
 
 
-def spawn(argv: list[str], *, cwd: Path, stdout: IO[bytes] | int, confined: bool
-          ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session (its own process group, which ``killpg`` ends)."""
+def spawn(argv: list[str], *, cwd: Path, stdout: IO[bytes] | int, confined: bool,
+          env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session (its own process group, which ``killpg`` ends), with
+    ``env`` (None: mibyan's own environment)."""
     parent, prctl = os.getpid(), _prctl()
     # bubblewrap sets its own parent-death signal; the watchdog needs SIGTERM for its trap.
     sig = signal.SIGKILL if confined else signal.SIGTERM
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env,
                                 preexec_fn=lambda: _die_with(prctl, parent, sig))
     return _SPAWNER.submit(start).result()
 

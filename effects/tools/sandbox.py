@@ -25,7 +25,8 @@ from pathlib import Path
 import attrs
 
 from effects.logs import get_logger
-from stages.log.events import SANDBOX_MODES
+from effects.tools.environment import command_environment
+from stages.log.events import ENV_EXCLUDE, SANDBOX_MODES
 from stages.log.setting_checks import choice
 
 __all__ = ["PROBE_TIMEOUT", "Probe", "Sandbox", "SandboxPolicy", "bwrap_binary", "probe"]
@@ -44,13 +45,16 @@ _ALWAYS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare
 
 @attrs.frozen(kw_only=True)
 class SandboxPolicy:
-    """How a session's commands are confined: its mode, whether they reach the network, and
-    the home they must not see (None: nothing hidden, as for a tool without an agent)."""
+    """How a session's commands are confined: its mode, whether they reach the network, the
+    home they must not see (None: nothing hidden, as for a tool without an agent), and the
+    environment variables they do not get (``effects.tools.environment``)."""
 
     mode: str = attrs.field(default="workspace-write",
                             validator=lambda _, a, v: choice(a.name, v, SANDBOX_MODES))
     network: bool = False
     home: Path | None = None
+    env_exclude: tuple[str, ...] = ENV_EXCLUDE
+    env_keep: tuple[str, ...] = ()
 
     @property
     def confining(self) -> bool:
@@ -110,6 +114,10 @@ class Sandbox:
     def confined(self) -> bool:
         """Commands run inside the sandbox: the mode asks for one and it starts here."""
         return self.policy.confining and probe().started
+
+    def environment(self) -> dict[str, str]:
+        """The environment of a command, confined or not."""
+        return command_environment(self.policy.env_exclude, self.policy.env_keep)
 
     def argv(self, command: str, *, cwd: Path, root: Path) -> list[str] | None:
         """The sandboxed command line of ``command`` run by ``/bin/sh`` in ``cwd`` (inside

@@ -84,7 +84,10 @@ class Terminal:
         self._background: dict[str, _Background] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._scratch = Path(tempfile.mkdtemp(prefix="mibyan-bg-"))
+        # Background commands' output, made at the first one: an agent that starts none leaves
+        # nothing in the temporary directory. Removed at ``close`` (or, never closed, when the
+        # terminal is collected): output may hold what a secret scanner would mask.
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
 
     def terminal(self, command: str, timeout: int = DEFAULT_TIMEOUT, workdir: str | None = None,
                  background: bool = False) -> dict[str, object]:
@@ -152,11 +155,14 @@ class Terminal:
         with self._lock:
             running = list(self._background.values())
             self._background.clear()
+            scratch, self._scratch = self._scratch, None
         for bg in running:
             if bg.process.poll() is None:
                 _kill_group(bg.process)
                 bg.process.wait()
             self._forget(bg.process)
+        if scratch is not None:
+            scratch.cleanup()
 
     def confine(self, policy: SandboxPolicy) -> Probe:
         """Take up a session's policy; whether its sandbox starts here (probed once per
@@ -168,9 +174,11 @@ class Terminal:
     def _spawn(self, command: str, cwd: Path, stdout: IO[bytes] | int
                ) -> subprocess.Popen[bytes]:
         argv = self.sandbox.argv(command, cwd=cwd, root=self.workspace.root)
+        env = self.sandbox.environment()
         if argv is not None:
-            return spawn(argv, cwd=cwd, stdout=stdout, confined=True)
-        process = spawn(unconfined_argv(command), cwd=cwd, stdout=stdout, confined=False)
+            return spawn(argv, cwd=cwd, stdout=stdout, confined=True, env=env)
+        process = spawn(unconfined_argv(command), cwd=cwd, stdout=stdout, confined=False,
+                        env=env)
         if self._registry is not None:
             self._registry.add(process)
         return process
@@ -182,7 +190,9 @@ class Terminal:
     def _start(self, command: str, cwd: Path) -> dict[str, object]:
         with self._lock:
             process_id = f"bg{next(self._ids)}"
-            output = self._scratch / f"{process_id}.log"
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(prefix="mibyan-bg-")
+            output = Path(self._scratch.name) / f"{process_id}.log"
             with output.open("wb") as sink:
                 process = self._spawn(command, cwd, sink)
             self._background[process_id] = _Background(command, process, output)

@@ -38,6 +38,7 @@ from stages.log.setting_checks import (
     fraction,
     known_rules,
     name_or_none,
+    name_patterns,
     one_of,
     seconds_or_more,
     whole,
@@ -57,6 +58,10 @@ SYSTEM_MESSAGE_MODES = ("append", "replace")
 # How the commands a tool runs are confined (``effects.tools.sandbox``): the file system read-only
 # (but for the working tree in workspace-write), or not confined at all (asked for by name).
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+# The environment variables a tool's commands do not get, by name (case-insensitive patterns):
+# Codex's defaults for ``shell_environment_policy``, so that a key exported in the user's shell
+# is not one ``env`` away from the model (``effects.tools.environment``).
+ENV_EXCLUDE = ("*KEY*", "*SECRET*", "*TOKEN*")
 
 
 def _optional_text(value: object) -> str | None:
@@ -180,6 +185,11 @@ class SessionSettings:
     sandbox: str = attrs.field(default="workspace-write", validator=one_of(SANDBOX_MODES))
     network: bool = attrs.field(default=False, validator=flag)
     allow_unconfined: bool = attrs.field(default=False, validator=flag)
+    # The environment of tool commands: the variables they do not get, and those they get even
+    # so (the patterns of ``env_exclude`` name keys; ``env_keep`` lets ``GH_TOKEN`` through).
+    env_exclude: tuple[str, ...] = attrs.field(default=ENV_EXCLUDE, converter=tuple,
+                                               validator=name_patterns)
+    env_keep: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=name_patterns)
     # Structured output: how many times an answer that does not match the turn's output type
     # is sent back with the validation error; ``tool`` always asks for it through the
     # final-answer tool (a provider without structured output), ``auto`` natively when the

@@ -83,6 +83,14 @@ def name_or_none(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise SettingError(f"{attribute.name} must be a name, got {value!r}")
 
 
+def name_patterns(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A list of names or shell-style patterns (``*KEY*``), none of them blank."""
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(item, str) and item.strip() for item in value):
+        raise SettingError(f"{attribute.name} must be a list of names or patterns such as "
+                           f'"*TOKEN*", got {value!r}')
+
+
 def one_of(choices: tuple[str, ...], *, named: bool = False) -> Validator:
     """One of ``choices`` (see :func:`choice`)."""
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -107,3 +107,23 @@ def test_allow_unconfined_and_full_access_run_without_asking(tmp_path, server) -
     settings = next(e.settings for e in _events(home, _session(done))
                     if isinstance(e, ev.SessionStarted))
     assert settings.sandbox == "full-access"
+
+
+def test_a_session_s_commands_get_its_environment_and_it_replays(tmp_path, monkeypatch) -> None:
+    """The key the session itself runs on is exported in the environment, as users do; a
+    command the model runs sees neither it nor another secret-named variable, unless kept."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-session-key-0123456789")
+    monkeypatch.setenv("DEPLOY_TOKEN", "deploy-0123456789")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    model = ScriptedModel(tool_calls(("terminal", {"command": "env > seen.txt"})), "ok")
+    with Agent(client=model, tools=builtin_tools(work, toolsets=("terminal",)), home=home,
+               env_keep=["DEPLOY_*"]) as agent:
+        agent.run("look")
+    seen = (work / "seen.txt").read_text()
+    assert "PLAIN_SETTING=visible" in seen and "DEPLOY_TOKEN=deploy-0123456789" in seen
+    assert "OPENAI_API_KEY" not in seen and "sk-session-key" not in seen
+    [started] = [e for e in _events(home, agent.session_id) if isinstance(e, ev.SessionStarted)]
+    assert started.settings.env_keep == ("DEPLOY_*",)
+    assert replay(home / "sessions", agent.session_id).identical

@@ -108,3 +108,23 @@ def test_a_session_under_rules_6_records_no_probe_and_is_still_confined(tmp_path
              for e in read_envelopes(session_path(home / "sessions", agent.session_id))]
     assert "sandbox_probed" not in kinds and "turn_finished" in kinds
     assert tools.terminal.sandbox.confined and tools.terminal.sandbox.policy.home == home
+
+
+def test_the_environment_settings_come_from_the_file_and_arguments(tmp_path) -> None:
+    assert _agent(tmp_path).settings.env_exclude == ("*KEY*", "*SECRET*", "*TOKEN*")
+    (tmp_path / "config.toml").write_text(
+        '[sandbox]\nenv_exclude = ["*KEY*", "AWS_*"]\nenv_keep = ["GH_TOKEN"]\n')
+    from_file = _agent(tmp_path).settings
+    assert (from_file.env_exclude, from_file.env_keep) == (("*KEY*", "AWS_*"), ("GH_TOKEN",))
+    given = _agent(tmp_path, env_exclude=[], env_keep=["X"]).settings
+    assert (given.env_exclude, given.env_keep) == ((), ("X",))
+
+
+@pytest.mark.parametrize("section", ['env_exclude = "*KEY*"', 'env_keep = ["", "A"]',
+                                     "env_keep = [1]"])
+def test_a_bad_environment_setting_is_named(tmp_path, section) -> None:
+    (tmp_path / "config.toml").write_text(f"[sandbox]\n{section}\n")
+    with pytest.raises(UsageError) as raised:
+        _agent(tmp_path)
+    key = section.split(" ")[0]
+    assert f"[sandbox] {key}: {key} must be a list of names or patterns" in str(raised.value)
