@@ -216,16 +216,35 @@ def _hidden(value: str) -> str:
     return mask(value)
 
 
-_CLOSING = {"(": ")", "[": "]"}
+# An unquoted value may hold brackets (``getpass()``), so one closing after it is read as its
+# own; a closing bracket it never opened closes the call or the note it stands in instead
+# (``f(password=Hunt3r22)``), and so does a sentence's mark after that bracket.
+_OPENING = {")": "(", "]": "[", "}": "{", ">": "<"}
+_CLOSED_TAIL = re.compile(r"[)\]}>]+[.;:!?]*\Z")
+
+
+def _without_closing(value: str) -> tuple[str, str]:
+    """``value`` split before the brackets at its end that it did not open (and what follows
+    them)."""
+    tail = _CLOSED_TAIL.search(value)
+    if tail is None:
+        return value, ""
+    end = tail.start() + len(tail.group().rstrip(".;:!?"))
+    cut = end
+    while cut > tail.start() and (value.count(value[cut - 1], 0, cut)
+                                  > value.count(_OPENING[value[cut - 1]], 0, cut)):
+        cut -= 1
+    return (value, "") if cut == end else (value[:cut], value[cut:])
+
+
 def _named(match: re.Match[str]) -> str:
     """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
     *before, quote, value = match.groups(default="")
     after = ""
-    closing = _CLOSING.get(before[0])
-    if closing is not None and value.endswith(closing) and not quote:  # (password: x)
-        value, after = value[:-1], closing
+    if not quote:
+        value, after = _without_closing(value)
     name = "".join(before)
-    following = after or match.string[match.end():match.end() + 1]
+    following = after[:1] or match.string[match.end():match.end() + 1]
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
             value, match.group(0), match.string):
         return match.group(0)
