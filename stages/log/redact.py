@@ -90,16 +90,30 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
 # HTML's ``&amp;``); elsewhere it is the value's own (``password=Tr0ub4dor&3`` in prose or a
 # shell command), and stopping there would leave the password's tail readable.
 _VALUE_AMPERSAND = r"&(?![\w.%\[\]\-]+=|amp;)"
+# A quoted value ends at its quote only: the marks that end an unquoted one (``,``, ``;``,
+# ``}``) are the password's own there; or where its line does, when the text lost the quote
+# (an output cut off). The patterns are run on one line at a time (_names_in_lines). A
+# backslash ends it still: in JSON text an escape is the JSON string's, redacted unescaped.
+def _quoted_value(group: int) -> str:
+    return rf"(?:(?!\{group})[^\s\\])"
+
+
+def _quote_closed(group: int) -> str:
+    return rf"(?:\{group}|(?=\s*\Z))"
+
+
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)"
-    r"((?:[^\s'\";&,\\]|" + _VALUE_AMPERSAND + r"){4,})\2")
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"])?"
+    r"((?(2)" + _quoted_value(2) + r"|(?:[^\s'\";&,\\]|" + _VALUE_AMPERSAND + r")){4,})"
+    r"(?(2)" + _quote_closed(2) + ")")
 _COLON = re.compile(
     # After anything but a name's own characters: a line number (read_file's "4|", grep's
     # "file:4:"), a quote, a bracket, a prompt's ">".
     # A JSON key closes its quote before the colon ("SecretAccessKey": "...").
     r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*[\"']?\s*:\s*)"
     # An unquoted value is no other name: "password: password: x" hides x.
-    r"(['\"])?([^\s'\",}\\]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
+    r"(['\"])?((?(3)" + _quoted_value(3) + r"|[^\s'\",}\\]){4,}+)"
+    r"(?(3)" + _quote_closed(3) + r"|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
@@ -248,7 +262,9 @@ def _named(match: re.Match[str]) -> str:
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
             value, match.group(0), match.string):
         return match.group(0)
-    return name + quote + _hidden(value) + quote + after
+    start, end = match.span(match.re.groups)  # the value's; a quote may close it, or none
+    text = match.string
+    return text[match.start():start] + _hidden(value) + after + text[end:match.end()]
 
 
 def _shape(match: re.Match[str]) -> str:
