@@ -136,6 +136,9 @@ def _check_one_setting(section: object, path: Path, table: str, key: str, exampl
             raise UsageError(f"{path}: [{table}] {key} must be {wanted}, got {value!r}")
 
 
+_SETTINGS_FIELDS = attrs.fields_dict(SessionSettings)
+
+
 def settings_table(table: str, section: object, given: Mapping[str, Any],
                    keys: Mapping[str, str]) -> dict[str, Any]:
     """The recorded settings a config.toml table sets (``keys``: its key -> the
@@ -163,9 +166,6 @@ def settings_table(table: str, section: object, given: Mapping[str, Any],
                              else f"[{table}] {key}: {exc}") from exc
         out[name] = value
     return out
-
-
-_SETTINGS_FIELDS = attrs.fields_dict(SessionSettings)
 
 
 def _check_logs(section: object, path: Path) -> None:

@@ -12,7 +12,8 @@ visits can drive it (docs/gateway-security.md):
 - The body is read whole here, within ``[serve] max_body_bytes`` (413) and ``body_timeout``
   seconds (408), so a client trickling it cannot hold a connection; the routes get it from
   memory.
-- A turn past ``[serve] max_busy`` is refused here (503), before any route works on it.
+- A turn past ``[serve] max_busy`` is refused here (503), before any route works on it, once
+  its bearer token is found valid (401 otherwise, as the route would answer).
 
 Every refusal but the 503 closes the connection (``Connection: close``): the unread rest of
 the request must not be taken for the next one.
@@ -29,6 +30,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from pipeline.serve.admission import Admission
+from pipeline.serve.bearer import token_owner
 from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.openai_compat import ApiError
 from pipeline.serve.pool import busy
@@ -115,8 +117,8 @@ class RequestGuard:
             # Refused before a route parses the body, finds the session (or makes one, for a
             # stateless chat completion) and a thread: the 503 must cost next to nothing.
             # The body was read: the connection is kept.
-            error = busy(self.admission.refuse())
-            await JSONResponse(error.body(), status_code=503, headers=error.headers)(
+            error = self._unauthenticated(headers) or busy(self.admission.refuse())
+            await JSONResponse(error.body(), status_code=error.status, headers=error.headers)(
                 scope, receive, send)
         elif body is not None:
             await self.app(scope, _replaying(body, receive), send)
@@ -128,6 +130,16 @@ class RequestGuard:
         return scope["method"] == "POST" and (
             path in TURN_PATHS or (path.startswith("/v1/sessions/")
                                    and path.endswith("/messages")))
+
+    def _unauthenticated(self, headers: Headers) -> ApiError | None:
+        """The 401 of a turn without a valid token. Asked only of a turn refused for the load
+        (the route asks it of every other), before the refusal: a stranger learns that it is
+        one, not how busy the gateway is, and takes no client's return slot."""
+        try:
+            token_owner(self.config, headers.get("authorization", ""))
+        except ApiError as error:
+            return error
+        return None
 
     def refusal(self, headers: Headers) -> ApiError | None:
         """Why the request is refused before its body is read, or None."""

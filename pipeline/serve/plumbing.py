@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import hmac
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +15,7 @@ from starlette.requests import Request
 
 from effects.logs import get_logger
 from pipeline.serve import openai_compat as oa
+from pipeline.serve.bearer import token_owner
 from pipeline.serve.gateway_config import ServeConfig
 from pipeline.serve.json_limits import JsonRefused, parse
 from pipeline.serve.pool import SessionPool
@@ -23,25 +23,13 @@ from pipeline.serve.sessions import ServedSession, client_gone
 from stages.errors import LogError, ProviderError, UsageError
 
 T = TypeVar("T")
-ANONYMOUS = "anonymous"
 KEEPALIVE_SECONDS = 15.0
 log = get_logger(__name__)
 
 
 def owner_of(request: Request) -> str:
     """The owner of the request's bearer token; 401 without a valid one."""
-    config: ServeConfig = request.app.state.config
-    if not config.auth:
-        return ANONYMOUS
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise oa.ApiError(401, "You didn't provide an API key. Send it in the Authorization "
-                          "header: 'Authorization: Bearer YOUR_TOKEN'.", code="invalid_api_key")
-    for known, owner in config.tokens.items():
-        if hmac.compare_digest(known.encode(), token.encode()):
-            return owner
-    raise oa.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+    return token_owner(request.app.state.config, request.headers.get("authorization", ""))
 
 
 async def json_body(request: Request) -> Any:

@@ -56,6 +56,6 @@ def is_code(value: str, *, quoted: bool, name: str, after: str = "") -> bool:
             or bool(_IDENTIFIER.fullmatch(value))
             # a sentence: ``invalid_api_key: Incorrect API key provided``
             or (value.isalpha() and value.istitle() and after == " ")
-            # a variable: ``password = value``, ``f(tokens=configured, ...)``
-            or (value.isalpha() and value.islower() and (
+            # a variable or a constant: ``password = value``, ``f(api_key=KEYLESS)``
+            or (value.isalpha() and (value.islower() or value.isupper()) and (
                 bool(_SPACED.search(name)) or after[:1] in (",", ")"))))

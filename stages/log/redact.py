@@ -90,16 +90,30 @@ _SECRET_NAME = (r"(?:API_?KEY|APIKEY|ACCESS_?KEY|ACCOUNT_?KEY|SHARED_?ACCESS_?KE
 # HTML's ``&amp;``); elsewhere it is the value's own (``password=Tr0ub4dor&3`` in prose or a
 # shell command), and stopping there would leave the password's tail readable.
 _VALUE_AMPERSAND = r"&(?![\w.%\[\]\-]+=|amp;)"
+# A quoted value ends at its quote only: the marks that end an unquoted one (``,``, ``;``,
+# ``}``) are the password's own there; or where its line does, when the text lost the quote
+# (an output cut off). The patterns are run on one line at a time (_names_in_lines). A
+# backslash ends it still: in JSON text an escape is the JSON string's, redacted unescaped.
+def _quoted_value(group: int) -> str:
+    return rf"(?:(?!\{group})[^\s\\])"
+
+
+def _quote_closed(group: int) -> str:
+    return rf"(?:\{group}|(?=\s*\Z))"
+
+
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"]?)"
-    r"((?:[^\s'\";&,\\]|" + _VALUE_AMPERSAND + r"){4,})\2")
+    r"(?i)\b([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*\s*=\s*)(['\"])?"
+    r"((?(2)" + _quoted_value(2) + r"|(?:[^\s'\";&,\\]|" + _VALUE_AMPERSAND + r")){4,})"
+    r"(?(2)" + _quote_closed(2) + ")")
 _COLON = re.compile(
     # After anything but a name's own characters: a line number (read_file's "4|", grep's
     # "file:4:"), a quote, a bracket, a prompt's ">".
     # A JSON key closes its quote before the colon ("SecretAccessKey": "...").
     r"(?i)(^|[^A-Z0-9_.\-])([A-Z0-9_.\-]*" + _SECRET_NAME + r"[A-Z0-9_]*[\"']?\s*:\s*)"
     # An unquoted value is no other name: "password: password: x" hides x.
-    r"(['\"])?([^\s'\",}\\]{4,}+)(?(3)\3|(?<!:)(?!:))", re.M)
+    r"(['\"])?((?(3)" + _quoted_value(3) + r"|[^\s'\",}\\]){4,}+)"
+    r"(?(3)" + _quote_closed(3) + r"|(?<!:)(?!:))", re.M)
 _JSON_FIELD = re.compile(
     r"(?i)(\"(?:api_?key|apikey|x-api-key|token|secret|password|passwd|passphrase|access_token|"
     r"refresh_token|id_token|auth_token|bearer|client_secret|secret_key|access_key|"
@@ -216,20 +230,41 @@ def _hidden(value: str) -> str:
     return mask(value)
 
 
-_CLOSING = {"(": ")", "[": "]"}
+# An unquoted value may hold brackets (``getpass()``), so one closing after it is read as its
+# own; a closing bracket it never opened closes the call or the note it stands in instead
+# (``f(password=Hunt3r22)``), and so does a sentence's mark after that bracket.
+_OPENING = {")": "(", "]": "[", "}": "{", ">": "<"}
+_CLOSED_TAIL = re.compile(r"[)\]}>]+[.;:!?]*\Z")
+
+
+def _without_closing(value: str) -> tuple[str, str]:
+    """``value`` split before the brackets at its end that it did not open (and what follows
+    them)."""
+    tail = _CLOSED_TAIL.search(value)
+    if tail is None:
+        return value, ""
+    end = tail.start() + len(tail.group().rstrip(".;:!?"))
+    cut = end
+    while cut > tail.start() and (value.count(value[cut - 1], 0, cut)
+                                  > value.count(_OPENING[value[cut - 1]], 0, cut)):
+        cut -= 1
+    return (value, "") if cut == end else (value[:cut], value[cut:])
+
+
 def _named(match: re.Match[str]) -> str:
     """A ``NAME=value`` or ``name: value`` match with only the value hidden."""
     *before, quote, value = match.groups(default="")
     after = ""
-    closing = _CLOSING.get(before[0])
-    if closing is not None and value.endswith(closing) and not quote:  # (password: x)
-        value, after = value[:-1], closing
+    if not quote:
+        value, after = _without_closing(value)
     name = "".join(before)
-    following = after or match.string[match.end():match.end() + 1]
+    following = after[:1] or match.string[match.end():match.end() + 1]
     if is_code(value, quoted=bool(quote), name=name, after=following) or named_value_allowed(
             value, match.group(0), match.string):
         return match.group(0)
-    return name + quote + _hidden(value) + quote + after
+    start, end = match.span(match.re.groups)  # the value's; a quote may close it, or none
+    text = match.string
+    return text[match.start():start] + _hidden(value) + after + text[end:match.end()]
 
 
 def _shape(match: re.Match[str]) -> str:

@@ -156,3 +156,37 @@ def test_max_busy_is_read_from_serve_and_checked():
         serve_config({"serve": {**tokens, "max_busy": 0}}, env=env)
     with pytest.raises(UsageError, match="max_busy must be a whole number"):
         serve_config({"serve": {**tokens, "max_busy": "8"}}, env=env)
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer tok-wrong-0123456789", "Basic x"])
+def test_a_full_gateway_tells_an_unauthenticated_client_401_not_its_load(gated, authorization):
+    """Auth is checked before admission: a client without a valid token learns that, and not
+    whether the gateway is full; one with a valid token is refused 503 as before."""
+    gateway, upstream = gated
+    with gateway.client() as client:
+        ids = [client.post("/v1/sessions").json()["id"] for _ in range(3)]
+        running = [threading.Thread(target=lambda sid=sid: client.post(
+            f"/v1/sessions/{sid}/messages", json={"content": "slow"})) for sid in ids[:2]]
+        for thread in running:
+            thread.start()
+        _arrived(upstream, 2)
+        refused = gateway.pool.admission.refused
+        with gateway.client(owner=None) as stranger:
+            if authorization is not None:
+                stranger.headers["Authorization"] = authorization
+            for path, body in [(f"/v1/sessions/{ids[2]}/messages", {"content": "now"}),
+                               ("/v1/chat/completions", {"model": "mibyan", "messages": [
+                                   {"role": "user", "content": "hi"}]})]:
+                answer = stranger.post(path, json=body)
+                assert answer.status_code == 401, answer.text
+                assert answer.json()["error"]["code"] == "invalid_api_key"
+                assert "retry-after" not in answer.headers
+                assert "retry-after-ms" not in answer.headers
+                assert "busy" not in answer.text
+        assert gateway.pool.admission.refused == refused  # no return slot given away
+        _refused(client.post("/v1/chat/completions", json={
+            "model": "mibyan", "messages": [{"role": "user", "content": "hi"}]}))
+        assert gateway.pool.admission.refused == refused + 1
+        upstream.gate.set()
+        for thread in running:
+            thread.join(30)

@@ -14,8 +14,8 @@ import pytest
 
 from pipeline.agent import Agent
 from pipeline.serve.app import create_app
+from pipeline.serve.bearer import ANONYMOUS
 from pipeline.serve.gateway_config import ServeConfig
-from pipeline.serve.plumbing import ANONYMOUS
 from pipeline.serve.pool import SessionPool
 from pipeline.testing import CountingIds, FakeClock, ScriptedModel
 
