@@ -56,7 +56,6 @@ class Shaped:
     its samples were left out (an image missing from the blob store)."""
 
     session_id: str
-    labels: frozenset[str] = frozenset()  # the credential labels its turns name
     rows: tuple[dict[str, Any], ...] = ()
     redacted: int = 0
     read_error: str | None = None

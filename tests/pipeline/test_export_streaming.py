@@ -87,22 +87,22 @@ def test_small_groups_on_processes_write_what_one_process_writes(
     assert LATE_SECRET not in (tmp_path / "2" / name).read_bytes().decode(errors="replace")
 
 
-def test_a_pass_that_found_more_keys_never_replaces_the_file(root, tmp_path, monkeypatch,
-                                                             one_session_groups) -> None:
-    """The key a late log names is learnt after earlier groups were written: that pass's file
-    is dropped, and what replaces the old file is the second pass's."""
+def test_the_file_is_written_once_and_replaces_the_old_one_at_the_end(
+        root, tmp_path, monkeypatch, one_session_groups) -> None:
+    """The key a late log names is known before the first group is shaped: one pass writes
+    the file (before, a first pass was dropped and a second one written)."""
     out = tmp_path / "out.jsonl"
     out.write_text("old\n")
-    passes_seen: list[str] = []
+    writes: list[str] = []
     write = passes.write_samples
 
     def writing(rows, path, **kw):
-        passes_seen.append(path.read_text())
+        writes.append(path.read_text())
         return write(rows, path, **kw)
 
     monkeypatch.setattr(passes, "write_samples", writing)
     export_sessions(root, out, jobs=2, env={"TEAM_KEY": LATE_SECRET})
-    assert passes_seen == ["old\n", "old\n"]
+    assert writes == ["old\n"]
     assert LATE_SECRET not in out.read_text() and "old" not in out.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
