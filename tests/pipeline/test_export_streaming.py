@@ -18,7 +18,7 @@ import pipeline.export.exporter as exporter
 import pipeline.export.passes as passes
 from pipeline.export import parallel, parquet_out
 from pipeline.export.exporter import export_sessions
-from pipeline.export.parallel import groups_of, in_order
+from pipeline.export.parallel import groups_of
 from pipeline.export.parquet_out import ParquetSink, parquet_row
 from tests.pipeline.home_work import LATE_SECRET, record_home
 
@@ -115,26 +115,6 @@ def test_groups_are_bounded_and_keep_the_order(monkeypatch) -> None:
     assert all(sum(sizes[s] for s in group) <= 10 for group in groups)
     # a small home still gives every worker a few groups
     assert len(groups_of({"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, workers=2)) == 5
-
-
-def test_in_order_holds_at_most_a_window_of_groups() -> None:
-    started: list[int] = []
-    finished: list[int] = []
-    most = 0
-
-    def submit(group):
-        nonlocal most
-        started.append(group)
-        most = max(most, len(started) - len(finished))
-        return group
-
-    def result(group):
-        finished.append(group)
-        return -group
-
-    out = list(in_order(submit, result, iter(range(10)), window=3))
-    assert out == [-g for g in range(10)]
-    assert most == 3
 
 
 def test_parquet_in_row_groups_reads_as_one_table(tmp_path, monkeypatch) -> None:
