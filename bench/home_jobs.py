@@ -5,6 +5,7 @@ test suite; it asserts nothing about speed and prints one report.
     python bench/home_jobs.py                         # about 200,000 events, jobs 1 and 2
     python bench/home_jobs.py --events 50000 --rounds 2 --jobs 1,2,4
     python bench/home_jobs.py --backend ray --jobs 1,2,4 --work replay,export
+    python bench/home_jobs.py --work export --labelled   # a key that one log's label names
 
 The home is synthesised as ``bench/insights.py`` does it (the test sample home's sessions
 copied under new ids, each copy a valid hash chain). Each measurement runs in a fresh process
@@ -12,7 +13,11 @@ copied under new ids, each copy a valid hash chain). Each measurement runs in a 
 and the largest peak RSS of its workers (``RUSAGE_CHILDREN``). Replay is
 ``pipeline.cli.cmd_replay.replay_every``; the index is rebuilt from nothing with
 ``open_index(rebuild=True, jobs=N)``; the export is ``export_sessions`` to ShareGPT JSONL
-(the home's index, which the export selects over, is built once before the clock).
+(the home's index, which the export selects over, is built once before the clock). With
+``--labelled`` the home has one more session whose turns name a credential label, and that
+label's key is in every measurement's environment: the export must redact a key only one log
+names (until issue 29 it then shaped the whole home twice). Each run also reports its CPU time
+(its own and its waited-for children's, the pool's workers).
 
 With ``--backend ray`` a local Ray of as many CPUs as the largest ``--jobs`` is started here and
 every measurement's process joins it by address, with ``ray=OnRay(address)`` and ``jobs=N``
@@ -52,7 +57,7 @@ def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
     if on_ray is not None:
         from ray_workers import warm  # bench/ray_workers.py
         warm(join_ray(address, jobs), jobs)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_seconds()
     if what == "replay":
         result = replay_every(root, jobs=jobs, ray=on_ray)
         assert result.held, result.failures[:1]
@@ -66,13 +71,36 @@ def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
         with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray) as (_, report):
             events = report.records_added
         index.unlink()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if on_ray is not None:
         from ray_workers import worker_peaks_mb
         workers = max(worker_peaks_mb(join_ray(address, jobs), jobs))
-    return {"events": events, "seconds": seconds, "rss_mb": _own_peak_mb(),
+    return {"events": events, "seconds": seconds, "cpu_seconds": cpu, "rss_mb": _own_peak_mb(),
             "worker_rss_mb": workers}
+
+
+def _cpu_seconds() -> float:
+    return sum(t for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for t in resource.getrusage(who)[:2])
+
+
+# The credential label of ``--labelled``'s session, and the key the export finds for it.
+LABEL, LABEL_KEY = "BENCH_TEAM_KEY", "bench-team-key-0123456789abcdef"
+
+
+def record_labelled(home: Path) -> None:
+    """One session whose turn names ``LABEL`` (served by the tests' fake OpenAI server)."""
+    from pipeline.agent import Agent
+    from tests.fake_openai import FakeOpenAIServer, Reply
+    os.environ[LABEL] = "sk-recorded-key-aaaaaaaaaaaa"  # the key the session ran with
+    try:
+        with FakeOpenAIServer(Reply.text("noted")) as server, \
+                Agent(base_url=server.base_url, home=home, model="m", stream=False,
+                      credentials=[LABEL]) as agent:
+            agent.run("hello")
+    finally:
+        del os.environ[LABEL]
 
 
 def _own_peak_mb() -> float:
@@ -99,6 +127,8 @@ def main() -> None:
     parser.add_argument("--work", type=lambda t: t.split(","),
                         default=["replay", "export", "index"])
     parser.add_argument("--backend", choices=("processes", "ray"), default="processes")
+    parser.add_argument("--labelled", action="store_true",
+                        help="one more session naming a credential label whose key is set")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -116,6 +146,9 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
     try:
         events, logs = synthesise(home / "sessions", args.events)
+        if args.labelled:
+            record_labelled(home)
+            os.environ[LABEL] = LABEL_KEY  # inherited by every measurement's process
         if "export" in args.work:  # the export selects over the index: built once, not timed
             from pipeline.insights.index import open_index
             with open_index(home / "sessions"):
@@ -131,10 +164,11 @@ def main() -> None:
                     done = measure(what, home, jobs, events, address)
                     runs.setdefault((what, jobs), []).append(done)
                     print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
-                          f"events/s, worker peak {done['worker_rss_mb']:.0f} MB", flush=True)
+                          f"events/s, CPU {done['cpu_seconds']:.1f} s, "
+                          f"worker peak {done['worker_rss_mb']:.0f} MB", flush=True)
         print("\n| work | jobs | events/s median (min-max) | x 1 job, per round | "
-              "peak RSS MB, driver | peak RSS MB, largest worker |")
-        print("|---|---|---|---|---|---|")
+              "CPU s median | peak RSS MB, driver | peak RSS MB, largest worker |")
+        print("|---|---|---|---|---|---|---|")
         for (what, jobs), done in runs.items():
             rates = [r["events"] / r["seconds"] for r in done]
             single = [r["events"] / r["seconds"] for r in runs[(what, args.jobs[0])]]
@@ -142,7 +176,9 @@ def main() -> None:
             workers = max(r["worker_rss_mb"] for r in done)
             print(f"| {what} | {jobs} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-"
                   f"{max(rates):,.0f}) | {statistics.median(ratios):.2f} ({min(ratios):.2f}-"
-                  f"{max(ratios):.2f}) | {max(r['rss_mb'] for r in done):.0f} | "
+                  f"{max(ratios):.2f}) | "
+                  f"{statistics.median(r['cpu_seconds'] for r in done):.1f} | "
+                  f"{max(r['rss_mb'] for r in done):.0f} | "
                   f"{workers:.0f} |")
         print(f"\nload at the end {os.getloadavg()[0]:.2f}")
     finally:

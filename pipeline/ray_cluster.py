@@ -9,11 +9,11 @@ local Ray is started with ``workers`` CPUs.
 
 from __future__ import annotations
 
-import functools
+import itertools
 import os
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import attrs
 
 from stages.errors import UsageError
 
-__all__ = ["OnRay", "by_bytes", "check_home", "join_ray", "map_in_order", "on_ray", "run_bounded",
-           "start_local_ray"]
+__all__ = ["OnRay", "by_bytes", "check_home", "in_order", "iter_in_order", "join_ray",
+           "map_in_order", "on_ray", "run_bounded", "start_local_ray"]
 
 
 def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
@@ -107,25 +107,40 @@ def run_bounded(ray: Any, submits: Sequence[Callable[[], Any]], workers: int,
             collect(pending.pop(ref), ray.get(ref))
 
 
-def map_in_order(function: Callable[..., Any], items: Sequence[Any], *args: Any,
-                 address: str | None, workers: int,
-                 done: Callable[[int, Any], None] | None = None) -> list[Any]:
+def in_order(submit: Callable[[Any], Any], result: Callable[[Any], Any], items: Iterable[Any],
+             window: int) -> Iterator[Any]:
+    """Each item's result in the order of ``items``, at most ``window`` submitted and not yet
+    taken (what the caller holds stays bounded however many items there are):
+    ``submit(item)`` starts one and gives a handle, ``result(handle)`` waits for it."""
+    pending: deque[Any] = deque()
+    todo = iter(items)
+    for item in itertools.islice(todo, window):
+        pending.append(submit(item))
+    while pending:
+        done = result(pending.popleft())
+        for item in itertools.islice(todo, 1):
+            pending.append(submit(item))
+        yield done
+
+
+def iter_in_order(function: Callable[..., Any], items: Iterable[Any], *args: Any,
+                  address: str | None, workers: int, window: int | None = None
+                  ) -> Iterator[Any]:
     """``function(item, *args)`` for every item as Ray tasks on the cluster at ``address``
-    (else a local Ray of ``workers`` CPUs), at most ``workers`` in flight: the results in the
-    order of ``items``, each also handed to ``done(index, result)`` as it comes."""
+    (else a local Ray of ``workers`` CPUs), each result yielded in the order of ``items`` as
+    its turn comes, with at most ``window`` (default: two per worker, so that a worker has its
+    next task while the driver waits for the one in front) submitted and not yet taken."""
     ray = join_ray(address, workers)
     remote = ray.remote(num_cpus=1)(function)
     shared = [ray.put(arg) for arg in args]  # sent once, not with every task
-    results: list[Any] = [None] * len(items)
+    yield from in_order(lambda item: remote.remote(item, *shared), ray.get, items,
+                        window or 2 * workers)
 
-    def collect(index: int, result: Any) -> None:
-        results[index] = result
-        if done is not None:
-            done(index, result)
 
-    run_bounded(ray, [functools.partial(remote.remote, item, *shared) for item in items],
-                workers, collect)
-    return results
+def map_in_order(function: Callable[..., Any], items: Sequence[Any], *args: Any,
+                 address: str | None, workers: int) -> list[Any]:
+    """:func:`iter_in_order`'s results as a list."""
+    return list(iter_in_order(function, items, *args, address=address, workers=workers))
 
 
 @attrs.frozen

@@ -10,8 +10,10 @@ Parquet
 (pyarrow, the ``export`` extra). A compressed session is exported as its lineage: the stitched
 whole (``lineage="stitched"``, the default) or one sample per context segment
 (``lineage="segments"``). The log is already redacted; every string of a sample goes through
-the redaction once more, with the keys the logs name (their credential labels, looked up in the
-environment) and any ``secrets`` given, before it is written.
+the redaction once more, with the keys the logs name (the credential labels of every selected
+session, looked up in the environment, gathered from the insights index before any session is
+shaped) and any ``secrets`` given, before it is written: each sample is redacted in full once,
+so no file on disk ever holds one that another session's key would have masked.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from effects.images import BlobStore, data_url
 from pipeline.export.formats import FORMATS, Sample
 from pipeline.export.names import LINEAGE_NAMES, OUTPUT_NAMES
 from pipeline.export.parallel import Shaped, Shaping
-from pipeline.export.passes import MoreKeys, Written, named_keys, write_pass
+from pipeline.export.passes import named_keys, write_shaped
 from pipeline.export.select import ExportFilters, select_lineages
 from pipeline.export.token_formats import TOKEN_FORMATS, TokenExportReport, export_token_sessions
 from pipeline.export.tokens import Scorer
@@ -107,22 +109,10 @@ def export_sessions(root: Path, out: Path, *, fmt: str = "sharegpt",
     selection = select_lineages(root, filters)
     skipped = _unreadable(root, selection.readable, filters.session_ids)
     env = os.environ if env is None else env
-    secrets = tuple(secrets)
     shaping = Shaping(fmt=fmt, lineage=lineage, trainable_only=trainable_only,
-                      known=(*secrets, *named_keys(set(), env)))
-    written = Written(secrets=secrets, env=env)
-    try:
-        write_pass(shape_group, written, root, out, selection.roots, shaping, jobs=jobs,
-                   ray=ray, output=output, provenance=provenance)
-    except MoreKeys as more:
-        # The keys to redact are those every log's credential labels name: guessed from the
-        # labels every session has, and when a log named more, shaped again with all of them
-        # (the file is then what one pass over the whole home would have written; the first
-        # pass's file never replaced ``out``).
-        written = Written(secrets=secrets, env=env, final=True)
-        write_pass(shape_group, written, root, out, selection.roots,
-                   attrs.evolve(shaping, known=more.known), jobs=jobs, ray=ray, output=output,
-                   provenance=provenance)
+                      known=(*secrets, *named_keys(selection.labels, env)))
+    written = write_shaped(shape_group, root, out, selection.roots, shaping, jobs=jobs,
+                           ray=ray, output=output, provenance=provenance)
     skipped += written.read_errors + written.blob_errors
     return ExportReport(path=out, fmt=fmt, output=output, lineages=len(written.read),
                         samples=written.samples, session_ids=tuple(written.read),
@@ -141,7 +131,6 @@ def _shape(root: Path, session_id: str, shaping: Shaping, store: BlobStore) -> S
         item = read_lineage(root, session_id)
     except LogError as exc:  # one bad log must not keep a dataset of thousands back
         return Shaped(session_id=session_id, read_error=str(exc))
-    labels = frozenset(c for t in item.turns for c in t.credentials)
     known = list(shaping.known)
     rows, redacted = [], 0
     try:
@@ -155,8 +144,8 @@ def _shape(root: Path, session_id: str, shaping: Shaping, store: BlobStore) -> S
             # The images' bytes go in after redaction, which is for text.
             rows.append(with_image_bytes(record, store))
     except BlobMissingError as exc:  # said in the report, the other sessions written
-        return Shaped(session_id=session_id, labels=labels, blob_error=str(exc))
-    return Shaped(session_id=session_id, labels=labels, rows=tuple(rows), redacted=redacted)
+        return Shaped(session_id=session_id, blob_error=str(exc))
+    return Shaped(session_id=session_id, rows=tuple(rows), redacted=redacted)
 
 
 def _check_named(root: Path, session_ids: Iterable[str]) -> None:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from typing import Any
 import attrs
 
 from effects.eventlog.envelope import session_path
-from pipeline.ray_cluster import OnRay, by_bytes, join_ray
+from pipeline.ray_cluster import OnRay, by_bytes, in_order, iter_in_order
 
-__all__ = ["GROUP_BYTES", "PARALLEL_BYTES", "Shaped", "Shaping", "groups_of", "in_order",
-           "shape_home"]
+__all__ = ["GROUP_BYTES", "PARALLEL_BYTES", "Shaped", "Shaping", "groups_of", "shape_home"]
 
 # Below this much log a process pool costs more to start than it saves.
 PARALLEL_BYTES = 4_000_000
@@ -56,7 +54,6 @@ class Shaped:
     its samples were left out (an image missing from the blob store)."""
 
     session_id: str
-    labels: frozenset[str] = frozenset()  # the credential labels its turns name
     rows: tuple[dict[str, Any], ...] = ()
     redacted: int = 0
     read_error: str | None = None
@@ -91,7 +88,9 @@ def shape_home(task: Task, root: Path, session_ids: Sequence[str], shaping: Any,
     sizes = {sid: _size(root, sid) for sid in ids}
     if ray is not None:
         workers = ray.workers(jobs)
-        return _on_ray(task, groups_of(sizes, workers), root, shaping, ray.address, workers)
+        return iter_in_order(task, groups_of(sizes, workers), root, shaping,
+                             address=ray.address, workers=workers,
+                             window=workers * WINDOW_PER_WORKER)
     if jobs is None:
         jobs = (os.cpu_count() or 1) if sum(sizes.values()) >= PARALLEL_BYTES else 1
     jobs = min(jobs, len(ids))
@@ -99,25 +98,6 @@ def shape_home(task: Task, root: Path, session_ids: Sequence[str], shaping: Any,
     if jobs == 1:
         return (task(group, root, shaping) for group in groups)
     return _on_processes(task, groups, root, shaping, jobs)
-
-
-def in_order(submit: Callable[[list[str]], Any], result: Callable[[Any], Any],
-             groups: Iterable[list[str]], window: int) -> Iterator[Any]:
-    """Each group's result in the order of ``groups``, at most ``window`` submitted and not
-    yet yielded: ``submit(group)`` starts one and gives a handle, ``result(handle)`` waits
-    for it."""
-    pending: deque[Any] = deque()
-    todo = iter(groups)
-    for group in todo:
-        pending.append(submit(group))
-        if len(pending) >= window:
-            break
-    while pending:
-        done = result(pending.popleft())
-        for group in todo:
-            pending.append(submit(group))
-            break
-        yield done
 
 
 def _on_processes(task: Task, groups: list[list[str]], root: Path, shaping: Any,
@@ -135,11 +115,3 @@ def _on_processes(task: Task, groups: list[list[str]], root: Path, shaping: Any,
     finally:  # also when the writer gave up half-way: the groups not started are dropped
         pool.shutdown(cancel_futures=True)
 
-
-def _on_ray(task: Task, groups: list[list[str]], root: Path, shaping: Any,
-            address: str | None, workers: int) -> Iterator[list[Any]]:
-    ray = join_ray(address, workers)
-    remote = ray.remote(num_cpus=1)(task)
-    shared = [ray.put(root), ray.put(shaping)]  # sent once, not with every task
-    yield from in_order(lambda group: remote.remote(group, *shared), ray.get, groups,
-                        workers * WINDOW_PER_WORKER)

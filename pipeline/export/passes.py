@@ -1,11 +1,10 @@
-"""One pass of an export: the sessions shaped (here, on processes or on Ray) and their samples
-written as each group comes back, with what the report tells counted on the way; the samples
-are never all held at once.
+"""The writing of an export: the sessions shaped (here, on processes or on Ray) and their
+samples written as each group comes back, with what the report tells counted on the way; the
+samples are never all held at once.
 
-The keys to redact are those the logs' credential labels name, and a log's labels are known
-only once it is read: a pass that met a label naming a key it did not redact raises
-:class:`MoreKeys` at its end, before its file replaced anything, and the export is done again
-with every key.
+Every sample is redacted in full before it is handed to the writer: the keys to redact are
+known before the first session is shaped (:func:`named_keys` of the selection's labels), so
+no file, temporary or not, ever holds a sample that a later session's key would have masked.
 """
 
 from __future__ import annotations
@@ -20,36 +19,22 @@ from pipeline.export.parallel import Shaped, Shaping, Task, shape_home
 from pipeline.export.writers import write_samples
 from pipeline.ray_cluster import OnRay
 
-__all__ = ["MoreKeys", "Written", "named_keys", "write_pass"]
-
-
-class MoreKeys(Exception):
-    """The logs' labels named keys the pass did not redact: the file must not be kept."""
-
-    def __init__(self, known: tuple[str, ...]) -> None:
-        super().__init__("more keys to redact")
-        self.known = known
+__all__ = ["Written", "named_keys", "write_shaped"]
 
 
 @attrs.define(kw_only=True)
 class Written:
-    """What a pass wrote, told as the sessions come (the samples themselves are not kept)."""
+    """What was written, told as the sessions come (the samples themselves are not kept)."""
 
-    secrets: tuple[str, ...]
-    env: Mapping[str, str]
-    final: bool = False  # the keys are all known: no pass after this one
-    labels: set[str] = attrs.Factory(set)
     read: list[str] = attrs.Factory(list)
     read_errors: list[tuple[str, str]] = attrs.Factory(list)
     blob_errors: list[tuple[str, str]] = attrs.Factory(list)
     redacted: int = 0
     samples: int = 0
 
-    def rows(self, groups: Iterable[list[Shaped]], shaping: Shaping
-             ) -> Iterator[dict[str, Any]]:
+    def rows(self, groups: Iterable[list[Shaped]]) -> Iterator[dict[str, Any]]:
         for group in groups:
             for shaped in group:
-                self.labels |= shaped.labels
                 if shaped.read_error is not None:
                     self.read_errors.append((shaped.session_id, shaped.read_error))
                     continue
@@ -58,22 +43,21 @@ class Written:
                 if shaped.blob_error is not None:
                     self.blob_errors.append((shaped.session_id, shaped.blob_error))
                 yield from shaped.rows
-        known = (*self.secrets, *named_keys(self.labels, self.env))
-        if not self.final and known != shaping.known:
-            raise MoreKeys(known)
 
 
-def write_pass(task: Task, written: Written, root: Path, out: Path, session_ids: tuple[str, ...],
-           shaping: Shaping, *, jobs: int | None, ray: OnRay | None, output: str,
-           provenance: str) -> None:
-    """One pass: every session shaped and its samples written as its group comes back."""
+def write_shaped(task: Task, root: Path, out: Path, session_ids: tuple[str, ...],
+                 shaping: Shaping, *, jobs: int | None, ray: OnRay | None, output: str,
+                 provenance: str) -> Written:
+    """Every session shaped and its samples written as its group comes back."""
+    written = Written()
     groups = shape_home(task, root, session_ids, shaping, jobs=jobs, ray=ray)
-    written.samples = write_samples(written.rows(groups, shaping), out, output=output,
+    written.samples = write_samples(written.rows(groups), out, output=output,
                                     provenance=provenance)
+    return written
 
 
-def named_keys(labels: set[str], env: Mapping[str, str]) -> list[str]:
+def named_keys(labels: Iterable[str], env: Mapping[str, str]) -> list[str]:
     """The keys the logs' credential labels name (the labels are environment variables), and
     those of the providers every session may have used."""
-    labels = labels | {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
-    return [env[label] for label in sorted(labels) if env.get(label)]
+    every = {*labels, "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"}
+    return [env[label] for label in sorted(every) if env.get(label)]

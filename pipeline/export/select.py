@@ -74,11 +74,13 @@ chain(session_id, root, depth) AS (
             FILTER (WHERE e.kind IN ('session_started', 'session_resumed')) AS configured,
         list(DISTINCT e.payload->'outcome'->>'name') FILTER (WHERE e.kind = 'tool_ran') AS tools,
         list(DISTINCT e.payload->>'task_id') FILTER (WHERE e.kind = 'turn_started') AS tasks,
-        list(DISTINCT c.session_id) AS members
+        list(DISTINCT c.session_id) AS members,
+        list(DISTINCT e.payload->>'credential_id')
+            FILTER (WHERE e.kind = 'credential_selected') AS credentials
     FROM events e JOIN chain c USING (session_id)
     GROUP BY c.root
 )
-SELECT root FROM facts WHERE {where} ORDER BY started_at, root
+SELECT root, credentials FROM facts WHERE {where} ORDER BY started_at, root
 """
 
 
@@ -109,11 +111,13 @@ def _where(f: ExportFilters) -> tuple[str, list[Any]]:
 
 @attrs.frozen
 class Selection:
-    """The lineages that pass the filters (root ids, oldest first), and every session whose
-    log DuckDB could read a start from (the others are unreadable, whatever the filters)."""
+    """The lineages that pass the filters (root ids, oldest first), the credential labels
+    their sessions chose keys by, and every session whose log DuckDB could read a start from
+    (the others are unreadable, whatever the filters)."""
 
     roots: tuple[str, ...]
     readable: frozenset[str]
+    labels: frozenset[str]
 
 
 _STARTED = "SELECT DISTINCT session_id FROM events WHERE kind = 'session_started'"
@@ -123,7 +127,8 @@ def select_lineages(root: Path, filters: ExportFilters) -> Selection:
     """The lineages under ``root`` that pass ``filters``. Chosen over the insights index,
     which holds only the records that check (chain, seal, signature, a line of bounded size),
     so that one broken or forged log never keeps the others back (the reader of each lineage
-    refuses a log with any bad record)."""
+    refuses a log with any bad record). The labels are known here, before any session is
+    shaped, so that every sample is redacted with the keys of the whole selection at once."""
     import duckdb
 
     from pipeline.insights.index import open_index
@@ -134,4 +139,5 @@ def select_lineages(root: Path, filters: ExportFilters) -> Selection:
             readable = frozenset(row[0] for row in con.execute(_STARTED).fetchall())
         except duckdb.Error as exc:
             raise UsageError(f"cannot select sessions to export: {exc}") from exc
-    return Selection(tuple(row[0] for row in rows), readable)
+    labels = frozenset(label for row in rows for label in row[1] or ())
+    return Selection(tuple(row[0] for row in rows), readable, labels)

@@ -18,7 +18,7 @@ import pipeline.export.exporter as exporter
 import pipeline.export.passes as passes
 from pipeline.export import parallel, parquet_out
 from pipeline.export.exporter import export_sessions
-from pipeline.export.parallel import groups_of, in_order
+from pipeline.export.parallel import groups_of
 from pipeline.export.parquet_out import ParquetSink, parquet_row
 from tests.pipeline.home_work import LATE_SECRET, record_home
 
@@ -87,22 +87,22 @@ def test_small_groups_on_processes_write_what_one_process_writes(
     assert LATE_SECRET not in (tmp_path / "2" / name).read_bytes().decode(errors="replace")
 
 
-def test_a_pass_that_found_more_keys_never_replaces_the_file(root, tmp_path, monkeypatch,
-                                                             one_session_groups) -> None:
-    """The key a late log names is learnt after earlier groups were written: that pass's file
-    is dropped, and what replaces the old file is the second pass's."""
+def test_the_file_is_written_once_and_replaces_the_old_one_at_the_end(
+        root, tmp_path, monkeypatch, one_session_groups) -> None:
+    """The key a late log names is known before the first group is shaped: one pass writes
+    the file (before, a first pass was dropped and a second one written)."""
     out = tmp_path / "out.jsonl"
     out.write_text("old\n")
-    passes_seen: list[str] = []
+    writes: list[str] = []
     write = passes.write_samples
 
     def writing(rows, path, **kw):
-        passes_seen.append(path.read_text())
+        writes.append(path.read_text())
         return write(rows, path, **kw)
 
     monkeypatch.setattr(passes, "write_samples", writing)
     export_sessions(root, out, jobs=2, env={"TEAM_KEY": LATE_SECRET})
-    assert passes_seen == ["old\n", "old\n"]
+    assert writes == ["old\n"]
     assert LATE_SECRET not in out.read_text() and "old" not in out.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
@@ -115,26 +115,6 @@ def test_groups_are_bounded_and_keep_the_order(monkeypatch) -> None:
     assert all(sum(sizes[s] for s in group) <= 10 for group in groups)
     # a small home still gives every worker a few groups
     assert len(groups_of({"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, workers=2)) == 5
-
-
-def test_in_order_holds_at_most_a_window_of_groups() -> None:
-    started: list[int] = []
-    finished: list[int] = []
-    most = 0
-
-    def submit(group):
-        nonlocal most
-        started.append(group)
-        most = max(most, len(started) - len(finished))
-        return group
-
-    def result(group):
-        finished.append(group)
-        return -group
-
-    out = list(in_order(submit, result, iter(range(10)), window=3))
-    assert out == [-g for g in range(10)]
-    assert most == 3
 
 
 def test_parquet_in_row_groups_reads_as_one_table(tmp_path, monkeypatch) -> None:

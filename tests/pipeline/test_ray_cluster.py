@@ -1,5 +1,5 @@
 """The pieces of the Ray path that need no cluster: how sessions are grouped into tasks, the
-command-line options, and a task on a node that does not see the home."""
+command-line options, a task on a node that does not see the home, and the ordered window."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from pipeline.ray_cluster import OnRay, by_bytes, check_home, on_ray
+from pipeline.ray_cluster import OnRay, by_bytes, check_home, in_order, on_ray
 from stages.errors import UsageError
 
 
@@ -33,3 +33,28 @@ def test_a_node_without_the_home_says_so(tmp_path) -> None:
     check_home(tmp_path)
     with pytest.raises(UsageError, match="filesystem every node mounts"):
         check_home(tmp_path / "elsewhere" / "sessions")
+
+
+def test_in_order_keeps_the_order_and_holds_at_most_a_window() -> None:
+    """The ordered streaming of the export (on processes and on Ray) and of ``map_in_order``:
+    at most ``window`` items are in flight, and one result is handed on before the items after
+    the next window are submitted."""
+    started: list[int] = []
+    taken: list[int] = []
+    in_flight: list[int] = []
+
+    def submit(item: int) -> int:
+        started.append(item)
+        in_flight.append(len(started) - len(taken))
+        return item
+
+    def result(item: int) -> int:
+        taken.append(item)
+        return -item
+
+    out = []
+    for value in in_order(submit, result, iter(range(10)), window=3):
+        assert len(started) <= len(out) + 1 + 3  # not run ahead of the caller
+        out.append(value)
+    assert out == [-item for item in range(10)]
+    assert max(in_flight) == 3
