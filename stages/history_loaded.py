@@ -26,7 +26,7 @@ from stages.log.evolve import evolve
 from stages.log.messages import Message
 from stages.prompt.untrusted import unwrapped, wrap
 
-__all__ = ["chained_digest", "loaded_history"]
+__all__ = ["chained_digest", "loaded_history", "same_start"]
 
 
 def chained_digest(digest: str, messages: Iterable[Message]) -> str:
@@ -55,7 +55,7 @@ class _Last:
 _LAST = _Last()
 
 
-def _shared(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
+def same_start(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
     """How many messages ``a`` and ``b`` start with that are the very same objects (identity,
     not equality: equal messages need not have the same wire text, ``1 == 1.0``)."""
     same = list(map(operator.is_, a, b))
@@ -77,7 +77,7 @@ def loaded_history(messages: tuple[Message, ...], code: str | None
     """The history ``messages`` as the state holds it (tool results wrapped as data with the
     marker ``code``, if one is given), its size in characters and its chained digest."""
     last = _LAST.folded
-    start = _shared(messages, last.given) if code == last.code else 0
+    start = same_start(messages, last.given) if code == last.code else 0
     if start == len(messages):
         if start == 0:
             return (), 0, ""

@@ -232,3 +232,25 @@ def test_the_logged_history_is_unchanged_by_the_caches():
         plain = redact_event(HistoryLoaded(messages=tuple(history)), [KEY])
         assert event == plain and encode(event) == to_payload(plain)
         assert attrs.asdict(event) == attrs.asdict(plain)
+
+
+_CONTENTS = st.sampled_from(["a", "b", "", None, 1, 1.0, True, [{"type": "text", "text": "a"}],
+                             [{"type": "text", "text": "a", "n": 1.0}]])
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _CONTENTS),
+                         max_size=6), min_size=1, max_size=6),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_histories_passed_in_turn_read_as_converted_afresh(histories, in_place):
+    intake = HistoryIntake()
+    kept: list[dict] = []
+    for pairs, edit in zip(histories, in_place, strict=False):
+        if edit:  # the caller's one list, edited in place at the positions it still has
+            for index, (role, content) in enumerate(pairs[:len(kept)]):
+                kept[index].update(role=role, content=content)
+            kept[len(pairs):] = []
+            kept += [{"role": role, "content": content} for role, content in pairs[len(kept):]]
+            history = kept
+        else:
+            history = [{"role": role, "content": content} for role, content in pairs]
+        assert intake.messages(history) == tuple(from_openai(dict(m)) for m in history)
