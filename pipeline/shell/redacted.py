@@ -44,8 +44,9 @@ class RedactedHistory:
             given, cleaned = (), ()
         messages = event.messages
         start = same_start(messages, given)
-        if start == len(messages) == len(given):
-            return attrs.evolve(event, messages=cleaned)
+        if start == len(messages):
+            # The last history or a start of it: the memory keeps serving both.
+            return attrs.evolve(event, messages=cleaned[:start])
         # By value, made at the first message that differs from the one at its position: a
         # history that only grew never needs it.
         done: dict[Message, Message] | None = None
@@ -120,8 +121,9 @@ def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     messages = event.messages
     given, parts, payload = _LastEncoded.value
     start = same_start(messages, given)
-    if start == len(messages) == len(given):
-        return payload
+    if start == len(messages):
+        # The last history or a start of it: the memory keeps serving both.
+        return payload if start == len(given) else _encoded(parts[:start])
     new = [_PAYLOADS(message) for message in messages[start:]]
     if None in new:
         return None

@@ -254,3 +254,28 @@ def test_histories_passed_in_turn_read_as_converted_afresh(histories, in_place):
         else:
             history = [{"role": role, "content": content} for role, content in pairs]
         assert intake.messages(history) == tuple(from_openai(dict(m)) for m in history)
+
+
+def test_a_history_passed_again_is_not_looked_up_again(monkeypatch):
+    history = tuple(from_openai(m) for m in _conversation(30))
+    first = history_payload(HistoryLoaded(messages=history))
+    looked_up = _counted(monkeypatch, redacted_module, "_PAYLOADS")
+    assert history_payload(HistoryLoaded(messages=history)) is first
+    rewound = history_payload(HistoryLoaded(messages=history[:10]))
+    grown = history_payload(HistoryLoaded(
+        messages=(*history, from_openai({"role": "user", "content": "new"}))))
+    assert len(looked_up) == 1  # the new message alone
+    assert rewound == to_payload(HistoryLoaded(messages=history[:10]))
+    assert grown is not None and len(grown["messages"]) == 31
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(messages(), min_size=1, max_size=6),
+       st.lists(st.lists(st.integers(0, 5), max_size=6), min_size=1, max_size=5))
+def test_histories_sharing_messages_get_the_events_payloads(pool, picks):
+    for pick in picks:
+        event = HistoryLoaded(messages=tuple(pool[i % len(pool)] for i in pick))
+        payload = history_payload(event)
+        assert payload in (None, to_payload(event))
+        if payload is not None:
+            assert payload.text == envelope_module.payload_json(to_payload(event))
