@@ -5,20 +5,21 @@ A caller that keeps the conversation itself hands all of it over again every tur
 (``conversation_history=``). Folding it chained a SHA-256 over every message's wire text
 (a fifth of a millisecond per 200 messages) and wrapped every tool result as data again (new
 message objects, whose wire JSON every cache downstream then made afresh), for messages folded
-the turn before. The last history folded is remembered with what was made at each of its
-positions, so a history that starts with the same message objects (pipeline/intake.py hands a
-caller's unchanged dicts back as the very same messages) is folded from where it departs.
+the turn before. The last few histories folded are remembered with what was made at each of
+their positions, so a history that starts with the same message objects (pipeline/intake.py
+hands a caller's unchanged dicts back as the very same messages) is folded from where it
+departs.
 
 The memory is a cache, never an input: the fold returns what it would compute afresh. It holds
-one history (the last, replaced as one value, so threads never pair one history with another's
-digests); sessions folded in turn in one process only miss.
+a few histories (see ``RecentHistories``), whatever the number of sessions.
 """
 
 from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 import attrs
 
@@ -26,7 +27,9 @@ from stages.log.evolve import evolve
 from stages.log.messages import Message
 from stages.prompt.untrusted import unwrapped, wrap
 
-__all__ = ["chained_digest", "loaded_history", "same_start"]
+__all__ = ["RecentHistories", "chained_digest", "loaded_history", "same_start"]
+
+V = TypeVar("V")
 
 
 def chained_digest(digest: str, messages: Iterable[Message]) -> str:
@@ -36,26 +39,7 @@ def chained_digest(digest: str, messages: Iterable[Message]) -> str:
     return digest
 
 
-@attrs.frozen
-class _Folded:
-    """A history as given and as held, with the running size and digest after each message;
-    ``code`` is the data marker the tool results were wrapped with (None: not wrapped)."""
-
-    code: str | None
-    given: tuple[Message, ...]
-    held: tuple[Message, ...]
-    chars: tuple[int, ...]
-    digests: tuple[str, ...]
-
-
-class _Last:
-    folded = _Folded(None, (), (), (), ())
-
-
-_LAST = _Last()
-
-
-def same_start(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
+def same_start(a: Sequence[Message], b: Sequence[Message]) -> int:
     """How many messages ``a`` and ``b`` start with that are the very same objects (identity,
     not equality: equal messages need not have the same wire text, ``1 == 1.0``)."""
     same = list(map(operator.is_, a, b))
@@ -63,6 +47,48 @@ def same_start(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
         return same.index(False)
     except ValueError:
         return len(same)
+
+
+class RecentHistories(Generic[V]):
+    """The last few histories handed in, each with what was made for it position by position
+    (a value the user slices), found by their first message's identity and a ``key``.
+
+    Several, because one process runs several agents (each converts its caller's dicts into
+    messages of its own), and one would keep dropping another's. Replaced as one value, so
+    threads never pair one history with another's values: a race only loses an entry."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._entries: tuple[tuple[Hashable, tuple[Message, ...], V], ...] = ()
+
+    def find(self, messages: tuple[Message, ...], key: Hashable) -> tuple[int, V | None]:
+        """How many of ``messages`` start a history remembered under ``key``, and its value
+        (``0, None`` when none does)."""
+        if messages:
+            for entry_key, given, value in self._entries:
+                if given[0] is messages[0] and entry_key == key:
+                    return same_start(messages, given), value
+        return 0, None
+
+    def keep(self, messages: tuple[Message, ...], key: Hashable, value: V) -> None:
+        """Remember ``messages`` under ``key`` with ``value``, in place of a history with the
+        same first message."""
+        if not messages:
+            return
+        others = tuple(e for e in self._entries if not (e[1][0] is messages[0] and e[0] == key))
+        self._entries = ((key, messages, value), *others)[:self._size]
+
+
+@attrs.frozen
+class _Folded:
+    """A history as held, with the running size and digest after each message."""
+
+    held: tuple[Message, ...]
+    chars: tuple[int, ...]
+    digests: tuple[str, ...]
+
+
+_RECENT: RecentHistories[_Folded] = RecentHistories()
 
 
 def _held(message: Message, code: str | None) -> Message:
@@ -76,15 +102,14 @@ def loaded_history(messages: tuple[Message, ...], code: str | None
                    ) -> tuple[tuple[Message, ...], int, str]:
     """The history ``messages`` as the state holds it (tool results wrapped as data with the
     marker ``code``, if one is given), its size in characters and its chained digest."""
-    last = _LAST.folded
-    start = same_start(messages, last.given) if code == last.code else 0
-    if start == len(messages):
-        if start == 0:
-            return (), 0, ""
-        # The last history or a start of it: the memory keeps serving both.
+    start, last = _RECENT.find(messages, code)
+    if last is not None and start == len(messages):
+        # A history remembered or a start of it: the memory keeps serving both.
         return last.held[:start], last.chars[start - 1], last.digests[start - 1]
-    held, chars, digests = list(last.held[:start]), list(last.chars[:start]), \
-        list(last.digests[:start])
+    held, chars, digests = [], [], []
+    if last is not None:
+        held, chars, digests = (list(last.held[:start]), list(last.chars[:start]),
+                                list(last.digests[:start]))
     size = chars[-1] if chars else 0
     digest = digests[-1] if digests else ""
     for message in messages[start:]:
@@ -94,6 +119,6 @@ def loaded_history(messages: tuple[Message, ...], code: str | None
         held.append(message)
         chars.append(size)
         digests.append(digest)
-    folded = _Folded(code, messages, tuple(held), tuple(chars), tuple(digests))
-    _LAST.folded = folded
+    folded = _Folded(tuple(held), tuple(chars), tuple(digests))
+    _RECENT.keep(messages, code, folded)
     return folded.held, size, digest

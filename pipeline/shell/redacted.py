@@ -18,7 +18,7 @@ import attrs
 from effects.eventlog.codec import make_converter
 from effects.eventlog.encoded import EncodedPayload, payload_json
 from effects.providers.wire import WireCache
-from stages.history_loaded import same_start
+from stages.history_loaded import RecentHistories, same_start
 from stages.log.events import HistoryLoaded
 from stages.log.messages import Message
 from stages.log.redact import redact_event
@@ -105,13 +105,9 @@ def _encoded(parts: tuple[tuple[dict, str], ...]) -> EncodedPayload:
                           '{"messages":[' + ",".join(text for _, text in parts) + "]}")
 
 
-class _LastEncoded:
-    """The last history encoded, its messages' parts and its payload, replaced as one value
-    (so a thread never pairs one history with another's payload): the same history passed
-    again is one identity check per message, at C speed, and not a cache lookup in Python."""
-
-    value: tuple[tuple[Message, ...], tuple[tuple[dict, str], ...], EncodedPayload] = (
-        (), (), _encoded(()))
+# The parts of the last few histories encoded, position by position: a history passed again
+# costs an identity check per message at C speed, not a cache lookup in Python.
+_RECENT: RecentHistories[tuple[tuple[dict, str], ...]] = RecentHistories()
 
 
 def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
@@ -119,15 +115,12 @@ def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     checked payload, with its log text; None when one of them does not read back (use the
     general path). The payloads are shared between calls: read them, never change them."""
     messages = event.messages
-    given, parts, payload = _LastEncoded.value
-    start = same_start(messages, given)
-    if start == len(messages):
-        # The last history or a start of it: the memory keeps serving both.
-        return payload if start == len(given) else _encoded(parts[:start])
-    new = [_PAYLOADS(message) for message in messages[start:]]
-    if None in new:
-        return None
-    done = parts[:start] + tuple(cast("list[tuple[dict, str]]", new))
-    payload = _encoded(done)
-    _LastEncoded.value = (messages, done, payload)
-    return payload
+    start, known = _RECENT.find(messages, None)
+    parts = () if known is None else known[:start]
+    if start < len(messages):
+        new = [_PAYLOADS(message) for message in messages[start:]]
+        if None in new:
+            return None
+        parts += tuple(cast("list[tuple[dict, str]]", new))
+        _RECENT.keep(messages, None, parts)
+    return _encoded(parts)

@@ -260,7 +260,9 @@ def test_a_history_passed_again_is_not_looked_up_again(monkeypatch):
     history = tuple(from_openai(m) for m in _conversation(30))
     first = history_payload(HistoryLoaded(messages=history))
     looked_up = _counted(monkeypatch, redacted_module, "_PAYLOADS")
-    assert history_payload(HistoryLoaded(messages=history)) is first
+    again = history_payload(HistoryLoaded(messages=history))
+    assert again == first and again is not None and first is not None
+    assert again.text == first.text
     rewound = history_payload(HistoryLoaded(messages=history[:10]))
     grown = history_payload(HistoryLoaded(
         messages=(*history, from_openai({"role": "user", "content": "new"}))))
@@ -279,3 +281,15 @@ def test_histories_sharing_messages_get_the_events_payloads(pool, picks):
         assert payload in (None, to_payload(event))
         if payload is not None:
             assert payload.text == envelope_module.payload_json(to_payload(event))
+
+
+def test_two_agents_passing_histories_in_turn_keep_each_their_payloads(monkeypatch):
+    mine = tuple(from_openai(m) for m in _conversation(30))
+    theirs = tuple(from_openai(m) for m in _conversation(30))  # equal values, other objects
+    for history in (mine, theirs):
+        history_payload(HistoryLoaded(messages=history))
+    looked_up = _counted(monkeypatch, redacted_module, "_PAYLOADS")
+    for history in (mine, theirs, mine):
+        assert history_payload(HistoryLoaded(messages=history)) == to_payload(
+            HistoryLoaded(messages=history))
+    assert not looked_up

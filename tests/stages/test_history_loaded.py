@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stages.fold import apply_event
-from stages.history_loaded import chained_digest
+from stages.history_loaded import RecentHistories, chained_digest
 from stages.log import events as ev
 from stages.log.messages import Message
 from stages.log.state import State
@@ -121,3 +121,34 @@ def test_another_session_wraps_with_its_own_marker() -> None:
     folded = _loaded(other, history)
     assert (tuple(folded.messages), folded.history_chars,
             folded.history_digest) == _afresh(other, history)
+
+
+def test_two_agents_folding_in_turn_keep_each_their_history(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    state = session(settings=MARKED)
+    # Equal values, other objects: what two agents make of the same dicts.
+    mine, theirs = tuple(_pool()), tuple(_pool())
+    _loaded(state, mine)
+    _loaded(state, theirs)
+    expected = _afresh(state, mine)[2]
+    digested = []
+    sha256 = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda data=b"": digested.append(data) or sha256(data))
+    folded = [_loaded(state, history).history_digest for history in (mine, theirs, mine)]
+    assert folded == [expected] * 3
+    wires = {m.wire.encode() for m in _loaded(state, mine).messages}
+    assert not [d for d in digested if any(d.endswith(w) for w in wires)]
+
+
+def test_recent_histories_forget_the_oldest_past_their_size() -> None:
+    recent: RecentHistories[str] = RecentHistories(size=2)
+    one, two, three = ((Message(role="user", content=str(i)),) for i in range(3))
+    recent.keep(one, None, "one")
+    recent.keep(two, None, "two")
+    assert recent.find(one, None) == (1, "one")
+    assert recent.find(one, "other key") == (0, None)
+    recent.keep(three, None, "three")
+    assert recent.find(one, None) == (0, None)
+    assert recent.find((*two, *one), None) == (1, "two")
+    recent.keep(two, None, "two again")  # in place of the history that starts alike
+    assert recent.find(two, None) == (1, "two again") and recent.find(three, None)[1] == "three"
