@@ -99,15 +99,17 @@ def _checked_payload(message: Message) -> tuple[dict, str] | None:
 _PAYLOADS: WireCache[Message, tuple[dict, str] | None] = WireCache(_checked_payload)
 
 
+# The parts of the last few histories encoded, position by position, and the payload of each
+# whole: a history passed again costs an identity check per message at C speed, not a cache
+# lookup in Python and a join of its text.
+_RECENT: RecentHistories[tuple[tuple[tuple[dict, str], ...], EncodedPayload]] = (
+    RecentHistories())
+
+
 def _encoded(parts: tuple[tuple[dict, str], ...]) -> EncodedPayload:
     # The one key, so sorting the keys changes nothing; the encoder's compact separators.
     return EncodedPayload({"messages": [payload for payload, _ in parts]},
                           '{"messages":[' + ",".join(text for _, text in parts) + "]}")
-
-
-# The parts of the last few histories encoded, position by position: a history passed again
-# costs an identity check per message at C speed, not a cache lookup in Python.
-_RECENT: RecentHistories[tuple[tuple[dict, str], ...]] = RecentHistories()
 
 
 def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
@@ -116,11 +118,14 @@ def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     general path). The payloads are shared between calls: read them, never change them."""
     messages = event.messages
     start, known = _RECENT.find(messages, None)
-    parts = () if known is None else known[:start]
-    if start < len(messages):
-        new = [_PAYLOADS(message) for message in messages[start:]]
-        if None in new:
-            return None
-        parts += tuple(cast("list[tuple[dict, str]]", new))
-        _RECENT.keep(messages, None, parts)
-    return _encoded(parts)
+    if known is not None and start == len(messages):
+        parts, whole = known
+        return whole if start == len(parts) else _encoded(parts[:start])
+    new = [_PAYLOADS(message) for message in messages[start:]]
+    if None in new:
+        return None
+    parts = (() if known is None else known[0][:start]) + tuple(
+        cast("list[tuple[dict, str]]", new))
+    whole = _encoded(parts)
+    _RECENT.keep(messages, None, (parts, whole))
+    return whole
