@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
 import attrs
@@ -51,7 +51,7 @@ def same_start(a: Sequence[Message], b: Sequence[Message]) -> int:
 
 class RecentHistories(Generic[V]):
     """The last few histories handed in, each with what was made for it position by position
-    (a value the user slices), found by their first message's identity and a ``key``.
+    (a value the user slices), found by their first message's identity.
 
     Several, because one process runs several agents (each converts its caller's dicts into
     messages of its own), and one would keep dropping another's. Replaced as one value, so
@@ -59,30 +59,34 @@ class RecentHistories(Generic[V]):
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
-        self._entries: tuple[tuple[Hashable, tuple[Message, ...], V], ...] = ()
+        self._entries: tuple[tuple[tuple[Message, ...], V], ...] = ()
 
-    def find(self, messages: tuple[Message, ...], key: Hashable) -> tuple[int, V | None]:
-        """How many of ``messages`` start a history remembered under ``key``, and its value
-        (``0, None`` when none does)."""
+    def find(self, messages: tuple[Message, ...]) -> tuple[int, V | None]:
+        """How many of ``messages`` start a history remembered, and its value (``0, None``
+        when none does)."""
         if messages:
-            for entry_key, given, value in self._entries:
-                if given[0] is messages[0] and entry_key == key:
+            for given, value in self._entries:
+                if given[0] is messages[0]:
                     return same_start(messages, given), value
         return 0, None
 
-    def keep(self, messages: tuple[Message, ...], key: Hashable, value: V) -> None:
-        """Remember ``messages`` under ``key`` with ``value``, in place of a history with the
-        same first message."""
+    def keep(self, messages: tuple[Message, ...], value: V) -> None:
+        """Remember ``messages`` with ``value``, in place of a history with the same first
+        message."""
         if not messages:
             return
-        others = tuple(e for e in self._entries if not (e[1][0] is messages[0] and e[0] == key))
-        self._entries = ((key, messages, value), *others)[:self._size]
+        others = tuple(e for e in self._entries if e[0][0] is not messages[0])
+        self._entries = ((messages, value), *others)[:self._size]
 
 
 @attrs.frozen
 class _Folded:
-    """A history as held, with the running size and digest after each message."""
+    """A history as held, with the running size and digest after each message; ``code`` is
+    the data marker its tool results were wrapped with (None: not wrapped), ``unmarked`` how
+    many messages come before its first tool result (which no marker changes)."""
 
+    code: str | None
+    unmarked: int
     held: tuple[Message, ...]
     chars: tuple[int, ...]
     digests: tuple[str, ...]
@@ -102,23 +106,33 @@ def loaded_history(messages: tuple[Message, ...], code: str | None
                    ) -> tuple[tuple[Message, ...], int, str]:
     """The history ``messages`` as the state holds it (tool results wrapped as data with the
     marker ``code``, if one is given), its size in characters and its chained digest."""
-    start, last = _RECENT.find(messages, code)
+    start, last = _RECENT.find(messages)
+    if last is not None and last.code != code:
+        # Each session has its marker (a compression's child too): what comes before the
+        # first tool result is the same under any.
+        start = min(start, last.unmarked)
     if last is not None and start == len(messages):
         # A history remembered or a start of it: the memory keeps serving both.
         return last.held[:start], last.chars[start - 1], last.digests[start - 1]
     held, chars, digests = [], [], []
+    unmarked = None
     if last is not None:
         held, chars, digests = (list(last.held[:start]), list(last.chars[:start]),
                                 list(last.digests[:start]))
+        unmarked = last.unmarked if last.unmarked < start else None
     size = chars[-1] if chars else 0
     digest = digests[-1] if digests else ""
-    for message in messages[start:]:
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if unmarked is None and message.role == "tool":
+            unmarked = index
         message = _held(message, code)
         size += message.chars
         digest = chained_digest(digest, (message,))
         held.append(message)
         chars.append(size)
         digests.append(digest)
-    folded = _Folded(tuple(held), tuple(chars), tuple(digests))
-    _RECENT.keep(messages, code, folded)
+    folded = _Folded(code, len(messages) if unmarked is None else unmarked, tuple(held),
+                     tuple(chars), tuple(digests))
+    _RECENT.keep(messages, folded)
     return folded.held, size, digest

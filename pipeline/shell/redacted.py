@@ -117,7 +117,7 @@ def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     checked payload, with its log text; None when one of them does not read back (use the
     general path). The payloads are shared between calls: read them, never change them."""
     messages = event.messages
-    start, known = _RECENT.find(messages, None)
+    start, known = _RECENT.find(messages)
     if known is not None and start == len(messages):
         parts, whole = known
         return whole if start == len(parts) else _encoded(parts[:start])
@@ -127,5 +127,5 @@ def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     parts = (() if known is None else known[0][:start]) + tuple(
         cast("list[tuple[dict, str]]", new))
     whole = _encoded(parts)
-    _RECENT.keep(messages, None, (parts, whole))
+    _RECENT.keep(messages, (parts, whole))
     return whole

@@ -49,13 +49,20 @@ def test_the_rules_tell_which_sessions_wrap_tool_results() -> None:
     assert not session(settings=UNMARKED).settings.rule_set.untrusted_marked  # type: ignore[union-attr]
 
 
-@given(st.lists(st.tuples(st.lists(st.integers(0, 11), max_size=8),
-                          st.sampled_from([MARKED, UNMARKED])), min_size=1, max_size=6))
-def test_histories_folded_in_turn_fold_as_afresh(
-        histories: list[tuple[list[int], ev.SessionSettings]]) -> None:
+def _other_session(settings: ev.SessionSettings = MARKED) -> State:
+    return apply_event(State(), ev.SessionStarted(session_id="s2", started_at="t0",
+                                                  settings=settings))
+
+
+_SESSIONS = [session(settings=MARKED), session(settings=UNMARKED), _other_session()]
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(0, 11), max_size=8), st.sampled_from(_SESSIONS)),
+                min_size=1, max_size=6))
+def test_histories_folded_in_turn_fold_as_afresh(histories: list[tuple[list[int], State]]
+                                                 ) -> None:
     pool = _pool()
-    for picks, settings in histories:
-        state = session(settings=settings)
+    for picks, state in histories:
         messages = tuple(pool[i] for i in picks)
         folded = _loaded(state, messages)
         assert (tuple(folded.messages), folded.history_chars,
@@ -113,14 +120,31 @@ def test_an_edited_message_is_folded_again_from_where_it_departs() -> None:
 
 def test_another_session_wraps_with_its_own_marker() -> None:
     history = tuple(_pool())
-    first = session(settings=MARKED)
-    other = apply_event(State(), ev.SessionStarted(session_id="s2", started_at="t0",
-                                                   settings=MARKED))
+    first, other = session(settings=MARKED), _other_session()
     assert data_code(first) != data_code(other)
     _loaded(first, history)
     folded = _loaded(other, history)
     assert (tuple(folded.messages), folded.history_chars,
             folded.history_digest) == _afresh(other, history)
+
+
+def test_another_marker_digests_again_from_the_first_tool_result_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    talk = tuple(Message(role="user" if i % 2 == 0 else "assistant", content=f"talk {i}")
+                 for i in range(6))
+    history = (*talk, *_pool())
+    first_tool = next(i for i, m in enumerate(history) if m.role == "tool")
+    _loaded(session(settings=MARKED), history)
+    other = _other_session()  # as a compression's child, with a marker of its own
+    expected = _afresh(other, history)
+    digested = []
+    sha256 = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda data=b"": digested.append(data) or sha256(data))
+    folded = _loaded(other, history)
+    assert (tuple(folded.messages), folded.history_chars, folded.history_digest) == expected
+    wires = {m.wire.encode() for m in folded.messages}
+    assert len([d for d in digested if any(d.endswith(w) for w in wires)]) == (
+        len(history) - first_tool)
 
 
 def test_two_agents_folding_in_turn_keep_each_their_history(monkeypatch: pytest.MonkeyPatch
@@ -143,12 +167,11 @@ def test_two_agents_folding_in_turn_keep_each_their_history(monkeypatch: pytest.
 def test_recent_histories_forget_the_oldest_past_their_size() -> None:
     recent: RecentHistories[str] = RecentHistories(size=2)
     one, two, three = ((Message(role="user", content=str(i)),) for i in range(3))
-    recent.keep(one, None, "one")
-    recent.keep(two, None, "two")
-    assert recent.find(one, None) == (1, "one")
-    assert recent.find(one, "other key") == (0, None)
-    recent.keep(three, None, "three")
-    assert recent.find(one, None) == (0, None)
-    assert recent.find((*two, *one), None) == (1, "two")
-    recent.keep(two, None, "two again")  # in place of the history that starts alike
-    assert recent.find(two, None) == (1, "two again") and recent.find(three, None)[1] == "three"
+    recent.keep(one, "one")
+    recent.keep(two, "two")
+    assert recent.find(one) == (1, "one")
+    recent.keep(three, "three")
+    assert recent.find(one) == (0, None)
+    assert recent.find((*two, *one)) == (1, "two")
+    recent.keep(two, "two again")  # in place of the history that starts alike
+    assert recent.find(two) == (1, "two again") and recent.find(three)[1] == "three"
