@@ -12,6 +12,7 @@ by a frozen copy of its value.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -98,22 +99,32 @@ class HistoryIntake:
     """Converts histories, remembering the messages of the last one only."""
 
     def __init__(self) -> None:
+        # The last history: what was seen at each position, its snapshots and its messages.
         self._last: list[_Seen] = []
+        self._snapshots: list[dict | None] = []
+        self._messages: tuple[Message, ...] = ()
 
     def messages(self, history: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
         last = self._last
+        # Each dict against the snapshot at its position, in one pass at C speed: a history
+        # passed again or grown costs no Python step per message it shares with the last.
+        same = list(map(bool, map(operator.eq, history, self._snapshots)))
+        start = same.index(False) if False in same else len(same)
+        if start == len(history) == len(last):
+            return self._messages
         # The messages by frozen key, made at the first dict that differs from the one at its
         # position: a history that only grew never needs them.
         known: dict[Hashable, Message] | None = None
-        seen = []
-        for index, raw in enumerate(history):
-            if index < len(last):
-                before = last[index]
-                if before.snapshot is not None and raw == before.snapshot:
-                    seen.append(before)
+        seen = last[:start]
+        for index in range(start, len(history)):
+            if index < len(same):
+                if same[index]:
+                    seen.append(last[index])
                     continue
                 if known is None:
                     known = {s.key: s.message for s in (*last, *seen) if s.key is not None}
-            seen.append(_seen(raw, {} if known is None else known))
+            seen.append(_seen(history[index], {} if known is None else known))
         self._last = seen
-        return tuple(s.message for s in seen)
+        self._snapshots = self._snapshots[:start] + [s.snapshot for s in seen[start:]]
+        self._messages = self._messages[:start] + tuple(s.message for s in seen[start:])
+        return self._messages

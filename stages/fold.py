@@ -3,12 +3,12 @@ replays all build their state with it, so they cannot disagree."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from stages.context.apply import moved
 from stages.context.engine import engine_for
+from stages.history_loaded import chained_digest, loaded_history
 from stages.log import context_fold as cf
 from stages.log import events as ev
 from stages.log import pools
@@ -19,13 +19,7 @@ from stages.log.image_notes import without_images
 from stages.log.messages import Message
 from stages.log.state import State, TurnState
 from stages.log.tool_specs import call_key
-from stages.prompt.untrusted import data_code, escape, unwrapped, wrap
-
-
-def _digest(digest: str, messages: Iterable[Message]) -> str:
-    for message in messages:
-        digest = hashlib.sha256((digest + message.wire).encode()).hexdigest()
-    return digest
+from stages.prompt.untrusted import data_code, escape, wrap
 
 
 def _appended(state: State, *messages: Message) -> dict[str, Any]:
@@ -33,7 +27,7 @@ def _appended(state: State, *messages: Message) -> dict[str, Any]:
     event's other changes: each copy of the state costs microseconds, a replay makes many)."""
     return {"messages": state.messages.append(*messages),
             "history_chars": state.history_chars + sum(m.chars for m in messages),
-            "history_digest": _digest(state.history_digest, messages)}
+            "history_digest": chained_digest(state.history_digest, messages)}
 
 
 def _append(state: State, *messages: Message) -> State:
@@ -102,16 +96,10 @@ def _session_resumed(state: State, e: ev.SessionResumed) -> State:
 
 
 def _history_loaded(state: State, e: ev.HistoryLoaded) -> State:
-    messages = e.messages
-    if state.settings is not None and state.settings.rule_set.untrusted_marked:
-        # Rules 7: the caller's tool results are data as much as the session's own.
-        code = data_code(state)
-        messages = tuple(evolve(m, content=wrap(unwrapped(m.text), name=m.name,
-                                                code=code)) if m.role == "tool" else m
-                         for m in messages)
-    return evolve(state, messages=History(messages),
-                        history_chars=sum(m.chars for m in messages),
-                        history_digest=_digest("", messages))
+    marked = state.settings is not None and state.settings.rule_set.untrusted_marked
+    messages, chars, digest = loaded_history(e.messages, data_code(state) if marked else None)
+    return evolve(state, messages=History(messages), history_chars=chars,
+                  history_digest=digest)
 
 
 def user_content(e: ev.TurnStarted) -> Content:
@@ -211,7 +199,7 @@ def _recovery_decided(state: State, e: ev.RecoveryDecided) -> State:
         messages = tuple(without_images(m) for m in state.messages)
         state = evolve(state, messages=History(messages),
                        history_chars=sum(m.chars for m in messages),
-                       history_digest=_digest("", messages))
+                       history_digest=chained_digest("", messages))
         return _turn(state, failure=None, sticky_credential=True)
     if e.action == "strip_reasoning":  # rules 4
         return _turn(state, failure=None, reasoning_stripped=True, sticky_credential=True)
@@ -235,7 +223,7 @@ def _continuation(state: State, e: ev.ContinuationRequested) -> State:
 def _replace_history(state: State, messages: tuple[Message, ...]) -> State:
     return evolve(state, messages=History(messages),
                         history_chars=sum(m.chars for m in messages),
-                        history_digest=_digest("", messages))
+                        history_digest=chained_digest("", messages))
 
 
 def _context_compressed(state: State, e: ev.ContextCompressed) -> State:

@@ -18,6 +18,7 @@ import attrs
 from effects.eventlog.codec import make_converter
 from effects.eventlog.encoded import EncodedPayload, payload_json
 from effects.providers.wire import WireCache
+from stages.history_loaded import RecentHistories, same_start
 from stages.log.events import HistoryLoaded
 from stages.log.messages import Message
 from stages.log.redact import redact_event
@@ -41,18 +42,24 @@ class RedactedHistory:
         known_then, given, cleaned = self._last
         if secrets != known_then:
             given, cleaned = (), ()
+        messages = event.messages
+        start = same_start(messages, given)
+        if start == len(messages):
+            # The last history or a start of it: the memory keeps serving both.
+            return attrs.evolve(event, messages=cleaned[:start])
         # By value, made at the first message that differs from the one at its position: a
         # history that only grew never needs it.
         done: dict[Message, Message] | None = None
-        out = []
-        for index, message in enumerate(event.messages):
+        out = list(cleaned[:start])
+        for index in range(start, len(messages)):
+            message = messages[index]
             if index < len(given):
                 if given[index] is message:
                     out.append(cleaned[index])
                     continue
                 if done is None:
                     done = dict(zip(given, cleaned, strict=True))
-                    done.update(zip(event.messages[:index], out, strict=True))
+                    done.update(zip(messages[:index], out, strict=True))
             clean = None if done is None else done.get(message)
             if clean is None:
                 clean = _redacted(message, secrets)
@@ -60,7 +67,7 @@ class RedactedHistory:
                     done[message] = clean
             out.append(clean)
         redacted = tuple(out)
-        self._last = (secrets, event.messages, redacted)
+        self._last = (secrets, messages, redacted)
         return attrs.evolve(event, messages=redacted)
 
 
@@ -92,14 +99,33 @@ def _checked_payload(message: Message) -> tuple[dict, str] | None:
 _PAYLOADS: WireCache[Message, tuple[dict, str] | None] = WireCache(_checked_payload)
 
 
+# The parts of the last few histories encoded, position by position, and the payload of each
+# whole: a history passed again costs an identity check per message at C speed, not a cache
+# lookup in Python and a join of its text.
+_RECENT: RecentHistories[tuple[tuple[tuple[dict, str], ...], EncodedPayload]] = (
+    RecentHistories())
+
+
+def _encoded(parts: tuple[tuple[dict, str], ...]) -> EncodedPayload:
+    # The one key, so sorting the keys changes nothing; the encoder's compact separators.
+    return EncodedPayload({"messages": [payload for payload, _ in parts]},
+                          '{"messages":[' + ",".join(text for _, text in parts) + "]}")
+
+
 def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     """``to_payload(event)``, checked to read back as ``event``, from each message's own
     checked payload, with its log text; None when one of them does not read back (use the
     general path). The payloads are shared between calls: read them, never change them."""
-    parts = [_PAYLOADS(message) for message in event.messages]
-    if None in parts:
+    messages = event.messages
+    start, known = _RECENT.find(messages)
+    if known is not None and start == len(messages):
+        parts, whole = known
+        return whole if start == len(parts) else _encoded(parts[:start])
+    new = [_PAYLOADS(message) for message in messages[start:]]
+    if None in new:
         return None
-    done = cast("list[tuple[dict, str]]", parts)
-    # The one key, so sorting the keys changes nothing; the encoder's compact separators.
-    return EncodedPayload({"messages": [payload for payload, _ in done]},
-                          '{"messages":[' + ",".join(text for _, text in done) + "]}")
+    parts = (() if known is None else known[0][:start]) + tuple(
+        cast("list[tuple[dict, str]]", new))
+    whole = _encoded(parts)
+    _RECENT.keep(messages, (parts, whole))
+    return whole

@@ -232,3 +232,64 @@ def test_the_logged_history_is_unchanged_by_the_caches():
         plain = redact_event(HistoryLoaded(messages=tuple(history)), [KEY])
         assert event == plain and encode(event) == to_payload(plain)
         assert attrs.asdict(event) == attrs.asdict(plain)
+
+
+_CONTENTS = st.sampled_from(["a", "b", "", None, 1, 1.0, True, [{"type": "text", "text": "a"}],
+                             [{"type": "text", "text": "a", "n": 1.0}]])
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _CONTENTS),
+                         max_size=6), min_size=1, max_size=6),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_histories_passed_in_turn_read_as_converted_afresh(histories, in_place):
+    intake = HistoryIntake()
+    kept: list[dict] = []
+    for pairs, edit in zip(histories, in_place, strict=False):
+        if edit:  # the caller's one list, edited in place at the positions it still has
+            for index, (role, content) in enumerate(pairs[:len(kept)]):
+                kept[index].update(role=role, content=content)
+            kept[len(pairs):] = []
+            kept += [{"role": role, "content": content} for role, content in pairs[len(kept):]]
+            history = kept
+        else:
+            history = [{"role": role, "content": content} for role, content in pairs]
+        assert intake.messages(history) == tuple(from_openai(dict(m)) for m in history)
+
+
+def test_a_history_passed_again_is_not_looked_up_again(monkeypatch):
+    history = tuple(from_openai(m) for m in _conversation(30))
+    first = history_payload(HistoryLoaded(messages=history))
+    looked_up = _counted(monkeypatch, redacted_module, "_PAYLOADS")
+    again = history_payload(HistoryLoaded(messages=history))
+    assert again == first and again is not None and first is not None
+    assert again.text == first.text
+    rewound = history_payload(HistoryLoaded(messages=history[:10]))
+    grown = history_payload(HistoryLoaded(
+        messages=(*history, from_openai({"role": "user", "content": "new"}))))
+    assert len(looked_up) == 1  # the new message alone
+    assert rewound == to_payload(HistoryLoaded(messages=history[:10]))
+    assert grown is not None and len(grown["messages"]) == 31
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(messages(), min_size=1, max_size=6),
+       st.lists(st.lists(st.integers(0, 5), max_size=6), min_size=1, max_size=5))
+def test_histories_sharing_messages_get_the_events_payloads(pool, picks):
+    for pick in picks:
+        event = HistoryLoaded(messages=tuple(pool[i % len(pool)] for i in pick))
+        payload = history_payload(event)
+        assert payload in (None, to_payload(event))
+        if payload is not None:
+            assert payload.text == envelope_module.payload_json(to_payload(event))
+
+
+def test_two_agents_passing_histories_in_turn_keep_each_their_payloads(monkeypatch):
+    mine = tuple(from_openai(m) for m in _conversation(30))
+    theirs = tuple(from_openai(m) for m in _conversation(30))  # equal values, other objects
+    for history in (mine, theirs):
+        history_payload(HistoryLoaded(messages=history))
+    looked_up = _counted(monkeypatch, redacted_module, "_PAYLOADS")
+    for history in (mine, theirs, mine):
+        assert history_payload(HistoryLoaded(messages=history)) == to_payload(
+            HistoryLoaded(messages=history))
+    assert not looked_up
