@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--work", type=lambda t: t.split(","),
                         default=["replay", "export", "index"])
     parser.add_argument("--backend", choices=("processes", "ray"), default="processes")
+    parser.add_argument("--home", type=Path, help="a home to keep: synthesised there if it has "
+                        "no sessions yet, reused as it is if it has (a 1M home takes minutes)")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -113,9 +115,13 @@ def main() -> None:
         from pipeline.ray_cluster import join_ray
         address = join_ray(None, max(args.jobs)).get_runtime_context().gcs_address
     from insights import synthesise  # bench/insights.py
-    home = Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
+    home = args.home or Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
     try:
-        events, logs = synthesise(home / "sessions", args.events)
+        if args.home is not None and any((home / "sessions").glob("*.jsonl")):
+            events = _counted(home / "sessions")
+        else:
+            events, _ = synthesise(home / "sessions", args.events)
+        logs = len(list((home / "sessions").glob("*.jsonl")))
         if "export" in args.work:  # the export selects over the index: built once, not timed
             from pipeline.insights.index import open_index
             with open_index(home / "sessions"):
@@ -146,7 +152,17 @@ def main() -> None:
                   f"{workers:.0f} |")
         print(f"\nload at the end {os.getloadavg()[0]:.2f}")
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if args.home is None:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _counted(root: Path) -> int:
+    """The records of a kept home (one per line)."""
+    total = 0
+    for path in root.glob("*.jsonl"):
+        with open(path, "rb") as fh:
+            total += sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    return total
 
 
 if __name__ == "__main__":
