@@ -5,6 +5,7 @@ test suite; it asserts nothing about speed and prints one report.
     python bench/home_jobs.py                         # about 200,000 events, jobs 1 and 2
     python bench/home_jobs.py --events 50000 --rounds 2 --jobs 1,2,4
     python bench/home_jobs.py --backend ray --jobs 1,2,4 --work replay,export
+    python bench/home_jobs.py --events 1000000 --work index --home /tmp/h1m --memory-limit 256MB
 
 The home is synthesised as ``bench/insights.py`` does it (the test sample home's sessions
 copied under new ids, each copy a valid hash chain). Each measurement runs in a fresh process
@@ -12,7 +13,9 @@ copied under new ids, each copy a valid hash chain). Each measurement runs in a 
 and the largest peak RSS of its workers (``RUSAGE_CHILDREN``). Replay is
 ``pipeline.cli.cmd_replay.replay_every``; the index is rebuilt from nothing with
 ``open_index(rebuild=True, jobs=N)``; the export is ``export_sessions`` to ShareGPT JSONL
-(the home's index, which the export selects over, is built once before the clock).
+(the home's index, which the export selects over, is built once before the clock). ``--home``
+keeps the home made (a home there already is measured as it is); ``--memory-limit`` is DuckDB's
+while the index is rebuilt.
 
 With ``--backend ray`` a local Ray of as many CPUs as the largest ``--jobs`` is started here and
 every measurement's process joins it by address, with ``ray=OnRay(address)`` and ``jobs=N``
@@ -40,7 +43,8 @@ for extra in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(extra))
 
 
-def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
+def worker(what: str, home: Path, jobs: int, events: int, address: str,
+           memory_limit: str) -> dict:
     import duckdb  # noqa: F401 - imported before the clock starts, as replay's modules are
 
     from pipeline.cli.cmd_replay import replay_every
@@ -63,7 +67,8 @@ def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
         out.unlink()
     else:
         index = home / f"index-{os.getpid()}.duckdb"
-        with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray) as (_, report):
+        with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray,
+                        memory_limit=memory_limit) as (_, report):
             events = report.records_added
         index.unlink()
     seconds = time.perf_counter() - started
@@ -84,10 +89,11 @@ def _own_peak_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
-def measure(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
+def measure(what: str, home: Path, jobs: int, events: int, address: str,
+            memory_limit: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--worker", what, str(home), str(jobs),
-                          str(events), address], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+                          str(events), address, memory_limit], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -101,11 +107,14 @@ def main() -> None:
     parser.add_argument("--backend", choices=("processes", "ray"), default="processes")
     parser.add_argument("--home", type=Path, help="a home to keep: synthesised there if it has "
                         "no sessions yet, reused as it is if it has (a 1M home takes minutes)")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--memory-limit", default="1GB",
+                        help="DuckDB's while the index is rebuilt (open_index's memory_limit)")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        what, home, jobs, events, address = args.worker
-        print(json.dumps(worker(what, Path(home), int(jobs), int(events), address)))
+        what, home, jobs, events, address, memory_limit = args.worker
+        print(json.dumps(worker(what, Path(home), int(jobs), int(events), address,
+                                memory_limit)))
         return
     address = ""
     if args.backend == "ray":
@@ -134,7 +143,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for what in args.work:
                 for jobs in args.jobs:
-                    done = measure(what, home, jobs, events, address)
+                    done = measure(what, home, jobs, events, address, args.memory_limit)
                     runs.setdefault((what, jobs), []).append(done)
                     print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
                           f"events/s, worker peak {done['worker_rss_mb']:.0f} MB", flush=True)
