@@ -72,9 +72,6 @@ def worker(what: str, home: Path, jobs: int, events: int, address: str,
             events = report.records_added
         index.unlink()
     seconds = time.perf_counter() - started
-    # Workers started by a fork server are its children: they count here once it is reaped.
-    from multiprocessing import forkserver
-    forkserver._forkserver._stop()  # type: ignore[attr-defined]
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if on_ray is not None:
         from ray_workers import worker_peaks_mb
