@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -107,11 +108,12 @@ def in_order(submit: Callable[[Group], Any], result: Callable[[Any], Planned],
 
 
 def _on_processes(groups: Iterable[Group], args: tuple, jobs: int) -> Generator[Planned]:
-    # From a fork server, not forked from here: a fork would copy this process's list of the
-    # home's logs into every worker (its pages, touched by reference counts), so that each
-    # worker grew with the home.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pipeline.insights.index"])
+    # A fork starts at once with everything imported; a caller running threads would be
+    # copied half-way, so it gets a fork server.
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["pipeline.insights.index"])
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         yield from in_order(lambda group: pool.submit(plan_group, group, *args),
                             Future.result, Future.cancel, groups, jobs * WINDOW_PER_WORKER)
