@@ -6,6 +6,7 @@ test suite; it asserts nothing about speed and prints one report.
     python bench/home_jobs.py --events 50000 --rounds 2 --jobs 1,2,4
     python bench/home_jobs.py --backend ray --jobs 1,2,4 --work replay,export
     python bench/home_jobs.py --work export --labelled   # a key that one log's label names
+    python bench/home_jobs.py --events 1000000 --work index --home /tmp/h1m --memory-limit 256MB
 
 The home is synthesised as ``bench/insights.py`` does it (the test sample home's sessions
 copied under new ids, each copy a valid hash chain). Each measurement runs in a fresh process
@@ -17,7 +18,9 @@ and the largest peak RSS of its workers (``RUSAGE_CHILDREN``). Replay is
 ``--labelled`` the home has one more session whose turns name a credential label, and that
 label's key is in every measurement's environment: the export must redact a key only one log
 names (until issue 29 it then shaped the whole home twice). Each run also reports its CPU time
-(its own and its waited-for children's, the pool's workers).
+(its own and its waited-for children's, the pool's workers). ``--home`` keeps the home made (a
+home there already is measured as it is); ``--memory-limit`` is DuckDB's while the index is
+rebuilt.
 
 With ``--backend ray`` a local Ray of as many CPUs as the largest ``--jobs`` is started here and
 every measurement's process joins it by address, with ``ray=OnRay(address)`` and ``jobs=N``
@@ -45,7 +48,8 @@ for extra in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(extra))
 
 
-def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
+def worker(what: str, home: Path, jobs: int, events: int, address: str,
+           memory_limit: str) -> dict:
     import duckdb  # noqa: F401 - imported before the clock starts, as replay's modules are
 
     from pipeline.cli.cmd_replay import replay_every
@@ -68,7 +72,8 @@ def worker(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
         out.unlink()
     else:
         index = home / f"index-{os.getpid()}.duckdb"
-        with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray) as (_, report):
+        with open_index(root, path=index, rebuild=True, jobs=jobs, ray=on_ray,
+                        memory_limit=memory_limit) as (_, report):
             events = report.records_added
         index.unlink()
     seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
@@ -112,10 +117,11 @@ def _own_peak_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
-def measure(what: str, home: Path, jobs: int, events: int, address: str) -> dict:
+def measure(what: str, home: Path, jobs: int, events: int, address: str,
+            memory_limit: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--worker", what, str(home), str(jobs),
-                          str(events), address], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+                          str(events), address, memory_limit], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -129,11 +135,16 @@ def main() -> None:
     parser.add_argument("--backend", choices=("processes", "ray"), default="processes")
     parser.add_argument("--labelled", action="store_true",
                         help="one more session naming a credential label whose key is set")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--home", type=Path, help="a home to keep: synthesised there if it has "
+                        "no sessions yet, reused as it is if it has (a 1M home takes minutes)")
+    parser.add_argument("--memory-limit", default="1GB",
+                        help="DuckDB's while the index is rebuilt (open_index's memory_limit)")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        what, home, jobs, events, address = args.worker
-        print(json.dumps(worker(what, Path(home), int(jobs), int(events), address)))
+        what, home, jobs, events, address, memory_limit = args.worker
+        print(json.dumps(worker(what, Path(home), int(jobs), int(events), address,
+                                memory_limit)))
         return
     address = ""
     if args.backend == "ray":
@@ -143,12 +154,17 @@ def main() -> None:
         from pipeline.ray_cluster import join_ray
         address = join_ray(None, max(args.jobs)).get_runtime_context().gcs_address
     from insights import synthesise  # bench/insights.py
-    home = Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
+    home = args.home or Path(tempfile.mkdtemp(prefix="mibyan-home-jobs-"))
     try:
-        events, logs = synthesise(home / "sessions", args.events)
+        if args.home is not None and any((home / "sessions").glob("*.jsonl")):
+            events = _counted(home / "sessions")
+        else:
+            events, _ = synthesise(home / "sessions", args.events)
+            if args.labelled:
+                record_labelled(home)
         if args.labelled:
-            record_labelled(home)
             os.environ[LABEL] = LABEL_KEY  # inherited by every measurement's process
+        logs = len(list((home / "sessions").glob("*.jsonl")))
         if "export" in args.work:  # the export selects over the index: built once, not timed
             from pipeline.insights.index import open_index
             with open_index(home / "sessions"):
@@ -161,7 +177,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for what in args.work:
                 for jobs in args.jobs:
-                    done = measure(what, home, jobs, events, address)
+                    done = measure(what, home, jobs, events, address, args.memory_limit)
                     runs.setdefault((what, jobs), []).append(done)
                     print(f"  {what} jobs {jobs}: {done['events'] / done['seconds']:,.0f} "
                           f"events/s, CPU {done['cpu_seconds']:.1f} s, "
@@ -182,7 +198,17 @@ def main() -> None:
                   f"{workers:.0f} |")
         print(f"\nload at the end {os.getloadavg()[0]:.2f}")
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if args.home is None:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _counted(root: Path) -> int:
+    """The records of a kept home (one per line)."""
+    total = 0
+    for path in root.glob("*.jsonl"):
+        with open(path, "rb") as fh:
+            total += sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    return total
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -38,11 +39,12 @@ from effects.eventlog.envelope import (
 )
 from effects.eventlog.keys import Keyring, keyring_of
 from pipeline.insights.log_scan import Position, scan
-from pipeline.insights.parallel_plan import chosen_jobs, in_pool, on_ray, plan_share, shards
+from pipeline.insights.parallel_plan import chosen_jobs, groups_of, planned_groups
 from pipeline.insights.views import (
     EVENT_COLUMNS,
     create_unit_tables,
     create_views,
+    refresh_lineage,
     refresh_units,
 )
 from pipeline.ray_cluster import OnRay
@@ -160,11 +162,12 @@ def _prepare(con: Any, rebuild: bool) -> None:
 
 
 @attrs.define
-class _Work:
-    """What one update found: the checked lines (whole logs, or the tails appended) are copied
-    to one scratch file that DuckDB reads at once; the bookkeeping rows of the logs."""
+class _Found:
+    """What checking logs found, in the order of the logs: their bookkeeping rows, the logs
+    read again from the start (their indexed records go), the logs by what was done, the
+    problems, the unsigned logs, the records added. A group's is loaded and let go; the update
+    keeps only the sum of what its report says (:meth:`add`)."""
 
-    out: Any  # the scratch file the checked lines go to
     rows: list[tuple] = attrs.Factory(list)
     clear: list[str] = attrs.Factory(list)
     kinds: dict[str, list[str]] = attrs.Factory(
@@ -172,61 +175,70 @@ class _Work:
     problems: list[tuple[str, str]] = attrs.Factory(list)
     unsigned: list[str] = attrs.Factory(list)
     added: int = 0
-    unchanged: int = 0
+
+    def add(self, group: _Found) -> None:
+        """What a loaded group adds to the report."""
+        for kind, ids in group.kinds.items():
+            self.kinds[kind] += ids
+        self.problems += group.problems
+        self.unsigned += group.unsigned
+        self.added += group.added
 
 
 def update(con: Any, root: Path, *, scratch: Path, jobs: int | None = None,
            ray: OnRay | None = None) -> IndexReport:
     """Bring the index on ``con`` up to date with the logs under ``root``; the logs to read
-    are checked on ``jobs`` processes (unset: one per core when there is much to read), or
-    with ``ray`` on ``jobs`` Ray workers (unset: one per CPU of the cluster)."""
+    are checked in groups (:mod:`pipeline.insights.parallel_plan`) on ``jobs`` processes
+    (unset: one per core when there is much to read), or with ``ray`` on ``jobs`` Ray workers
+    (unset: one per CPU of the cluster), each group loaded as its turn comes."""
     began = time.perf_counter()
     known = {row[0]: row[1:] for row in con.execute(
         "SELECT session_id, size, mtime_ns, records, last_hash, last_start, sealed, problem, "
         "indexed_to, signed FROM logs").fetchall()}
-    keyring = keyring_of(root)
     stats = _stats(root)
     ids = sorted(stats)
-    fd, name = tempfile.mkstemp(prefix=".scratch-", suffix=SUFFIX, dir=scratch)
+    total, unchanged, to_read = _Found(), 0, {}
+    for session_id in ids:
+        was = known.get(session_id)
+        if was is not None and stats[session_id] == tuple(was[:2]) \
+                and _still_holds(root, session_id, was):
+            unchanged += 1  # the common case: a stat and one line read
+            if was[6] is not None:
+                total.problems.append((session_id, was[6]))
+            if was[2] and not was[8]:
+                total.unsigned.append(session_id)
+            continue
+        to_read[session_id] = stats[session_id][0]
+    count = (min(ray.workers(jobs), len(to_read)) if ray is not None and to_read
+             else chosen_jobs(jobs, sum(to_read.values()), len(to_read)))
+    groups = ([(s, known.get(s)) for s in group] for group in groups_of(to_read, count))
+    dropped = sorted(set(known) - set(ids))
+    parts = Path(tempfile.mkdtemp(prefix=".scratch-", dir=scratch))
     try:
-        with os.fdopen(fd, "wb") as out:
-            work = _Work(out)
-            to_read = []
-            for session_id in ids:
-                was = known.get(session_id)
-                if was is not None and stats[session_id] == tuple(was[:2]) \
-                        and _still_holds(root, session_id, was):
-                    work.unchanged += 1  # the common case: a stat and one line read
-                    if was[6] is not None:
-                        work.problems.append((session_id, was[6]))
-                    if was[2] and not was[8]:
-                        work.unsigned.append(session_id)
-                    continue
-                to_read.append(session_id)
-            planned = sum(stats[s][0] for s in to_read)
-            count = (min(ray.workers(jobs), len(to_read)) if ray is not None and to_read
-                     else chosen_jobs(jobs, planned, len(to_read)))
-            if count > 1 or (ray is not None and to_read):
-                _plan_in_pool(work, root, {s: known.get(s) for s in to_read},
-                              {s: stats[s][0] for s in to_read}, count, scratch, ray)
-            else:
-                for session_id in to_read:
-                    _plan(work, root, session_id, known.get(session_id), keyring)
-        dropped = sorted(set(known) - set(ids))
         con.execute("BEGIN TRANSACTION")
         try:
-            _apply(con, work, dropped, name)
+            _replace(con, dropped, dropped, None, [])
+            with contextlib.closing(planned_groups(
+                    groups, _plan, _Found, root, parts, keyring_of, jobs=count,
+                    ray=ray if to_read else None)) as planned:
+                for part, found in planned:
+                    _replace(con, [row[0] for row in found.rows], found.clear, part,
+                             found.rows)
+                    os.unlink(part)  # a window of groups' files at most, not the home's
+                    total.add(found)
+            if dropped or to_read:
+                refresh_lineage(con)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     finally:
-        os.unlink(name)
-    return IndexReport(logs=len(ids), indexed=tuple(work.kinds["indexed"]),
-                       reindexed=tuple(work.kinds["reindexed"]),
-                       appended=tuple(work.kinds["appended"]), unchanged=work.unchanged,
-                       dropped=tuple(dropped), records_added=work.added,
-                       problems=tuple(work.problems), unsigned=tuple(work.unsigned),
+        shutil.rmtree(parts, ignore_errors=True)
+    return IndexReport(logs=len(ids), indexed=tuple(total.kinds["indexed"]),
+                       reindexed=tuple(total.kinds["reindexed"]),
+                       appended=tuple(total.kinds["appended"]), unchanged=unchanged,
+                       dropped=tuple(dropped), records_added=total.added,
+                       problems=tuple(total.problems), unsigned=tuple(total.unsigned),
                        seconds=time.perf_counter() - began)
 
 
@@ -251,69 +263,41 @@ def _stats(root: Path) -> dict[str, tuple[int, int]]:
 
 
 
-def _plan(work: _Work, root: Path, session_id: str, known: tuple | None,
+def _plan(out: Any, found: _Found, root: Path, session_id: str, known: tuple | None,
           keyring: Keyring) -> None:
+    """Check one log from where the index left it: its checked lines to ``out``, its
+    bookkeeping to ``found``."""
     path = session_path(root, session_id)
-    mark = work.out.tell()
+    mark = out.tell()
     try:
         with open(path, "rb", buffering=1 << 16) as fh:
             stat = os.fstat(fh.fileno())
             start = _continues(fh, known, stat.st_size)
             fh.seek(start.offset)
-            found = scan(fh, session_id, start, keyring)
-            _copy(fh, start.offset, found.position.offset, work.out)
+            checked = scan(fh, session_id, start, keyring)
+            _copy(fh, start.offset, checked.position.offset, out)
     except OSError:
         # Removed or cut while we looked: what was copied of it goes, the next update sees it.
-        work.out.seek(mark)
-        work.out.truncate()
+        out.seek(mark)
+        out.truncate()
         return
-    pos = found.position
+    pos = checked.position
     if start.offset == 0:
         if known is not None:
-            work.clear.append(session_id)
-        work.kinds["reindexed" if known is not None else "indexed"].append(session_id)
+            found.clear.append(session_id)
+        found.kinds["reindexed" if known is not None else "indexed"].append(session_id)
     else:
-        work.kinds["appended"].append(session_id)
-    work.added += pos.records - start.records
+        found.kinds["appended"].append(session_id)
+    found.added += pos.records - start.records
     # A log with no record at all (empty, or one line without its newline) is no session:
     # named like a broken one, or `insights` and `sql` would leave it out without a word.
-    problem = found.problem if pos.records else found.problem or NO_RECORD
+    problem = checked.problem if pos.records else checked.problem or NO_RECORD
     if problem is not None:
-        work.problems.append((session_id, problem))
+        found.problems.append((session_id, problem))
     if pos.records and not pos.signed:
-        work.unsigned.append(session_id)
-    work.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
+        found.unsigned.append(session_id)
+    found.rows.append((session_id, stat.st_size, stat.st_mtime_ns, pos.records, pos.last_hash,
                       pos.last_start, pos.sealed, problem, pos.offset, pos.signed))
-
-
-def _plan_in_pool(work: _Work, root: Path, known: dict[str, tuple | None],
-                  sizes: dict[str, int], jobs: int, scratch: Path, ray: OnRay | None) -> None:
-    """``_plan`` of every log in ``known`` on ``jobs`` processes (or Ray workers), merged into
-    ``work`` in the order of the logs (as one process would have planned them)."""
-    shares = [[(s, known[s]) for s in share] for share in shards(sizes, jobs)]
-    if ray is not None:
-        done = on_ray(ray, jobs, shares, _plan, _Work, root, scratch, keyring_of)
-    else:
-        done = in_pool(jobs, plan_share, shares, _plan, _Work, root, scratch, keyring_of)
-    pieces: dict[str, tuple[str, int, int, dict[str, Any]]] = {}
-    try:
-        for name, share in done:
-            for session_id, start, end, found in share:
-                pieces[session_id] = (name, start, end, found)
-        for session_id in sorted(pieces):
-            name, start, end, found = pieces[session_id]
-            with open(name, "rb") as part:
-                _copy(part, start, end, work.out)
-            work.rows += found["rows"]
-            work.clear += found["clear"]
-            for kind, ids in found["kinds"].items():
-                work.kinds[kind] += ids
-            work.problems += found["problems"]
-            work.unsigned += found["unsigned"]
-            work.added += found["added"]
-    finally:
-        for name, _ in done:
-            os.unlink(name)
 
 
 def _copy(fh: Any, start: int, end: int, out: Any) -> None:
@@ -364,20 +348,25 @@ _LOG_COLUMNS = ("session_id", "size", "mtime_ns", "records", "last_hash", "last_
                 "sealed", "problem", "indexed_to", "signed")
 
 
-def _apply(con: Any, work: _Work, dropped: list[str], scratch: str) -> None:
-    touched = [*dropped, *(row[0] for row in work.rows)]
+def _replace(con: Any, touched: list[str], clear: list[str], part: str | None,
+             rows: list[tuple]) -> None:
+    """The index's records of the logs in ``clear`` go, the checked records in the scratch
+    file ``part`` are added, the bookkeeping of the logs ``touched`` becomes ``rows``, and
+    their units are made again: a group of logs (or the logs gone) at a time."""
     if not touched:
         return
     con.execute("CREATE OR REPLACE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS "
                 "session_id", [touched])
-    con.execute("DELETE FROM events WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
-                [[*dropped, *work.clear]])
+    if clear:
+        con.execute("DELETE FROM events WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                    [clear])
     con.execute("DELETE FROM logs WHERE session_id IN (SELECT session_id FROM touched)")
-    con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, recorded_at, "
-                f"prev_hash, payload FROM {_read_json(scratch)}")
-    if work.rows:
+    if part is not None:
+        con.execute("INSERT INTO events SELECT session_id, seq, kind, schema_version, "
+                    f"recorded_at, prev_hash, payload FROM {_read_json(part)}")
+    if rows:
         con.execute("INSERT INTO logs SELECT unnest(?, recursive := true)",
-                    [[dict(zip(_LOG_COLUMNS, row, strict=True)) for row in work.rows]])
+                    [[dict(zip(_LOG_COLUMNS, row, strict=True)) for row in rows]])
     refresh_units(con, "touched")
     con.execute("DROP TABLE touched")
 

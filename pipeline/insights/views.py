@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["EVENT_COLUMNS", "SESSIONS_WITH_LINEAGE", "TOKEN_BUCKETS", "UNITS",
-           "create_unit_tables", "create_views", "refresh_units", "unit_select"]
+           "create_unit_tables", "create_views", "refresh_lineage", "refresh_units",
+           "unit_select"]
 
 # ``events`` as read_json reads it from the logs: the in-memory connection of
 # :mod:`pipeline.insights.query` loads them so, and the index appends them so.
@@ -282,7 +283,8 @@ def create_unit_tables(con: Any) -> None:
 
 
 def refresh_units(con: Any, touched: str) -> None:
-    """Recompute the unit tables' rows of the sessions in the table ``touched``."""
+    """Recompute the unit tables' rows of the sessions in the table ``touched`` (the
+    lineage's table, which spans sessions, is :func:`refresh_lineage`'s)."""
     # One pass over the events for all units: their sessions' records, once.
     con.execute("CREATE OR REPLACE TEMP TABLE touched_events AS SELECT * FROM events WHERE "
                 f"session_id IN (SELECT session_id FROM {touched})")
@@ -292,5 +294,9 @@ def refresh_units(con: Any, touched: str) -> None:
                     f"(SELECT session_id FROM {touched})")
         con.execute(f"INSERT INTO u_{unit} {unit_select(unit, source)}")
     con.execute("DROP TABLE touched_events")
-    # A chain spans sessions: its table is made again from the links of all.
+
+
+def refresh_lineage(con: Any) -> None:
+    """Make the lineage's table again from the links of all sessions (a chain spans
+    sessions): once an update's sessions are all refreshed, not per group of them."""
     con.execute(_LINEAGE.format(name="TABLE u_lineage", links="u_links"))

@@ -100,3 +100,12 @@ def test_export_on_ray_in_small_groups_streams_the_file_one_process_writes(
             export_sessions(root, out, jobs=1 if ray is None else 2, ray=ray, env=env, **kw)
             files.append([p.read_bytes() for p in sorted(out.parent.glob(f"{name}*"))])
         assert files[0] == files[1]
+
+
+def test_the_index_read_on_ray_in_small_groups_holds_what_one_process_reads(
+        root, tmp_path, monkeypatch) -> None:
+    """Every log a Ray task of its own, a few in flight, each loaded as its turn comes."""
+    from pipeline.insights import parallel_plan
+    one = _index(root, tmp_path / "one.duckdb", jobs=1)
+    monkeypatch.setattr(parallel_plan, "GROUP_BYTES", 1)
+    assert _index(root, tmp_path / "ray.duckdb", jobs=2, ray=ON_RAY) == one

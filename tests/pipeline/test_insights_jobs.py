@@ -1,5 +1,6 @@
 """The insights index read on a pool of processes (``jobs``) holds exactly what one process
-gives it: the same rows in the same order, the same report, broken and appended logs alike."""
+gives it: the same rows in the same order, the same report, broken and appended logs alike;
+the logs go to the workers in bounded groups, a bounded number in flight, loaded in order."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+from pipeline.insights import index, parallel_plan
 from pipeline.insights.index import open_index
-from pipeline.insights.parallel_plan import chosen_jobs, shards
+from pipeline.insights.parallel_plan import chosen_jobs, groups_of
 from stages.errors import UsageError
 from tests.pipeline.test_insights import copy_home
 from tests.sample_home import Sample, record
@@ -61,14 +63,45 @@ def test_two_jobs_index_what_one_does(sample: Sample, tmp_path: Path) -> None:
         _state(two_root, tmp_path / "two.duckdb", 2)
 
 
-def test_shares_balance_bytes_and_jobs_default_to_cores_for_large_homes() -> None:
-    sizes = {"a": 10, "b": 7, "c": 5, "d": 3, "e": 1}
-    parts = shards(sizes, 2)
-    assert sorted(s for part in parts for s in part) == sorted(sizes)
-    assert [sum(sizes[s] for s in part) for part in parts] == [13, 13]
-    assert shards({"a": 1}, 4) == [["a"]]
+def test_groups_are_consecutive_bounded_and_jobs_default_to_cores_for_large_homes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel_plan, "GROUP_BYTES", 10)
+    sizes = {"a": 4, "b": 5, "c": 12, "d": 3, "e": 3, "f": 3, "g": 1}
+    groups = groups_of(sizes, 1)
+    assert [s for group in groups for s in group] == list(sizes)
+    assert all(len(group) == 1 or sum(sizes[s] for s in group) <= 10 for group in groups)
+    assert groups_of(sizes, 2) == [[s] for s in sizes]  # at least 4 groups per worker
+    assert groups_of({"a": 1}, 4) == [["a"]]
     assert chosen_jobs(3, 0, 2) == 2 and chosen_jobs(None, 10, 50) == 1
     assert chosen_jobs(None, 10**9, 50) >= 1
+
+
+def test_groups_go_out_bounded_and_are_loaded_in_the_order_of_the_logs(
+        sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _home(sample, tmp_path)
+    sizes = {p.stem: p.stat().st_size for p in root.glob("*.jsonl")}
+    limit = 2 * max(sizes.values())  # a few logs a group, many groups a worker
+    monkeypatch.setattr(parallel_plan, "GROUP_BYTES", limit)
+    loaded: list[list[str]] = []
+    waiting: list[int] = []
+    replace = index._replace
+
+    def spy(con, touched, clear, part, rows) -> None:
+        if part is not None:
+            loaded.append(touched)
+            waiting.append(len(list(Path(part).parent.glob("*.part"))))
+        replace(con, touched, clear, part, rows)
+
+    monkeypatch.setattr(index, "_replace", spy)
+    with open_index(root, path=tmp_path / "i.duckdb", jobs=2) as (con, report):
+        events = con.execute("SELECT * FROM events ORDER BY rowid").fetchall()
+    assert len(loaded) > 2 * parallel_plan.GROUPS_PER_WORKER
+    assert all(sum(sizes[s] for s in group) <= limit for group in loaded)
+    assert [s for group in loaded for s in group] == sorted(sizes) == list(report.indexed)
+    # The groups' scratch files: the one being loaded and those handed out, never the home's.
+    assert max(waiting) <= 2 * parallel_plan.WINDOW_PER_WORKER + 1
+    monkeypatch.setattr(index, "_replace", replace)
+    assert _state(root, tmp_path / "one.duckdb", 1)[0] == events
 
 
 def test_the_index_holds_at_most_its_memory_limit_and_indexes_the_same(
