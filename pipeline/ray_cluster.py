@@ -9,20 +9,20 @@ local Ray is started with ``workers`` CPUs.
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from pipeline.ordered_work import WINDOW_PER_WORKER, in_order
 from stages.errors import UsageError
 
-__all__ = ["OnRay", "by_bytes", "check_home", "in_order", "iter_in_order", "join_ray",
-           "map_in_order", "on_ray", "run_bounded", "start_local_ray"]
+__all__ = ["OnRay", "check_home", "iter_in_order", "join_ray", "map_in_order", "on_ray",
+           "run_bounded", "start_local_ray"]
 
 
 def start_local_ray(num_cpus: int, attempts: int = 5) -> None:
@@ -107,34 +107,19 @@ def run_bounded(ray: Any, submits: Sequence[Callable[[], Any]], workers: int,
             collect(pending.pop(ref), ray.get(ref))
 
 
-def in_order(submit: Callable[[Any], Any], result: Callable[[Any], Any], items: Iterable[Any],
-             window: int) -> Iterator[Any]:
-    """Each item's result in the order of ``items``, at most ``window`` submitted and not yet
-    taken (what the caller holds stays bounded however many items there are):
-    ``submit(item)`` starts one and gives a handle, ``result(handle)`` waits for it."""
-    pending: deque[Any] = deque()
-    todo = iter(items)
-    for item in itertools.islice(todo, window):
-        pending.append(submit(item))
-    while pending:
-        done = result(pending.popleft())
-        for item in itertools.islice(todo, 1):
-            pending.append(submit(item))
-        yield done
-
-
 def iter_in_order(function: Callable[..., Any], items: Iterable[Any], *args: Any,
                   address: str | None, workers: int, window: int | None = None
-                  ) -> Iterator[Any]:
+                  ) -> Generator[Any]:
     """``function(item, *args)`` for every item as Ray tasks on the cluster at ``address``
     (else a local Ray of ``workers`` CPUs), each result yielded in the order of ``items`` as
     its turn comes, with at most ``window`` (default: two per worker, so that a worker has its
-    next task while the driver waits for the one in front) submitted and not yet taken."""
+    next task while the driver waits for the one in front) submitted and not yet taken;
+    those are cancelled when the caller stops early."""
     ray = join_ray(address, workers)
     remote = ray.remote(num_cpus=1)(function)
     shared = [ray.put(arg) for arg in args]  # sent once, not with every task
     yield from in_order(lambda item: remote.remote(item, *shared), ray.get, items,
-                        window or 2 * workers)
+                        window or WINDOW_PER_WORKER * workers, ray.cancel)
 
 
 def map_in_order(function: Callable[..., Any], items: Sequence[Any], *args: Any,
@@ -156,22 +141,6 @@ class OnRay:
             return jobs
         ray = join_ray(self.address, os.cpu_count() or 1)
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-
-def by_bytes(sizes: dict[str, int], parts: int) -> list[list[str]]:
-    """The sessions in about ``parts`` consecutive groups of about the same bytes (in the
-    order of ``sizes``): Ray tasks of a few sessions each, not one each (a task costs a few
-    milliseconds of scheduling), and enough of them to keep every worker busy to the end."""
-    target = max(1, sum(sizes.values()) // max(1, parts))
-    groups: list[list[str]] = [[]]
-    load = 0
-    for session_id, size in sizes.items():
-        if groups[-1] and load + size > target:
-            groups.append([])
-            load = 0
-        groups[-1].append(session_id)
-        load += size
-    return [group for group in groups if group]
 
 
 def check_home(root: Path) -> None:

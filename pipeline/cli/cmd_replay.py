@@ -154,7 +154,8 @@ def replay_group(group: list[str], root: Path) -> Outcomes:
 
 
 def _on_ray(root: Path, sizes: dict[str, int], workers: int, address: str | None) -> Outcomes:
-    from pipeline.ray_cluster import by_bytes, map_in_order
+    from pipeline.ordered_work import by_bytes
+    from pipeline.ray_cluster import map_in_order
     # Largest first (one big session does not start last and run alone), in tasks of about
     # a quarter of a worker's share.
     largest = dict(sorted(sizes.items(), key=lambda item: item[1], reverse=True))

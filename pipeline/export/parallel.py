@@ -4,38 +4,32 @@ Sessions are independent once the keys to redact are known, so they go to the wo
 consecutive groups of about the same bytes, each no larger than ``GROUP_BYTES`` of log (or one
 session), and come back in the order they went, group by group: the file written is the one a
 single process writes. Memory stays bounded on both sides: a worker holds one group's samples,
-and the driver holds at most ``WINDOW_PER_WORKER`` groups per worker, handing each to the
+and the driver holds a few groups per worker (``pipeline.ordered_work``), handing each to the
 writer as its turn comes, whatever the size of the home. The workers read the home where it
 is (on Ray: one machine's cluster, or a filesystem every node mounts).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from effects.eventlog.envelope import session_path
-from pipeline.ray_cluster import OnRay, by_bytes, in_order, iter_in_order
+from pipeline.ordered_work import groups_of as grouped
+from pipeline.ordered_work import on_processes
+from pipeline.ray_cluster import OnRay, iter_in_order
 
 __all__ = ["GROUP_BYTES", "PARALLEL_BYTES", "Shaped", "Shaping", "groups_of", "shape_home"]
 
 # Below this much log a process pool costs more to start than it saves.
 PARALLEL_BYTES = 4_000_000
-# Groups per worker at least: small enough that the last ones balance the workers' loads.
-GROUPS_PER_WORKER = 4
 # Log bytes per group at most: a group's samples are a worker's (and the driver's) memory,
 # some tens of MB here; big enough that a task's few milliseconds of scheduling are nothing.
 GROUP_BYTES = 4_000_000
-# Groups handed out per worker and not yet written: enough to keep a worker busy while the
-# driver waits for the group in front, few enough to bound what the driver holds.
-WINDOW_PER_WORKER = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -71,10 +65,9 @@ def _size(root: Path, session_id: str) -> int:
 
 
 def groups_of(sizes: dict[str, int], workers: int) -> list[list[str]]:
-    """The sessions (in the order of ``sizes``) in consecutive groups: at least
-    ``GROUPS_PER_WORKER`` per worker, none over ``GROUP_BYTES`` unless it is one session."""
-    parts = max(workers * GROUPS_PER_WORKER, -(-sum(sizes.values()) // GROUP_BYTES))
-    return by_bytes(sizes, parts)
+    """The sessions (in the order of ``sizes``) in consecutive groups of at most
+    ``GROUP_BYTES`` (``pipeline.ordered_work.groups_of``)."""
+    return grouped(sizes, workers, GROUP_BYTES)
 
 
 def shape_home(task: Task, root: Path, session_ids: Sequence[str], shaping: Any, *,
@@ -89,29 +82,12 @@ def shape_home(task: Task, root: Path, session_ids: Sequence[str], shaping: Any,
     if ray is not None:
         workers = ray.workers(jobs)
         return iter_in_order(task, groups_of(sizes, workers), root, shaping,
-                             address=ray.address, workers=workers,
-                             window=workers * WINDOW_PER_WORKER)
+                             address=ray.address, workers=workers)
     if jobs is None:
         jobs = (os.cpu_count() or 1) if sum(sizes.values()) >= PARALLEL_BYTES else 1
     jobs = min(jobs, len(ids))
     groups = groups_of(sizes, jobs)
     if jobs == 1:
         return (task(group, root, shaping) for group in groups)
-    return _on_processes(task, groups, root, shaping, jobs)
-
-
-def _on_processes(task: Task, groups: list[list[str]], root: Path, shaping: Any,
-                  jobs: int) -> Iterator[list[Any]]:
-    # A fork starts at once with everything imported; a caller running threads would be
-    # copied half-way, so it gets a fork server.
-    method = "fork" if threading.active_count() == 1 else "forkserver"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(["pipeline.export.exporter"])
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
-    try:
-        yield from in_order(lambda group: pool.submit(task, group, root, shaping),
-                            Future.result, groups, jobs * WINDOW_PER_WORKER)
-    finally:  # also when the writer gave up half-way: the groups not started are dropped
-        pool.shutdown(cancel_futures=True)
-
+    return on_processes(task, groups, root, shaping, jobs=jobs,
+                        preload="pipeline.export.exporter")

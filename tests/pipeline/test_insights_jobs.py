@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from pipeline import ordered_work
 from pipeline.insights import index, parallel_plan
 from pipeline.insights.index import open_index
 from pipeline.insights.parallel_plan import chosen_jobs, groups_of
@@ -95,11 +96,11 @@ def test_groups_go_out_bounded_and_are_loaded_in_the_order_of_the_logs(
     monkeypatch.setattr(index, "_replace", spy)
     with open_index(root, path=tmp_path / "i.duckdb", jobs=2) as (con, report):
         events = con.execute("SELECT * FROM events ORDER BY rowid").fetchall()
-    assert len(loaded) > 2 * parallel_plan.GROUPS_PER_WORKER
+    assert len(loaded) > 2 * ordered_work.GROUPS_PER_WORKER
     assert all(sum(sizes[s] for s in group) <= limit for group in loaded)
     assert [s for group in loaded for s in group] == sorted(sizes) == list(report.indexed)
     # The groups' scratch files: the one being loaded and those handed out, never the home's.
-    assert max(waiting) <= 2 * parallel_plan.WINDOW_PER_WORKER + 1
+    assert max(waiting) <= 2 * ordered_work.WINDOW_PER_WORKER + 1
     monkeypatch.setattr(index, "_replace", replace)
     assert _state(root, tmp_path / "one.duckdb", 1)[0] == events
 
