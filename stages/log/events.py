@@ -34,6 +34,7 @@ from stages.log.pause_events import (
 from stages.log.reasoning_parts import check_budget, check_effort
 from stages.log.rules import RULES, RuleSet, rule_set
 from stages.log.setting_checks import (
+    as_names,
     flag,
     fraction,
     known_rules,
@@ -187,9 +188,10 @@ class SessionSettings:
     allow_unconfined: bool = attrs.field(default=False, validator=flag)
     # The environment of tool commands: the variables they do not get, and those they get even
     # so (the patterns of ``env_exclude`` name keys; ``env_keep`` lets ``GH_TOKEN`` through).
-    env_exclude: tuple[str, ...] = attrs.field(default=ENV_EXCLUDE, converter=tuple,
+    env_exclude: tuple[str, ...] = attrs.field(default=ENV_EXCLUDE, converter=as_names,
                                                validator=name_patterns)
-    env_keep: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=name_patterns)
+    env_keep: tuple[str, ...] = attrs.field(default=(), converter=as_names,
+                                            validator=name_patterns)
     # Structured output: how many times an answer that does not match the turn's output type
     # is sent back with the validation error; ``tool`` always asks for it through the
     # final-answer tool (a provider without structured output), ``auto`` natively when the

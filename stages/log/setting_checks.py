@@ -83,6 +83,12 @@ def name_or_none(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise SettingError(f"{attribute.name} must be a name, got {value!r}")
 
 
+def as_names(value: object) -> object:
+    """A list of names as the tuple a frozen setting holds; anything else as it is, for
+    :func:`name_patterns` to refuse (a string is not a list of its letters)."""
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
 def name_patterns(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """A list of names or shell-style patterns (``*KEY*``), none of them blank."""
     if not isinstance(value, list | tuple) or not all(

@@ -33,6 +33,9 @@ BAD = [
     ({"sandbox": "none"}, "sandbox must be one of read-only, workspace-write, full-access"),
     ({"network": "yes"}, "network must be true or false, got 'yes'"),
     ({"allow_unconfined": 1}, "allow_unconfined must be true or false, got 1"),
+    # A string is no list of its letters: it would have excluded "*", "K", "E", "Y".
+    ({"env_exclude": "*KEY*"}, "env_exclude must be a list of names or patterns"),
+    ({"env_keep": ["GH_TOKEN", " "]}, "env_keep must be a list of names or patterns"),
 ]
 
 
@@ -60,3 +63,8 @@ def test_timeouts_follow_the_rule_of_the_agent_settings() -> None:
         check_timeouts(0, None)
     with pytest.raises(UsageError, match="deadline must be a positive number of seconds, got"):
         check_timeouts(1, math.nan)
+
+
+def test_a_list_of_names_is_held_as_a_tuple() -> None:
+    settings = ev.SessionSettings(model="m", provider="p", env_keep=["GH_TOKEN"])
+    assert settings.env_keep == ("GH_TOKEN",)
