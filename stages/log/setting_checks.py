@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -84,15 +84,20 @@ def name_or_none(instance: object, attribute: attrs.Attribute[Any], value: objec
 
 
 def as_names(value: object) -> object:
-    """A list of names as the tuple a frozen setting holds; anything else as it is, for
-    :func:`name_patterns` to refuse (a string is not a list of its letters)."""
-    return tuple(value) if isinstance(value, list | tuple) else value
+    """A list of names as the tuple a frozen setting holds; anything else as it was given, for
+    :func:`name_patterns` to refuse in the caller's words (a string is not a list of its
+    letters)."""
+    return tuple(value) if _names(value) else value
+
+
+def _names(value: object) -> TypeGuard[list[str] | tuple[str, ...]]:
+    return isinstance(value, list | tuple) and all(
+        isinstance(item, str) and item.strip() for item in value)
 
 
 def name_patterns(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """A list of names or shell-style patterns (``*KEY*``), none of them blank."""
-    if not isinstance(value, list | tuple) or not all(
-            isinstance(item, str) and item.strip() for item in value):
+    if not _names(value):
         raise SettingError(f"{attribute.name} must be a list of names or patterns such as "
                            f'"*TOKEN*", got {value!r}')
 
