@@ -73,6 +73,9 @@ TEST_LANES: dict[str, str] = {
     # a whole replay through the command line, in process (some seconds)
     "effects/test_log_downgrade.py::"
     "test_an_old_corpus_log_replays_unless_signatures_are_required": "slow",
+    # a fresh interpreter whose environment holds the key from its start
+    "effects/test_command_environment.py::"
+    "test_a_confined_command_cannot_read_the_key_from_mibyan_s_proc_entry": "subprocess",
     # 48 forks, each replayed
     "pipeline/test_eval.py::test_every_fork_pairs_with_its_recording_and_replays": "slow",
     "pipeline/serve/test_serve_command.py::test_serve_answers_with_its_tokens_and_stops_on_sigterm":

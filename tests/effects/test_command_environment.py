@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -59,3 +64,28 @@ def test_a_command_does_not_see_a_key_exported_in_mibyan_s_environment(
         assert "MIBYAN_TEST_API_KEY=sk-exported-0123456789" in terminal.terminal("env")["output"]
     finally:
         terminal.close()
+
+
+_READ_PROC = """
+import os, sys, tempfile
+from pathlib import Path
+from effects.tools.sandbox import SandboxPolicy, probe
+from effects.tools.terminal import Terminal
+from effects.tools.workspace import Workspace
+assert probe().started, probe()
+terminal = Terminal(Workspace(root=Path(tempfile.mkdtemp())))
+terminal.confine(SandboxPolicy(mode="workspace-write"))
+print(terminal.terminal("cat /proc/*/environ 2>/dev/null | tr '\\\\0' '\\\\n'")["output"])
+terminal.close()
+"""
+
+
+def test_a_confined_command_cannot_read_the_key_from_mibyan_s_proc_entry() -> None:
+    """The key was in mibyan's environment when it started (as a shell's export puts it), so
+    ``/proc/<mibyan>/environ`` holds it: the sandbox's own /proc does not show mibyan."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _READ_PROC], cwd=root, capture_output=True,
+                          text=True, check=True, timeout=120,
+                          env={**os.environ, "MIBYAN_TEST_API_KEY": "sk-exported-0123456789"})
+    assert "PATH=" in done.stdout  # the command did read environments
+    assert "sk-exported" not in done.stdout
