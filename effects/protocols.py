@@ -19,7 +19,10 @@ class ModelClient(Protocol):
 
     ``on_delta`` receives the visible text as it streams. The shipped adapters also take
     ``on_reasoning`` (the reasoning as it streams); the runner passes it only to a caller that
-    listens for reasoning, so a client without it keeps working."""
+    listens for reasoning, so a client without it keeps working. A client whose call stops
+    at once when ``cancel`` is cancelled from another thread or a signal handler may say so
+    with ``stops_on_cancel(request) -> bool``: its calls then run on the caller's thread (no
+    worker; ``effects.model_call``)."""
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None) -> ModelReplied:
@@ -64,11 +67,12 @@ class IdSource(Protocol):
 
 
 class CancelToken:
-    """Lets the runner close an in-flight request from another thread. Adapters register how
-    to abort (close the HTTP response) as soon as they have something to close."""
+    """Lets the runner close an in-flight request from another thread, or from a signal
+    handler on the calling thread itself (hence the re-entrant lock). Adapters register how to
+    abort (close the HTTP response) as soon as they have something to close."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._callbacks: list[Callable[[], object]] = []
         self.cancelled = False
 
@@ -85,6 +89,22 @@ class CancelToken:
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             _quietly(callback)
+
+
+class Interrupt(threading.Event):
+    """An agent's interrupt. While a model call runs on the thread it would interrupt (no
+    worker to walk away from), setting it also cancels that call's token, which shuts the
+    call's socket down; safe from any thread and from a signal handler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.call: CancelToken | None = None  # the call running on the interrupted thread
+
+    def set(self) -> None:
+        super().set()
+        call = self.call
+        if call is not None:
+            call.cancel()
 
 
 def _quietly(callback: Callable[[], object]) -> None:

@@ -31,7 +31,7 @@ from effects.eventlog.store import Durability, SessionLog, session_path
 from effects.images import ImageSource
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
-from effects.protocols import DeltaSink, ModelClient
+from effects.protocols import DeltaSink, Interrupt, ModelClient
 from effects.tools.checkpoints import CheckpointStore, TreeCheckpoints
 from effects.tools.executor import ThreadPoolToolRunner
 from pipeline import config as cfg
@@ -122,7 +122,7 @@ class Agent:
         # A provider router knows its keys (and learns renewed ones): redact with those.
         secrets = secrets or getattr(effects.model, "secrets", ())
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
-        self._interrupt = threading.Event()
+        self._interrupt = Interrupt()
         # Where live spans go (``pipeline.telemetry``): an agent built from values reads no
         # config, so only ``telemetry.instrument`` traces it (or the agent it was made from).
         self._tracer_provider = configured(self.home if from_config else None)

@@ -161,6 +161,11 @@ class ProviderRouter:
                    keys=self.keys,
                    timeout=self.timeout, deadline=self.deadline)
 
+    def stops_on_cancel(self, request: ModelRequest) -> bool:
+        """Whether the adapter for ``request`` stops a call when its token is cancelled."""
+        stops = getattr(self._client(request), "stops_on_cancel", None)
+        return stops is not None and bool(stops(request))
+
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
                  on_reasoning: DeltaSink | None = None) -> ModelReplied:

@@ -145,6 +145,12 @@ class AnthropicMessagesClient:
                                    _headers, bearer=os.environ.get(AUTH_TOKEN_ENV) or None),
                                code_of=lambda detail: detail.type or detail.code)
 
+    def stops_on_cancel(self, request: ModelRequest) -> bool:
+        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
+        the thread that would interrupt it (``effects.model_call``)."""
+        del request
+        return True
+
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
                  on_reasoning: DeltaSink | None = None) -> ModelReplied:

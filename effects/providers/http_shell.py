@@ -42,6 +42,7 @@ from effects.providers.http_errors import (
     error_detail,
     retry_after_seconds,
 )
+from effects.workers import submit
 from stages.errors import (
     ModelBehaviourError,
     ProviderError,
@@ -56,6 +57,7 @@ __all__ = ["Exchange", "HttpShell", "check_timeouts", "preload"]
 
 T = TypeVar("T")
 _SLACK = 0.005  # a read cut at the deadline may wake a hair early
+_CONNECT_POLL = 0.02  # how often a connect's waiter looks for a cancel
 _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
     "mibyan_model_call", default=None)
 
@@ -75,7 +77,8 @@ class _Call:
 
     def __init__(self, deadline_at: float) -> None:
         self.deadline_at = deadline_at
-        self.lock = threading.Lock()
+        # Re-entrant: an interrupt's signal handler may abort on the thread making the call.
+        self.lock = threading.RLock()
         self.stream: Any = None
         self.cancelled = False
         self.released = False
@@ -158,11 +161,19 @@ def _guarded_types() -> tuple[type, type, type]:
         def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                         local_address: str | None = None, socket_options: Any = None) -> Any:
             call = _current.get()
-            if call is not None:
-                timeout = call.clamp(timeout, httpx2.ConnectTimeout)
-                call.connected = True
-            return GuardedStream(self._inner.connect_tcp(host, port, timeout, local_address,
-                                                         socket_options))
+            if call is None:
+                return GuardedStream(self._inner.connect_tcp(host, port, timeout,
+                                                             local_address, socket_options))
+            timeout = call.clamp(timeout, httpx2.ConnectTimeout)
+            call.connected = True
+            stream = GuardedStream(_connected(call, lambda: self._inner.connect_tcp(
+                host, port, timeout, local_address, socket_options), httpx2.ConnectError))
+            try:  # from here a cancel shuts the socket down, the TLS handshake's included
+                call.attach(stream, httpx2.ConnectError)
+            except httpx2.ConnectError:
+                stream.close()
+                raise
+            return stream
 
         def connect_unix_socket(self, path: str, timeout: float | None = None,
                                 socket_options: Any = None) -> Any:
@@ -186,6 +197,33 @@ def _guarded_types() -> tuple[type, type, type]:
             self._inner.close()
 
     return GuardedBackend, HeldBody, httpx2.Client
+
+
+def _connected(call: _Call, connect: Callable[[], Any], error: type[Exception]) -> Any:
+    """``connect`` (a name lookup and a TCP connect, which no socket shutdown reaches) on a
+    worker thread, so that a call cancelled meanwhile leaves at once; a connection made for a
+    call that left is closed. Once per connection: kept-alive ones are not connected again."""
+    made: list[Any] = []
+
+    def work() -> None:
+        try:
+            stream = connect()
+        except BaseException as exc:
+            made.append(exc)
+            return
+        with call.lock:
+            if call.cancelled:  # its caller left: nobody else will close it
+                stream.close()
+            made.append(stream)
+
+    job = submit(work, name="mibyan-connect")
+    while not job.wait(_CONNECT_POLL):
+        if call.cancelled:
+            raise error("the call was cancelled while it connected")
+    outcome = made[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 @functools.cache

@@ -254,6 +254,12 @@ class OpenAIChatClient:
                   else prompt_tokens(self._side_post(key), body, request))
         return attrs.evolve(reply, tokens=collected.record(prompt))
 
+    def stops_on_cancel(self, request: ModelRequest) -> bool:
+        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
+        the thread that would interrupt it (``effects.model_call``)."""
+        del request
+        return True
+
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
                  on_reasoning: DeltaSink | None = None) -> ModelReplied:

@@ -387,6 +387,12 @@ class OpenAIResponsesClient:
         self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/responses",
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
 
+    def stops_on_cancel(self, request: ModelRequest) -> bool:
+        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
+        the thread that would interrupt it (``effects.model_call``)."""
+        del request
+        return True
+
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
                  on_reasoning: DeltaSink | None = None) -> ModelReplied:
