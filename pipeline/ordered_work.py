@@ -17,8 +17,11 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["GROUPS_PER_WORKER", "WINDOW_PER_WORKER", "by_bytes", "groups_of", "in_order",
-           "on_processes"]
+__all__ = ["GROUPS_PER_WORKER", "PARALLEL_BYTES", "WINDOW_PER_WORKER", "by_bytes", "groups_of",
+           "in_order", "on_processes"]
+
+# Below this much log to read, starting a pool of workers costs more than it saves.
+PARALLEL_BYTES = 4_000_000
 
 # Groups per worker at least: small enough that the last ones balance the workers' loads.
 GROUPS_PER_WORKER = 4

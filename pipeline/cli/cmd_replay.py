@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from pipeline import config as cfg
+from pipeline.ordered_work import PARALLEL_BYTES
 from pipeline.printable import printable
 from pipeline.ray_cluster import OnRay, on_ray
 
@@ -81,10 +82,6 @@ def _replay_one(root: Path, session_id: str) -> tuple[int, tuple[str, ...] | Non
     except MibyanError as exc:
         return 0, (f"{session_id}: cannot replay: {type(exc).__name__}: {exc}",)
     return report.events, None if report.identical else tuple(describe(report, named=True))
-
-
-# Below this much log a process pool costs more to start than it saves.
-PARALLEL_BYTES = 4_000_000
 
 
 def replay_every(root: Path, *, jobs: int | None = None, ray: OnRay | None = None

@@ -19,14 +19,12 @@ from typing import Any
 import attrs
 
 from effects.eventlog.envelope import session_path
+from pipeline.ordered_work import PARALLEL_BYTES, on_processes
 from pipeline.ordered_work import groups_of as grouped
-from pipeline.ordered_work import on_processes
 from pipeline.ray_cluster import OnRay, iter_in_order
 
 __all__ = ["GROUP_BYTES", "PARALLEL_BYTES", "Shaped", "Shaping", "groups_of", "shape_home"]
 
-# Below this much log a process pool costs more to start than it saves.
-PARALLEL_BYTES = 4_000_000
 # Log bytes per group at most: a group's samples are a worker's (and the driver's) memory,
 # some tens of MB here; big enough that a task's few milliseconds of scheduling are nothing.
 GROUP_BYTES = 4_000_000

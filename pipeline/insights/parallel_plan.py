@@ -18,12 +18,10 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from pipeline.ordered_work import PARALLEL_BYTES, on_processes
 from pipeline.ordered_work import groups_of as grouped
-from pipeline.ordered_work import on_processes
 from pipeline.ray_cluster import OnRay, iter_in_order
 
-# Below this many bytes to read, starting a pool costs more than it saves.
-PARALLEL_BYTES = 4_000_000
 # Log bytes per group at most: what DuckDB loads at once and a worker's bookkeeping; big enough
 # that the driver's fixed cost per group (a few statements) is small against its records.
 GROUP_BYTES = 16_000_000
