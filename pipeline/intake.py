@@ -115,22 +115,18 @@ class HistoryIntake:
         self._last = _Last()
 
     def messages(self, history: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
-        return self._taken(history).messages
+        return self.taken(history)[0]
 
     def taken(self, history: Sequence[Mapping[str, Any]]
               ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
         """The messages of ``history``, and where those with content parts are."""
-        taken = self._taken(history)
-        return taken.messages, taken.parts
-
-    def _taken(self, history: Sequence[Mapping[str, Any]]) -> _Last:
         last = self._last
         # Each dict against the snapshot at its position, in one pass at C speed: a history
         # passed again or grown costs no Python step per message it shares with the last.
         same = list(map(bool, map(operator.eq, history, last.snapshots)))
         start = same.index(False) if False in same else len(same)
         if start == len(history) == len(last.seen):
-            return last
+            return last.messages, last.parts
         # The messages by frozen key, made at the first dict that differs from the one at its
         # position: a history that only grew never needs them.
         known: dict[Hashable, Message] | None = None
@@ -150,4 +146,4 @@ class HistoryIntake:
             messages=last.messages[:start] + tuple(s.message for s in added),
             parts=tuple(i for i in last.parts if i < start) + tuple(
                 i for i, s in enumerate(added, start) if type(s.message.content) is tuple))
-        return taken
+        return taken.messages, taken.parts

@@ -111,16 +111,15 @@ class TurnResult:
             "task_id": self.task_id,
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
-            "output": _jsonable(self.output),
-            "tool_calls": [c.to_openai() for c in self.tool_calls],
-            "pending_approvals": [attrs.asdict(p) for p in self.pending_approvals],
+            "output": None if self.output is None else _jsonable(self.output),
+            "tool_calls": [c.to_openai() for c in self.tool_calls] if self.tool_calls else [],
+            "pending_approvals": ([attrs.asdict(p) for p in self.pending_approvals]
+                                  if self.pending_approvals else []),
         }
 
 
 def _jsonable(value: Any) -> Any:
     """A typed output (a model, a dataclass) as JSON data; pydantic only loads for one."""
-    if value is None:
-        return None
     from pydantic_core import to_jsonable_python
     return to_jsonable_python(value)
 
