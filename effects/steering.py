@@ -21,6 +21,10 @@ class SteeringQueue:
 
     def take(self) -> str | None:
         """Everything sent so far, oldest first, as one text (None: nothing)."""
+        # Nothing sent (the common case) needs no lock: a text sent meanwhile is taken next
+        # time, as if it had come just after.
+        if not self._texts:
+            return None
         texts = self.drop()
         return "\n\n".join(texts) if texts else None
 

@@ -28,7 +28,7 @@ import attrs
 from effects.clock import RandomIds, SystemClock
 from effects.eventlog import lineage
 from effects.eventlog.store import Durability, SessionLog, session_path
-from effects.images import ImageSource
+from effects.images import BlobStore, ImageSource
 from effects.performers import Effects, Performers
 from effects.prompt_files import ContextReader
 from effects.protocols import DeltaSink, Interrupt, ModelClient
@@ -41,7 +41,7 @@ from pipeline.agent_turn import both_listeners, take_in, turn_command, turn_resu
 from pipeline.hooks import Hooks, default_hooks
 from pipeline.intake import HistoryIntake
 from pipeline.providers import Secrets
-from pipeline.result import TurnResult
+from pipeline.result import ReturnedMessages, TurnResult
 from pipeline.run_events import RunEvent
 from pipeline.run_events import TurnFinished as RunTurnFinished
 from pipeline.settings import AgentSettings, check_session_values, checked, configure
@@ -138,6 +138,8 @@ class Agent:
         self._lock = threading.Lock()
         self._intake = HistoryIntake()
         self._redacted = RedactedHistory()
+        self._returned = ReturnedMessages()
+        self._blobs = BlobStore.in_home(self.home)
         # An agent dropped without close() still releases its sessions' locks when it is
         # collected, whatever else may still hold the log (the callback holds no agent).
         self._logs: list[SessionLog] = []
@@ -375,7 +377,7 @@ class Agent:
         """The turn, one step of the session machine at a time; returns its result."""
         taken = take_in(user_message, conversation_history, decisions=decisions, images=images,
                         output_type=output_type, reasoning_effort=reasoning_effort,
-                        reasoning_budget=reasoning_budget, home=self.home,
+                        reasoning_budget=reasoning_budget, store=self._blobs,
                         intake=self._intake)
         with self._lock:
             runner = self._open()
@@ -470,7 +472,7 @@ class Agent:
                          **reasoning: Any) -> dict[str, Any]:
         """``run(...)`` as the plain dict of ``TurnResult.as_dict``."""
         return self.run(user_message, system_message, conversation_history, task_id,
-                        stream_callback, **reasoning).as_dict()
+                        stream_callback, **reasoning).as_dict(self._returned)
 
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run(message, stream_callback=stream_callback).final_response or ""

@@ -6,8 +6,7 @@ between them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import attrs
@@ -38,6 +37,7 @@ __all__ = ["TakenIn", "both_listeners", "client_turn", "take_in", "turn_command"
            "turn_result", "wired"]
 
 Listener = Callable[[Event], None]
+_NOTHING = nullcontext()
 
 
 @attrs.frozen(kw_only=True)
@@ -55,21 +55,26 @@ def take_in(user_message: str | Sequence[Mapping[str, Any] | ContentPart] | None
             conversation_history: Sequence[Mapping[str, Any]] | None, *,
             decisions: Decisions | None, images: Sequence[ImageSource], output_type: Any,
             reasoning_effort: str | None, reasoning_budget: int | None,
-            home: Path, intake: HistoryIntake) -> TakenIn:
-    check_setting(reasoning_effort, reasoning_budget)
+            store: BlobStore, intake: HistoryIntake) -> TakenIn:
+    if reasoning_effort is not None or reasoning_budget is not None:  # None: none to check
+        check_setting(reasoning_effort, reasoning_budget)
     if (user_message is None) == (decisions is None):
         raise UsageError("run() takes a user message, or decisions on pending approvals")
     wanted = None if output_type is None else output_types.output_type(output_type)
-    store = BlobStore.in_home(home)
     taken: tuple[ImagePart, ...] = ()
     text = None
     if user_message is not None:
         text, parts = message_parts(user_message)
-        taken = tuple(image_part(source, store) for source in (*parts, *images))
+        if parts or images:
+            taken = tuple(image_part(source, store) for source in (*parts, *images))
     history = None
     if conversation_history is not None:
-        history = tuple(stored_message(m, store)
-                        for m in intake.messages(conversation_history))
+        history, with_parts = intake.taken(conversation_history)
+        if with_parts:  # only a message with parts can hold a data: URL image to store
+            stored = list(history)
+            for index in with_parts:
+                stored[index] = stored_message(stored[index], store)
+            history = tuple(stored)
     return TakenIn(user_message=text, images=taken, history=history, wanted=wanted)
 
 
@@ -88,7 +93,10 @@ def turn_command(state: State, taken: TakenIn, decisions: Decisions | None, *,
                          f"{', '.join(p.call_id for p in pending)}: resume(decisions) first")
     history = taken.history
     specs, results = client_turn(state, history, client_tools, tool_results)
-    if history is not None and history == state.messages:
+    # The state's messages as a tuple (a C-speed copy): tuples compare at C speed, and an
+    # identical message without a Python call.
+    if history is not None and len(history) == len(state.messages) \
+            and history == state.messages[:]:
         # A caller that passes the whole conversation each turn: nothing to replace, so
         # nothing is redacted, encoded and logged again.
         history = None
@@ -105,7 +113,7 @@ def client_turn(state: State, history: tuple[Message, ...] | None,
                 ) -> tuple[tuple[ToolSpec, ...], tuple[Message, ...]]:
     """The turn's client tools and results, checked: results answer exactly the calls the
     history leaves open, and a history with calls left open takes nothing else."""
-    specs = client_specs(tools, [spec.name for spec in state.tools])
+    specs = client_specs(tools, [spec.name for spec in state.tools]) if tools else ()
     if (specs or results) and (state.settings is None
                                or not state.settings.rule_set.client_tools):
         raise UsageError("this session runs under rules older than 8, which have no "
@@ -116,11 +124,21 @@ def client_turn(state: State, history: tuple[Message, ...] | None,
     return specs, client_results(results, waiting)
 
 
-@contextmanager
 def wired(runner: SessionRunner, secrets: Secrets, wanted: OutputType | None, *,
           stream_callback: DeltaSink | None, reasoning_callback: DeltaSink | None,
-          on_event: Callable[[RunEvent], object] | None) -> Iterator[None]:
+          on_event: Callable[[RunEvent], object] | None) -> AbstractContextManager[None]:
     """The caller's sinks on ``runner`` while the turn runs, and taken off after it."""
+    if on_event is None and stream_callback is None and reasoning_callback is None \
+            and wanted is None:
+        return _NOTHING  # a turn with none leaves the runner as it is
+    return _wired(runner, secrets, wanted, on_event=on_event, stream_callback=stream_callback,
+                  reasoning_callback=reasoning_callback)
+
+
+@contextmanager
+def _wired(runner: SessionRunner, secrets: Secrets, wanted: OutputType | None, *,
+           stream_callback: DeltaSink | None, reasoning_callback: DeltaSink | None,
+           on_event: Callable[[RunEvent], object] | None) -> Iterator[None]:
     events = text = reasoning = None
     if on_event is not None:
         events = RunEvents(on_event, secrets)

@@ -92,6 +92,8 @@ class Hooks:
 
     def fire(self, event: str, **kwargs: Any) -> list[Any]:
         """Call every hook of ``event``; the results of those that returned."""
+        if not self._hooks[event]:  # most events of most agents: no lock, no copy
+            return []
         with self._lock:
             hooks = list(self._hooks[event])
         results = []

@@ -95,36 +95,55 @@ def _seen(raw: Mapping[str, Any], known: dict[Hashable, Message]) -> _Seen:
     return _Seen(snapshot, key, message)
 
 
+@attrs.frozen(eq=False)
+class _Last:
+    """The last history: what was seen at each position, its snapshots, its messages, and
+    where those with content parts are (images, which the turn stores: a text-only history,
+    the common case, is known without a look at its messages)."""
+
+    seen: list[_Seen] = attrs.Factory(list)
+    snapshots: list[dict | None] = attrs.Factory(list)
+    messages: tuple[Message, ...] = ()
+    parts: tuple[int, ...] = ()
+
+
 class HistoryIntake:
-    """Converts histories, remembering the messages of the last one only."""
+    """Converts histories, remembering the messages of the last one only (as one value, so
+    that threads taking histories in at once never mix theirs)."""
 
     def __init__(self) -> None:
-        # The last history: what was seen at each position, its snapshots and its messages.
-        self._last: list[_Seen] = []
-        self._snapshots: list[dict | None] = []
-        self._messages: tuple[Message, ...] = ()
+        self._last = _Last()
 
     def messages(self, history: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
+        return self.taken(history)[0]
+
+    def taken(self, history: Sequence[Mapping[str, Any]]
+              ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+        """The messages of ``history``, and where those with content parts are."""
         last = self._last
         # Each dict against the snapshot at its position, in one pass at C speed: a history
         # passed again or grown costs no Python step per message it shares with the last.
-        same = list(map(bool, map(operator.eq, history, self._snapshots)))
+        same = list(map(bool, map(operator.eq, history, last.snapshots)))
         start = same.index(False) if False in same else len(same)
-        if start == len(history) == len(last):
-            return self._messages
+        if start == len(history) == len(last.seen):
+            return last.messages, last.parts
         # The messages by frozen key, made at the first dict that differs from the one at its
         # position: a history that only grew never needs them.
         known: dict[Hashable, Message] | None = None
-        seen = last[:start]
+        seen = last.seen[:start]
         for index in range(start, len(history)):
             if index < len(same):
                 if same[index]:
-                    seen.append(last[index])
+                    seen.append(last.seen[index])
                     continue
                 if known is None:
-                    known = {s.key: s.message for s in (*last, *seen) if s.key is not None}
+                    known = {s.key: s.message for s in (*last.seen, *seen)
+                             if s.key is not None}
             seen.append(_seen(history[index], {} if known is None else known))
-        self._last = seen
-        self._snapshots = self._snapshots[:start] + [s.snapshot for s in seen[start:]]
-        self._messages = self._messages[:start] + tuple(s.message for s in seen[start:])
-        return self._messages
+        added = seen[start:]
+        self._last = taken = _Last(
+            seen=seen, snapshots=last.snapshots[:start] + [s.snapshot for s in added],
+            messages=last.messages[:start] + tuple(s.message for s in added),
+            parts=tuple(i for i in last.parts if i < start) + tuple(
+                i for i, s in enumerate(added, start) if type(s.message.content) is tuple))
+        return taken.messages, taken.parts

@@ -94,6 +94,9 @@ class MemoryManager:
         self.prefetch_timeout = prefetch_timeout
         self._sync: cf.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        # Per hook: the providers it was found for (built-in, external) and those doing it.
+        self._found: dict[str, tuple[MemoryProvider | None, MemoryProvider | None,
+                                     tuple[MemoryProvider, ...]]] = {}
         if external is not None:
             self.add(external)
 
@@ -102,9 +105,15 @@ class MemoryManager:
         return tuple(p for p in (self.builtin, self.external) if p is not None)
 
     def _doing(self, hook: str) -> tuple[MemoryProvider, ...]:
-        """The providers that override ``hook`` (the others would only cost a thread)."""
+        """The providers that override ``hook`` (the others would only cost a thread), found
+        once a turn asks for them until the providers change."""
+        found = self._found.get(hook)
+        if found is not None and found[0] is self.builtin and found[1] is self.external:
+            return found[2]
         default = getattr(MemoryProvider, hook)
-        return tuple(p for p in self.providers if getattr(type(p), hook) is not default)
+        doing = tuple(p for p in self.providers if getattr(type(p), hook) is not default)
+        self._found[hook] = (self.builtin, self.external, doing)
+        return doing
 
     def add(self, provider: MemoryProvider) -> None:
         """Register the external provider; there can be one."""

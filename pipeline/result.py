@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import operator
 from typing import Any
 
 import attrs
@@ -74,7 +75,8 @@ class TurnResult:
             raise ValueError("no finished turn to describe")
         answered = settings.chain[turn.provider_index]
         return cls(
-            final_response=finished.final_response, messages=tuple(state.messages),
+            # A slice copies the history at C speed (iterating it is a Python step a message).
+            final_response=finished.final_response, messages=state.messages[:],
             api_calls=turn.api_calls, completed=finished.completed,
             interrupted=finished.interrupted, failed=finished.failed, error=finished.error,
             turn_exit_reason=finished.exit_reason, model=answered.model,
@@ -85,13 +87,15 @@ class TurnResult:
             tool_calls=turn.pending if finished.exit_reason == CLIENT_CALLS else (),
             pending_approvals=turn.waiting)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, returned: ReturnedMessages | None = None) -> dict[str, Any]:
         """Plain data: ``messages`` in OpenAI format, ``usage`` and ``session_usage`` as dicts
         of ``input_tokens``, ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
-        ``reasoning_tokens``, ``total_tokens``."""
+        ``reasoning_tokens``, ``total_tokens``. ``returned`` converts the messages remembering
+        the results it converted before (an agent's, whose histories share their prefix)."""
         return {
             "final_response": self.final_response,
-            "messages": [_returned(m) for m in self.messages],
+            "messages": ([_returned(m) for m in self.messages] if returned is None
+                         else returned(self.messages)),
             "api_calls": self.api_calls,
             "completed": self.completed,
             "interrupted": self.interrupted,
@@ -107,16 +111,15 @@ class TurnResult:
             "task_id": self.task_id,
             "warnings": list(self.warnings),
             "last_reasoning": self.last_reasoning,
-            "output": _jsonable(self.output),
-            "tool_calls": [c.to_openai() for c in self.tool_calls],
-            "pending_approvals": [attrs.asdict(p) for p in self.pending_approvals],
+            "output": None if self.output is None else _jsonable(self.output),
+            "tool_calls": [c.to_openai() for c in self.tool_calls] if self.tool_calls else [],
+            "pending_approvals": ([attrs.asdict(p) for p in self.pending_approvals]
+                                  if self.pending_approvals else []),
         }
 
 
 def _jsonable(value: Any) -> Any:
     """A typed output (a model, a dataclass) as JSON data; pydantic only loads for one."""
-    if value is None:
-        return None
     from pydantic_core import to_jsonable_python
     return to_jsonable_python(value)
 
@@ -131,6 +134,48 @@ def _output(turn: TurnState) -> Any:
 def turn_result(state: State) -> dict[str, Any]:
     """The finished turn of ``state`` as the dict ``run_conversation`` returns."""
     return TurnResult.from_state(state).as_dict()
+
+
+class ReturnedMessages:
+    """Messages as ``as_dict`` returns them, each converted once over a run of results.
+
+    A session's history after a turn begins with the very messages it held before, so the
+    results of its turns share a prefix that ``as_dict`` converted already. Each message's
+    dict is kept; the caller gets a fresh copy every time (a dict it edits is its own): a text
+    message's is a shallow copy, made at C speed, since its values are all immutable; one with
+    tool calls, parts or reasoning parts (lists inside) is converted again."""
+
+    def __init__(self) -> None:
+        # The last messages; for each, its dict (text only) or itself (converted anew); and
+        # where the first kept as itself is (the length: none is). One tuple, so that threads
+        # never pair one history with another's conversions.
+        self._last: tuple[tuple[Message, ...], list[Any], int] = ((), [], 0)
+
+    def __call__(self, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+        old, kept, first = self._last
+        same = list(map(operator.is_, messages, old))
+        try:
+            start = same.index(False)
+        except ValueError:
+            start = len(same)
+        if start < len(messages) or start < len(kept):
+            added = [_kept(m) for m in messages[start:]]
+            if first >= start:  # none of the prefix kept is converted anew: is one added?
+                types = list(map(type, added))
+                first = start + (types.index(Message) if Message in types else len(added))
+            kept = kept[:start] + added
+            self._last = (messages, kept, first)
+        if first == len(kept):
+            return list(map(dict.copy, kept))
+        return [k.copy() if type(k) is dict else _returned(k) for k in kept]
+
+
+def _kept(message: Message) -> dict[str, Any] | Message:
+    """What ``ReturnedMessages`` keeps of ``message``: its dict when a shallow copy of it is a
+    whole copy (text content, no lists inside), else the message."""
+    if type(message.content) is tuple or message.tool_calls or message.reasoning_parts:
+        return message
+    return _returned(message)
 
 
 def _returned(message: Message) -> dict[str, Any]:

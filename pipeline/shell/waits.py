@@ -26,6 +26,7 @@ class Waits:
     def follow_up(self) -> str | None:
         """The message the run goes on with after a turn: an interrupt's, then what was
         steered too late for the turn (oldest first, as one message); None: nothing."""
-        texts = [text for text in (self._after_interrupt.take(), self.steering.take())
-                 if text is not None]
-        return "\n\n".join(texts) if texts else None
+        after, steered = self._after_interrupt.take(), self.steering.take()
+        if after is None or steered is None:
+            return steered if after is None else after
+        return f"{after}\n\n{steered}"

@@ -253,7 +253,10 @@ def test_histories_passed_in_turn_read_as_converted_afresh(histories, in_place):
             history = kept
         else:
             history = [{"role": role, "content": content} for role, content in pairs]
-        assert intake.messages(history) == tuple(from_openai(dict(m)) for m in history)
+        fresh = tuple(from_openai(dict(m)) for m in history)
+        messages, parts = intake.taken(history)
+        assert messages == fresh
+        assert parts == tuple(i for i, m in enumerate(fresh) if type(m.content) is tuple)
 
 
 def test_a_history_passed_again_is_not_looked_up_again(monkeypatch):

@@ -81,6 +81,19 @@ def test_turn_and_session_hooks_fire_in_order(tmp_path) -> None:
                      "session_end"]
 
 
+def test_a_hook_registered_between_turns_fires_from_the_next_turn_on(tmp_path) -> None:
+    hooks = Hooks()
+    seen: list[str] = []
+    with _agent(tmp_path, ScriptedModel("one", "two"), hooks) as agent:
+        agent.chat("a")  # no hooks yet
+        hooks.register("turn_end", lambda *, session_id, result: seen.append(
+            result.final_response))
+        agent.chat("b")
+    assert seen == ["two"]
+    with pytest.raises(KeyError):
+        hooks.fire("turn_ended")  # a typo is not taken for an event nobody watches
+
+
 def test_an_unknown_event_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown hook event 'pre_tool'"):
         Hooks().register("pre_tool", print)

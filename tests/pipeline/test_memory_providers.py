@@ -77,6 +77,20 @@ def test_syncs_keep_turn_order_and_shutdown_drains_them() -> None:
     assert recorder.synced == [(f"u{i}", f"a{i}") for i in range(50)]
 
 
+def test_a_provider_added_or_replaced_after_a_sync_gets_the_next_ones() -> None:
+    manager = MemoryManager(BuiltinMemory("/tmp/home"), None)
+    manager.sync_all("u0", "a0", session_id="s")  # the built-in store syncs nothing
+    external = Recorder("external")
+    manager.add(external)
+    manager.sync_all("u1", "a1", session_id="s")
+    builtin = Recorder("builtin")
+    manager.builtin = builtin
+    manager.sync_all("u2", "a2", session_id="s")
+    manager.shutdown("s")
+    assert external.synced == [("u1", "a1"), ("u2", "a2")]
+    assert builtin.synced == [("u2", "a2")]
+
+
 def test_recall_over_past_sessions_rides_on_the_user_message_and_replays(tmp_path) -> None:
     home, repo = tmp_path / "home", tmp_path / "repo"
     repo.mkdir()
