@@ -18,6 +18,7 @@ the general path checks and words it as before.
 from __future__ import annotations
 
 import functools
+import operator
 import types
 import typing
 from typing import Any, Union
@@ -105,8 +106,11 @@ def _encoder(kind: Any) -> Encode:
 
 
 class _Plan(typing.NamedTuple):
-    # (name, exact types) of the scalar fields, checked inline: most fields are.
-    scalars: tuple[tuple[str, tuple[type, ...]], ...]
+    # The scalar fields (most are): their names, their values read at once, and the exact
+    # type of each, so that reading and checking them all runs in C.
+    names: tuple[str, ...]
+    values: typing.Callable[[Any], tuple[Any, ...]]
+    types: tuple[type, ...]
     # (name, encode, the default that is not written or _KEEP) of the others.
     others: tuple[tuple[str, Encode, Any], ...]
     validators: tuple[tuple[Any, Any], ...]  # (validator, field) as attrs calls them
@@ -148,20 +152,27 @@ def _fields_plan(cls: type, hints: dict[str, Any]) -> _Plan | None:
             default = factory() if factory is not None else field.default
             others.append((field.name, _encoder(kind), default))
         elif kind in _SCALARS:
-            scalars.append((field.name, (kind,)))
+            scalars.append((field.name, kind))
         else:
             others.append((field.name, _encoder(kind), _KEEP))
-    return _Plan(tuple(scalars), tuple(others), tuple(validators))
+    names = tuple(name for name, _ in scalars)
+    return _Plan(names, _values_of(names), tuple(kind for _, kind in scalars), tuple(others),
+                 tuple(validators))
+
+
+def _values_of(names: tuple[str, ...]) -> typing.Callable[[Any], tuple[Any, ...]]:
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    return lambda value: tuple(getattr(value, name) for name in names)
 
 
 def _encode_plain(cls: type, plan: _Plan, value: Any) -> dict:
     if type(value) is not cls:
         raise _NotPlain
-    payload = {}
-    for name, kinds in plan.scalars:
-        field = payload[name] = getattr(value, name)
-        if type(field) not in kinds:
-            raise _NotPlain
+    values = plan.values(value)
+    if tuple(map(type, values)) != plan.types:
+        raise _NotPlain
+    payload = dict(zip(plan.names, values, strict=True))
     for name, encode, default in plan.others:
         field = getattr(value, name)
         if default is not _KEEP and field == default:

@@ -30,14 +30,17 @@ RECORDS = [
 def _written(tmp_path: Path, keyring: Keyring) -> bytes:
     with SessionLog.open(tmp_path, "pinned", durability="flush", keyring=keyring) as log:
         for kind, version, payload in RECORDS:
-            log.append(kind, version, payload, T0)
+            log.add(kind, version, payload, T0)
     return log.path.read_bytes()
 
 
 # Taken of the lines the writer made before its fast path (commit 9f02e33).
+UNSIGNED = "9c219077c0ba95f5860099b881ca552fadcd0a192b2fc51e018970bc23abd116"
+SIGNED = "24c9370cce2b8418fdbb39c7e10e465d3b20e62e66666c5bcdf3d77fb05ccda1"
+
+
 @pytest.mark.parametrize(("keyring", "digest"), [
-    (NO_KEYS, "9c219077c0ba95f5860099b881ca552fadcd0a192b2fc51e018970bc23abd116"),
-    (Keyring({KEY.key_id: KEY}, KEY), "24c9370cce2b8418fdbb39c7e10e465d3b20e62e66666c5bcdf3d77fb05ccda1"),
+    (NO_KEYS, UNSIGNED), (Keyring({KEY.key_id: KEY}, KEY), SIGNED),
 ])
 def test_the_lines_written_are_the_lines_of_before(tmp_path, keyring, digest):
     data = _written(tmp_path, keyring)
@@ -56,5 +59,5 @@ def test_the_corpus_is_written_again_byte_for_byte(tmp_path, log):
     with SessionLog.open(tmp_path, envelopes[0].session_id, durability="flush",
                          keyring=NO_KEYS) as again:
         for e in envelopes:
-            again.append(e.kind, e.schema_version, e.payload, e.recorded_at)
+            again.add(e.kind, e.schema_version, e.payload, e.recorded_at)
     assert again.path.read_bytes() == log.read_bytes()
