@@ -46,7 +46,7 @@ _KEEP = object()
 Encode = typing.Callable[[Any], Any]
 
 
-def _scalar(kinds: tuple[type, ...]) -> Encode:
+def _scalar(kinds: frozenset[type]) -> Encode:
     def encode(value: Any) -> Any:
         if type(value) in kinds:
             return value
@@ -79,19 +79,31 @@ def _fixed_tuple(items: tuple[Encode, ...]) -> Encode:
     return encode
 
 
-def _encoder(kind: Any) -> Encode:
-    """How a value declared ``kind`` is written, or ``_none_only``."""
+def _as_is(kind: Any) -> frozenset[type] | None:
+    """The exact types of the values declared ``kind`` that are written as they are (None:
+    such a value needs an encoder)."""
     if kind is Content:  # text or None is written as it is; parts are the codec's
-        return _scalar((str, type(None)))
+        return frozenset((str, type(None)))
     if kind in _SCALARS:
-        return _scalar((kind,))
+        return frozenset((kind,))
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (Union, types.UnionType) and type(None) in args:
         rest = tuple(a for a in args if a is not type(None))
         if len(rest) != 1:  # which member a value is read back as is the codec's to say
-            return _none_only
+            return frozenset((type(None),))
         if rest[0] in _SCALARS:
-            return _scalar((rest[0], type(None)))
+            return frozenset((rest[0], type(None)))
+    return None
+
+
+def _encoder(kind: Any) -> Encode:
+    """How a value declared ``kind`` is written, or ``_none_only``."""
+    kinds = _as_is(kind)
+    if kinds is not None:
+        return _scalar(kinds)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (Union, types.UnionType) and type(None) in args:  # optional, own kind
+        rest = tuple(a for a in args if a is not type(None))
         inner = _encoder(rest[0])
         return lambda value: None if value is None else inner(value)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
@@ -106,11 +118,12 @@ def _encoder(kind: Any) -> Encode:
 
 
 class _Plan(typing.NamedTuple):
-    # The scalar fields (most are): their names, their values read at once, and the exact
-    # type of each, so that reading and checking them all runs in C.
+    # The fields written as they are (most are: see _as_is): their names, their values read
+    # at once, and the exact types each may have, so that reading and checking them all
+    # runs in C.
     names: tuple[str, ...]
     values: typing.Callable[[Any], tuple[Any, ...]]
-    types: tuple[type, ...]
+    types: tuple[frozenset[type], ...]
     # (name, encode, the default that is not written or _KEEP) of the others.
     others: tuple[tuple[str, Encode, Any], ...]
     validators: tuple[tuple[Any, Any], ...]  # (validator, field) as attrs calls them
@@ -151,8 +164,8 @@ def _fields_plan(cls: type, hints: dict[str, Any]) -> _Plan | None:
             factory = getattr(field.default, "factory", None)  # an attrs.Factory
             default = factory() if factory is not None else field.default
             others.append((field.name, _encoder(kind), default))
-        elif kind in _SCALARS:
-            scalars.append((field.name, kind))
+        elif (kinds := _as_is(kind)) is not None:
+            scalars.append((field.name, kinds))
         else:
             others.append((field.name, _encoder(kind), _KEEP))
     names = tuple(name for name, _ in scalars)
@@ -170,7 +183,7 @@ def _encode_plain(cls: type, plan: _Plan, value: Any) -> dict:
     if type(value) is not cls:
         raise _NotPlain
     values = plan.values(value)
-    if tuple(map(type, values)) != plan.types:
+    if not all(map(operator.contains, plan.types, map(type, values))):
         raise _NotPlain
     payload = dict(zip(plan.names, values, strict=True))
     for name, encode, default in plan.others:
