@@ -18,7 +18,6 @@ the general path checks and words it as before.
 from __future__ import annotations
 
 import functools
-import operator
 import types
 import typing
 from typing import Any, Union
@@ -118,12 +117,9 @@ def _encoder(kind: Any) -> Encode:
 
 
 class _Plan(typing.NamedTuple):
-    # The fields written as they are (most are: see _as_is): their names, their values read
-    # at once, and the exact types each may have, so that reading and checking them all
-    # runs in C.
-    names: tuple[str, ...]
-    values: typing.Callable[[Any], tuple[Any, ...]]
-    types: tuple[frozenset[type], ...]
+    # (name, exact types) of the fields written as they are (see _as_is), checked inline:
+    # most fields are.
+    scalars: tuple[tuple[str, frozenset[type]], ...]
     # (name, encode, the default that is not written or _KEEP) of the others.
     others: tuple[tuple[str, Encode, Any], ...]
     validators: tuple[tuple[Any, Any], ...]  # (validator, field) as attrs calls them
@@ -168,24 +164,17 @@ def _fields_plan(cls: type, hints: dict[str, Any]) -> _Plan | None:
             scalars.append((field.name, kinds))
         else:
             others.append((field.name, _encoder(kind), _KEEP))
-    names = tuple(name for name, _ in scalars)
-    return _Plan(names, _values_of(names), tuple(kind for _, kind in scalars), tuple(others),
-                 tuple(validators))
-
-
-def _values_of(names: tuple[str, ...]) -> typing.Callable[[Any], tuple[Any, ...]]:
-    if len(names) > 1:
-        return operator.attrgetter(*names)
-    return lambda value: tuple(getattr(value, name) for name in names)
+    return _Plan(tuple(scalars), tuple(others), tuple(validators))
 
 
 def _encode_plain(cls: type, plan: _Plan, value: Any) -> dict:
     if type(value) is not cls:
         raise _NotPlain
-    values = plan.values(value)
-    if not all(map(operator.contains, plan.types, map(type, values))):
-        raise _NotPlain
-    payload = dict(zip(plan.names, values, strict=True))
+    payload = {}
+    for name, kinds in plan.scalars:
+        field = payload[name] = getattr(value, name)
+        if type(field) not in kinds:
+            raise _NotPlain
     for name, encode, default in plan.others:
         field = getattr(value, name)
         if default is not _KEEP and field == default:
