@@ -27,14 +27,13 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
 import msgspec
 
-from effects.eventlog.encoded import EncodedPayload, payload_json
 from effects.eventlog.keys import KEY_ID_LEN, MAC_LEN, Keyring, SigningKey
+from effects.eventlog.line_encoder import HASH_OPEN, MAX_LINE, SIG_OPEN, LineEncoder
 from effects.eventlog.signed_sessions import must_sign, stripped_problem
 from stages.errors import LogCorruptError, UsageError
 
@@ -75,16 +74,10 @@ ENVELOPE_KEYS = (
 HASH_KEY = "hash"
 SIG_KEY = "sig"
 FIRST_KIND = "session_started"
-# The longest line a reader takes in (a writer refuses to write a longer one): a line is read
-# with this bound, so a huge or runaway line is a named problem of its log, never 60 MB in
-# memory. DuckDB's default limit for one JSON object, so every line the logs hold it reads too.
-MAX_LINE = 16 * 1024 * 1024
 
-_HASH_OPEN = b',"hash":"'
-_SEAL_HEAD = len(_HASH_OPEN) + 64 + 1  # ,"hash":"<64 hex>"
-_SIG_OPEN = b',"sig":"'
+_SEAL_HEAD = len(HASH_OPEN) + 64 + 1  # ,"hash":"<64 hex>"
 # A signed line ends ,"sig":"<key id>:<mac>"} where a sealed one ends }.
-_SIG_TAIL = len(_SIG_OPEN) + KEY_ID_LEN + 1 + MAC_LEN + 2
+_SIG_TAIL = len(SIG_OPEN) + KEY_ID_LEN + 1 + MAC_LEN + 2
 _KEYS = frozenset(ENVELOPE_KEYS)
 _HASHED_KEYS = _KEYS | {HASH_KEY}
 _SIGNED_KEYS = _HASHED_KEYS | {SIG_KEY}
@@ -162,41 +155,10 @@ def encode_hashed(
     signer: SigningKey | None = None,
 ) -> tuple[bytes, str]:
     """:func:`encode_line` and the line's :func:`line_hash`, which the writer chains the next
-    record to: both hashes share the one pass over the record's bytes (the seal's hash is
-    copied off the line's before the seal goes on), as :func:`_seal_holds` reads them."""
-    if not isinstance(kind, str) or not kind:
-        raise UsageError(f"event kind must be a non-empty str, got {kind!r}")
-    if type(schema_version) is not int or schema_version < 0:
-        raise UsageError(f"schema_version must be an int >= 0, got {schema_version!r}")
-    if not isinstance(recorded_at, str):
-        raise UsageError(f"recorded_at must be ISO-8601 text, got {recorded_at!r}")
-    if not isinstance(payload, dict):
-        raise UsageError(f"payload must be a dict, got {type(payload).__name__}")
-    try:
-        body = payload.text if type(payload) is EncodedPayload else payload_json(payload)
-        text = (
-            f'{{"session_id":{encode_basestring(session_id)},"seq":{seq},'
-            f'"kind":{encode_basestring(kind)},"schema_version":{schema_version},'
-            f'"recorded_at":{encode_basestring(recorded_at)},"prev_hash":"{prev_hash}",'
-            f'"payload":{body}'
-        )
-        unsealed = text.encode("utf-8")
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-        raise UsageError(f"payload of {kind!r} is not JSON-serialisable: {exc}") from exc
-    running = hashlib.sha256(unsealed)
-    seal = running.copy()
-    seal.update(b"}")
-    own = seal.hexdigest().encode("ascii")
-    if signer is None:
-        rest = b"".join((_HASH_OPEN, own, b'"}'))
-    else:
-        rest = b"".join((_HASH_OPEN, own, b'"', _SIG_OPEN, signer.key_id, b":",
-                         signer.mac(own), b'"}'))
-    if len(unsealed) + len(rest) > MAX_LINE:
-        raise UsageError(f"a {kind!r} record of {len(unsealed) + len(rest):,} bytes is longer "
-                         f"than a log line may be ({MAX_LINE:,} bytes)")
-    running.update(rest)
-    return unsealed + rest, running.hexdigest()
+    record to (:meth:`LineEncoder.encode`, for one record)."""
+    line, digest = LineEncoder(session_id, signer).encode(seq, kind, schema_version,
+                                                          recorded_at, prev_hash, payload)
+    return line[:-1], digest
 
 
 class SealBroken(ValueError):
@@ -306,7 +268,7 @@ def _decode_sealed(line: bytes) -> Decoded | None:
 
 def _tail(line: bytes) -> int:
     """The bytes after the seal's closing quote: ``}``, or a signature and ``}``."""
-    if line[-_SIG_TAIL:-_SIG_TAIL + len(_SIG_OPEN)] == _SIG_OPEN \
+    if line[-_SIG_TAIL:-_SIG_TAIL + len(SIG_OPEN)] == SIG_OPEN \
             and line[-MAC_LEN - 3:-MAC_LEN - 2] == b":" and line.endswith(b'"}'):
         return _SIG_TAIL
     return 1
@@ -340,7 +302,7 @@ def signature_problem(signature: tuple[bytes, bytes, bytes] | None,
 def _signature(line: bytes, tail: int, own: bytes) -> tuple[bytes, bytes, bytes] | None:
     if tail == 1:
         return None
-    return line[-_SIG_TAIL + len(_SIG_OPEN):-MAC_LEN - 3], line[-MAC_LEN - 2:-2], own
+    return line[-_SIG_TAIL + len(SIG_OPEN):-MAC_LEN - 3], line[-MAC_LEN - 2:-2], own
 
 
 def _seal_holds(line: bytes, tail: int) -> tuple[bool, str, bytes]:
@@ -354,7 +316,7 @@ def _seal_holds(line: bytes, tail: int) -> tuple[bool, str, bytes]:
     seal.update(b"}")
     running.update(view[max(end, 0):])
     own = seal.hexdigest().encode("ascii")
-    holds = (end > 0 and line[end:end + _SEAL_HEAD] == b"".join((_HASH_OPEN, own, b'"'))
+    holds = (end > 0 and line[end:end + _SEAL_HEAD] == b"".join((HASH_OPEN, own, b'"'))
              and (tail != 1 or line.endswith(b"}")))
     return holds, running.hexdigest(), own
 

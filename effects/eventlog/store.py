@@ -31,13 +31,13 @@ from effects.eventlog.envelope import (
     Envelope,
     check_lines,
     empty_log,
-    encode_hashed,
     list_session_ids,
     session_path,
     strict_lines,
     validate_session_id,
 )
 from effects.eventlog.keys import Keyring, keyring_of
+from effects.eventlog.line_encoder import LineEncoder
 from effects.eventlog.signed_sessions import note_signed
 from effects.logs import get_logger
 from stages.errors import LogConflictError, LogCorruptError, LogError, UsageError
@@ -69,7 +69,7 @@ class SessionLog:
                  next_seq: int, last_hash: str, size: int, dir_dirty: bool,
                  keyring: Keyring) -> None:
         self.path = path
-        self._signer = keyring.signing
+        self._encoder = LineEncoder(session_id, keyring.signing)
         self.session_id = session_id
         self.durability: Durability = durability
         self._file = file
@@ -137,17 +137,26 @@ class SessionLog:
     def append(self, kind: str, schema_version: int, payload: dict[str, Any],
                recorded_at: str) -> Envelope:
         """Append one record; it is handed to the OS before this returns."""
-        with self._lock:
-            self._check_usable()
-            seq, prev = self._next_seq, self._last_hash
-            _check_first(seq, kind)
-            line, digest = encode_hashed(self.session_id, seq, kind, schema_version,
-                                         recorded_at, prev, payload, self._signer)
-            self._write(line + b"\n")
-            self._next_seq, self._last_hash = seq + 1, digest
+        seq, prev = self.add(kind, schema_version, payload, recorded_at)
         return Envelope(session_id=self.session_id, seq=seq, kind=kind,
                         schema_version=schema_version, recorded_at=recorded_at,
                         payload=payload, prev_hash=prev)
+
+    def add(self, kind: str, schema_version: int, payload: dict[str, Any],
+            recorded_at: str) -> tuple[int, str]:
+        """:meth:`append` for a writer that needs no :class:`Envelope` back (the live
+        journal, five times a turn): the record's seq and ``prev_hash``."""
+        with self._lock:
+            if self._closed or self._broken is not None:
+                self._check_usable()
+            seq, prev = self._next_seq, self._last_hash
+            if seq == 0:
+                _check_first(kind)
+            line, digest = self._encoder.encode(seq, kind, schema_version, recorded_at, prev,
+                                                payload)
+            self._write(line)
+            self._next_seq, self._last_hash = seq + 1, digest
+        return seq, prev
 
     def append_many(self, items: Iterable[AppendItem]) -> list[Envelope]:
         """Append ``(kind, schema_version, payload, recorded_at)`` items with one ``write()``.
@@ -159,16 +168,17 @@ class SessionLog:
             self._check_usable()
             seq, prev = self._next_seq, self._last_hash
             for kind, version, payload, recorded_at in items:
-                _check_first(seq, kind)
-                line, digest = encode_hashed(self.session_id, seq, kind, version, recorded_at,
-                                             prev, payload, self._signer)
+                if seq == 0:
+                    _check_first(kind)
+                line, digest = self._encoder.encode(seq, kind, version, recorded_at, prev,
+                                                    payload)
                 lines.append(line)
                 envelopes.append(Envelope(session_id=self.session_id, seq=seq, kind=kind,
                                           schema_version=version, recorded_at=recorded_at,
                                           payload=payload, prev_hash=prev))
                 seq, prev = seq + 1, digest
             if lines:
-                self._write(b"\n".join(lines) + b"\n")
+                self._write(b"".join(lines))
                 self._next_seq, self._last_hash = seq, prev
         return envelopes
 
@@ -240,9 +250,9 @@ class SessionLog:
             raise LogError(f"cannot sync the log of session {self.session_id!r}: {exc}") from exc
 
 
-def _check_first(seq: int, kind: str) -> None:
+def _check_first(kind: str) -> None:
     # Readers refuse a log that does not begin with a session start, so none is written.
-    if seq == 0 and kind != FIRST_KIND:
+    if kind != FIRST_KIND:
         raise UsageError(f"a session log begins with {FIRST_KIND!r}, not {kind!r}")
 
 

@@ -87,7 +87,7 @@ class LiveJournal:
 
     def record(self, stage: str, event: Event) -> None:
         del stage
-        self.log.append(event.kind, event.schema_version, encode(event), self.clock.now())
+        self.log.add(event.kind, event.schema_version, encode(event), self.clock.now())
 
     def observe(self, stage: str, kinds: tuple[str, ...], count: int,
                 perform: Perform) -> Sequence[Event]:

@@ -45,7 +45,7 @@ _KEEP = object()
 Encode = typing.Callable[[Any], Any]
 
 
-def _scalar(kinds: tuple[type, ...]) -> Encode:
+def _scalar(kinds: frozenset[type]) -> Encode:
     def encode(value: Any) -> Any:
         if type(value) in kinds:
             return value
@@ -78,19 +78,31 @@ def _fixed_tuple(items: tuple[Encode, ...]) -> Encode:
     return encode
 
 
-def _encoder(kind: Any) -> Encode:
-    """How a value declared ``kind`` is written, or ``_none_only``."""
+def _as_is(kind: Any) -> frozenset[type] | None:
+    """The exact types of the values declared ``kind`` that are written as they are (None:
+    such a value needs an encoder)."""
     if kind is Content:  # text or None is written as it is; parts are the codec's
-        return _scalar((str, type(None)))
+        return frozenset((str, type(None)))
     if kind in _SCALARS:
-        return _scalar((kind,))
+        return frozenset((kind,))
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (Union, types.UnionType) and type(None) in args:
         rest = tuple(a for a in args if a is not type(None))
         if len(rest) != 1:  # which member a value is read back as is the codec's to say
-            return _none_only
+            return frozenset((type(None),))
         if rest[0] in _SCALARS:
-            return _scalar((rest[0], type(None)))
+            return frozenset((rest[0], type(None)))
+    return None
+
+
+def _encoder(kind: Any) -> Encode:
+    """How a value declared ``kind`` is written, or ``_none_only``."""
+    kinds = _as_is(kind)
+    if kinds is not None:
+        return _scalar(kinds)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (Union, types.UnionType) and type(None) in args:  # optional, own kind
+        rest = tuple(a for a in args if a is not type(None))
         inner = _encoder(rest[0])
         return lambda value: None if value is None else inner(value)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
@@ -105,8 +117,9 @@ def _encoder(kind: Any) -> Encode:
 
 
 class _Plan(typing.NamedTuple):
-    # (name, exact types) of the scalar fields, checked inline: most fields are.
-    scalars: tuple[tuple[str, tuple[type, ...]], ...]
+    # (name, exact types) of the fields written as they are (see _as_is), checked inline:
+    # most fields are.
+    scalars: tuple[tuple[str, frozenset[type]], ...]
     # (name, encode, the default that is not written or _KEEP) of the others.
     others: tuple[tuple[str, Encode, Any], ...]
     validators: tuple[tuple[Any, Any], ...]  # (validator, field) as attrs calls them
@@ -147,8 +160,8 @@ def _fields_plan(cls: type, hints: dict[str, Any]) -> _Plan | None:
             factory = getattr(field.default, "factory", None)  # an attrs.Factory
             default = factory() if factory is not None else field.default
             others.append((field.name, _encoder(kind), default))
-        elif kind in _SCALARS:
-            scalars.append((field.name, (kind,)))
+        elif (kinds := _as_is(kind)) is not None:
+            scalars.append((field.name, kinds))
         else:
             others.append((field.name, _encoder(kind), _KEEP))
     return _Plan(tuple(scalars), tuple(others), tuple(validators))

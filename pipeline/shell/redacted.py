@@ -112,11 +112,16 @@ def _encoded(parts: tuple[tuple[dict, str], ...]) -> EncodedPayload:
                           '{"messages":[' + ",".join(text for _, text in parts) + "]}")
 
 
+_NO_MESSAGES = _encoded(())
+
+
 def history_payload(event: HistoryLoaded) -> EncodedPayload | None:
     """``to_payload(event)``, checked to read back as ``event``, from each message's own
     checked payload, with its log text; None when one of them does not read back (use the
     general path). The payloads are shared between calls: read them, never change them."""
     messages = event.messages
+    if not messages:  # a session that keeps its own history: the caller hands in none
+        return _NO_MESSAGES
     start, known = _RECENT.find(messages)
     if known is not None and start == len(messages):
         parts, whole = known

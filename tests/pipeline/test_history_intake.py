@@ -7,7 +7,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effects.eventlog import envelope as envelope_module
+from effects.eventlog import line_encoder
 from effects.eventlog.codec import to_payload
 from effects.eventlog.envelope import GENESIS_HASH, encode_hashed
 from pipeline import intake as intake_module
@@ -184,7 +184,7 @@ def test_a_grown_history_redacts_and_hashes_only_its_new_messages(monkeypatch):
 def test_a_history_passed_again_is_not_encoded_again(monkeypatch):
     history = tuple(from_openai(m) for m in _conversation(30))
     history_payload(HistoryLoaded(messages=history))
-    encoded = _counted(monkeypatch, envelope_module, "payload_json")
+    encoded = _counted(monkeypatch, line_encoder, "payload_json")
     encoded_here = _counted(monkeypatch, redacted_module, "payload_json")
     grown = HistoryLoaded(messages=(*history, from_openai({"role": "user", "content": "new"})))
     line = encode_hashed("s", 1, grown.kind, 1, "t", GENESIS_HASH, encode(grown))
@@ -283,7 +283,7 @@ def test_histories_sharing_messages_get_the_events_payloads(pool, picks):
         payload = history_payload(event)
         assert payload in (None, to_payload(event))
         if payload is not None:
-            assert payload.text == envelope_module.payload_json(to_payload(event))
+            assert payload.text == line_encoder.payload_json(to_payload(event))
 
 
 def test_two_agents_passing_histories_in_turn_keep_each_their_payloads(monkeypatch):

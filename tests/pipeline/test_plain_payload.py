@@ -95,6 +95,27 @@ def test_what_would_not_read_back_is_refused_as_before(changed):
         encode(event)
 
 
+FINISHED = ev.TurnFinished(exit_reason="text_response", final_response="hi", completed=True)
+
+
+@pytest.mark.parametrize("changed", [
+    # Optional text fields are checked with the plain fields, each against its own types.
+    lambda e: attrs.evolve(e, error=5),
+    lambda e: attrs.evolve(e, note=b"x"),
+    lambda e: attrs.evolve(e, final_response=_Text("hi")),
+])
+def test_an_optional_field_of_the_wrong_type_is_refused_as_before(changed):
+    event = changed(FINISHED)
+    assert plain_payload(event) is None
+    with pytest.raises(EventEncodingError):
+        encode(event)
+
+
+@pytest.mark.parametrize("final_response", ["hi", None])
+def test_an_optional_field_holding_either_of_its_types_is_written_plainly(final_response):
+    assert _assert_same_as_codec(attrs.evolve(FINISHED, final_response=final_response))
+
+
 def test_a_value_its_validator_refuses_is_refused_as_before():
     # A part changed behind its validator's back (a frozen class's slot set directly): the
     # read-back runs the validator, and so does the plain path.
