@@ -98,8 +98,7 @@ def evolve(inst: T, **changes: Any) -> T:
     new = _new(cls)
     # A frozen class's __setattr__ refuses; its __dict__ does not.
     fields = new.__dict__
-    fields.update(inst.__dict__)
-    fields.update(changes)
+    fields.update(inst.__dict__, **changes)  # the changes last, in one call
     for name, convert in converters:
         if name in changes:
             fields[name] = convert(changes[name])

@@ -371,14 +371,29 @@ def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
-    text = scrub_surrogates(text)
+    if not text.isascii():
+        text = scrub_surrogates(text)
     if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
         text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
-    text = _known_hidden(text, known)
+    if known:  # an empty collection hides nothing; a generator is truthy, and read
+        text = _known_hidden(text, known)
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
         text = _PRIVATE_KEY.sub(_private_key, text)
-    # Every hint and keyword below, found in one pass of the text.
+    # Every hint and keyword below, found in one pass of the text. Most text (prose) holds
+    # none, and then no rule and no substitution below can apply.
     words = _literals().present(text)
+    if words:
+        text = _by_words(text, words)
+    if "SK" in text:
+        text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
+    if ":" in text:
+        text = _GATED_TELEGRAM.sub(
+            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+    return hide_in_commands(text, _hidden)
+
+
+def _by_words(text: str, words: frozenset[str]) -> str:
+    """``text`` through gitleaks' rules and the substitutions whose hints ``words`` holds."""
     # A token the generic rule found by its randomness alone, whose prefix names a vendor whose
     # rule does not find it, is not that vendor's key (``xoxp-1234567890``).
     spans = [(start, end) for start, end in find_secrets(text, words)
@@ -393,12 +408,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     for pattern, replacement, hints in _SUBSTITUTION_SETS:
         if not hints.isdisjoint(words):
             text = pattern.sub(replacement, text)
-    if "SK" in text:
-        text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
-    if ":" in text:
-        text = _GATED_TELEGRAM.sub(
-            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
-    return hide_in_commands(text, _hidden)
+    return text
 
 
 def _known_hidden(text: str, known: Iterable[str]) -> str:
@@ -455,7 +465,9 @@ def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
     changes: dict[str, Any] = {}
     for name in fields:
         value = getattr(event, name)
-        clean = _redact_value(value, known)
+        if value is None or (type(value) is tuple and not value):  # nothing to read
+            continue
+        clean = _same(value, known) if type(value) is str else _redact_value(value, known)
         if clean is not value:
             changes[name] = clean
     return attrs.evolve(cast(Any, event), **changes) if changes else event
@@ -504,8 +516,14 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
 
 
 def _redact_message(message: Message, known: Iterable[str]) -> Message:
-    content = cast(Content, _redact_value(message.content, known))
+    content = message.content
+    content = cast(Content, _same(content, known) if type(content) is str
+                   else _redact_value(content, known))
     reasoning = None if message.reasoning is None else _same(message.reasoning, known)
+    if not message.tool_calls and not message.reasoning_parts:  # a plain reply: its text only
+        if content is message.content and reasoning is message.reasoning:
+            return message
+        return attrs.evolve(message, content=content, reasoning=reasoning)
     arguments = [_same(c.arguments, known) for c in message.tool_calls]
     parts = tuple(_redact_part(p, known) for p in message.reasoning_parts)
     if (content is message.content and reasoning is message.reasoning
