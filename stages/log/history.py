@@ -16,7 +16,6 @@ from typing import overload
 
 from stages.log.messages import Message
 
-
 _CONTENT = operator.attrgetter("content")
 
 
