@@ -15,6 +15,7 @@ class Literals:
 
     def __init__(self, literals: Iterable[str]) -> None:
         self.literals = tuple(sorted({w.lower() for w in literals if w}))
+        self._literal = self.literals.__getitem__
         options = re2.Options()
         options.case_sensitive = False
         # The set's automaton has about as many states as the literals have characters (a few
@@ -31,7 +32,7 @@ class Literals:
         found = self._set.Match(text.encode())  # None when there is none
         if found is None:
             return _NONE
-        return frozenset(self.literals[i] for i in found)
+        return frozenset(map(self._literal, found))
 
 
 _NONE: frozenset[str] = frozenset()
