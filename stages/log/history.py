@@ -86,6 +86,8 @@ class History(Sequence[Message]):
             yield items[index]
 
     def __eq__(self, other: object) -> bool:
+        if type(other) is tuple or type(other) is list:  # a caller's history, compared each turn
+            return self._size == len(other) and self._items[:self._size] == list(other)
         if isinstance(other, History):
             return self._size == other._size and (
                 self._items is other._items
@@ -103,4 +105,6 @@ class History(Sequence[Message]):
 
 
 def as_history(messages: Sequence[Message]) -> History:
+    if type(messages) is History:  # the fold's own, on every evolve of the history
+        return messages
     return messages if isinstance(messages, History) else History(messages)

@@ -70,3 +70,12 @@ def test_iterating_a_view_stops_at_its_end_while_a_longer_one_grows() -> None:
         seen.append(message)
         two = two.append(_m("c"))
     assert seen == [_m("a")] and len(two) == 3
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=4), st.lists(st.sampled_from("abc"), max_size=4))
+def test_a_history_equals_a_tuple_or_list_as_a_tuple_does(mine: list[str], other: list[str]
+                                                          ) -> None:
+    history = History([_m(t) for t in mine]).append(_m("z")).append()
+    plain = (*(_m(t) for t in mine), _m("z"))
+    for given_ in ((*(_m(t) for t in other), _m("z")), [*(_m(t) for t in other), _m("z")]):
+        assert (history == given_) == (plain == tuple(given_)) == (given_ == history)
