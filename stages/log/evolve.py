@@ -93,7 +93,7 @@ def evolve(inst: T, **changes: Any) -> T:
         result: T = make(inst, **changes)
         return result
     names, converters = plan
-    if not changes.keys() <= names:
+    if not names.issuperset(changes):  # reads the keys in C, with no view made
         raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
     new = _new(cls)
     # A frozen class's __setattr__ refuses; its __dict__ does not.
