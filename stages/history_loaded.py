@@ -106,6 +106,8 @@ def loaded_history(messages: tuple[Message, ...], code: str | None
                    ) -> tuple[tuple[Message, ...], int, str]:
     """The history ``messages`` as the state holds it (tool results wrapped as data with the
     marker ``code``, if one is given), its size in characters and its chained digest."""
+    if not messages:  # a caller keeping no history: nothing to fold or remember
+        return (), 0, ""
     start, last = _RECENT.find(messages)
     if last is not None and last.code != code:
         # Each session has its marker (a compression's child too): what comes before the

@@ -27,6 +27,8 @@ def pressure_note(state: State, config: SessionSettings) -> str | None:
 
 def system_prompt(state: State, config: SessionSettings) -> str | None:
     """The request's system prompt: the session's, with this call's notes."""
+    if state.context.pressure is None and (state.turn is None or not state.turn.budget_exhausted):
+        return state.system_prompt  # neither note applies (nearly every call)
     notes = [note for note in (pressure_note(state, config), budget_note(state, config)) if note]
     if not notes:
         return state.system_prompt

@@ -10,15 +10,13 @@ at the start of a turn against the between-turns threshold (85% by default).
 from __future__ import annotations
 
 from stages.decision import NOTHING, Decision
-from stages.log.context_tokens import CHARS_PER_TOKEN, context_tokens, window_of
+from stages.log.context_tokens import CHARS_PER_TOKEN, context_tokens, request_chars, window_of
 from stages.log.events import ContextPressure, SessionSettings
 from stages.log.state import State
 
 
 def estimate_tokens(state: State) -> int:
-    chars = state.history_chars + len(state.system_prompt or "")
-    chars += sum(len(spec.wire) for spec in state.tools)
-    return chars // CHARS_PER_TOKEN
+    return request_chars(state) // CHARS_PER_TOKEN
 
 
 def _pressure(state: State, config: SessionSettings, fraction: float, reason: str) -> Decision:

@@ -104,11 +104,13 @@ class Usage:
         """The counts and ``total_tokens``; ``reasoning_tokens`` is None when some reasoning
         was counted inside ``output_tokens`` without a count of its own (not reported, not
         0)."""
-        counts: dict[str, int | None] = {**attrs.asdict(self), "total_tokens": self.total_tokens}
-        del counts["reasoning_in_output"]
-        if self.reasoning_in_output:
-            counts["reasoning_tokens"] = None
-        return counts
+        # Written out (in the fields' order): attrs.asdict reads the fields through a dozen
+        # calls, and every turn's result asks for this.
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens,
+                "reasoning_tokens": None if self.reasoning_in_output else self.reasoning_tokens,
+                "total_tokens": self.total_tokens}
 
 
 @attrs.frozen(kw_only=True)
@@ -221,9 +223,10 @@ class SessionSettings:
         load once made, as cheap as comparing the number)."""
         return rule_set(self.rules)
 
-    @property
+    @functools.cached_property
     def needs_clock(self) -> bool:
-        """Cooldowns need the time; a single key with no fallback has nothing to cool down."""
+        """Cooldowns need the time; a single key with no fallback has nothing to cool down
+        (asked on every model call, of a value that never changes)."""
         return bool(self.fallback_providers) or any(e.credentials for e in self.chain)
 
 

@@ -93,13 +93,12 @@ def evolve(inst: T, **changes: Any) -> T:
         result: T = make(inst, **changes)
         return result
     names, converters = plan
-    if not changes.keys() <= names:
+    if not names.issuperset(changes):  # reads the keys in C, with no view made
         raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
     new = _new(cls)
     # A frozen class's __setattr__ refuses; its __dict__ does not.
     fields = new.__dict__
-    fields.update(inst.__dict__)
-    fields.update(changes)
+    fields.update(inst.__dict__, **changes)  # the changes last, in one call
     for name, convert in converters:
         if name in changes:
             fields[name] = convert(changes[name])

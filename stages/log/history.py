@@ -9,14 +9,19 @@ from an older state) copies its prefix first. Either way no view ever changes.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from stages.log.messages import Message
 
+_CONTENT = operator.attrgetter("content")
+
 
 def _parts(messages: Iterable[Message]) -> int:
-    return sum(type(m.content) is tuple for m in messages)
+    # In C, with no Python step per message: a history handed in whole is counted each turn.
+    return [*map(type, map(_CONTENT, messages))].count(tuple)
 
 
 class History(Sequence[Message]):
@@ -47,7 +52,11 @@ class History(Sequence[Message]):
         if len(items) != self._size:
             items = items[:self._size]
         items.extend(messages)
-        return History._view(items, len(items), self._parts + _parts(messages))
+        parts = self._parts
+        for message in messages:  # mostly one message: a loop costs less than a count's set-up
+            if type(message.content) is tuple:
+                parts += 1
+        return History._view(items, len(items), parts)
 
     def __len__(self) -> int:
         return self._size
@@ -59,7 +68,7 @@ class History(Sequence[Message]):
     def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
 
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
-        if isinstance(index, slice):
+        if type(index) is slice:  # exactly: no class can derive from slice
             return tuple(self._items[:self._size][index])
         if index < 0:
             index += self._size
@@ -68,9 +77,8 @@ class History(Sequence[Message]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Message]:
-        items = self._items
-        for index in range(self._size):
-            yield items[index]
+        # Stops at this view's end even while a longer view extends the shared list.
+        return itertools.islice(self._items, self._size)
 
     def __reversed__(self) -> Iterator[Message]:
         items = self._items
@@ -78,6 +86,8 @@ class History(Sequence[Message]):
             yield items[index]
 
     def __eq__(self, other: object) -> bool:
+        if type(other) is tuple or type(other) is list:  # a caller's history, compared each turn
+            return self._size == len(other) and self._items[:self._size] == list(other)
         if isinstance(other, History):
             return self._size == other._size and (
                 self._items is other._items
@@ -95,4 +105,6 @@ class History(Sequence[Message]):
 
 
 def as_history(messages: Sequence[Message]) -> History:
+    if type(messages) is History:  # the fold's own, on every evolve of the history
+        return messages
     return messages if isinstance(messages, History) else History(messages)

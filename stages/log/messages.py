@@ -83,11 +83,16 @@ def _wire(message: Message) -> str:
 
 def _all_text(message: Message) -> bool:
     """Every field the wire shows is text (or an absent optional): what the fast path writes."""
-    return (type(message.role) is str
-            and all(v is None or type(v) is str
-                    for v in (message.content, message.tool_call_id, message.name))
-            and all(type(c.id) is str and type(c.name) is str and type(c.arguments) is str
-                    for c in message.tool_calls))
+    # Loops, not all() over generators: asked of every message made, most of them plain.
+    if type(message.role) is not str:
+        return False
+    for value in (message.content, message.tool_call_id, message.name):
+        if value is not None and type(value) is not str:
+            return False
+    for c in message.tool_calls:
+        if type(c.id) is not str or type(c.name) is not str or type(c.arguments) is not str:
+            return False
+    return True
 
 
 @attrs.frozen(kw_only=True)

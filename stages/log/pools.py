@@ -68,8 +68,10 @@ def on_reply(state: State, turn: TurnState, e: ModelReplied) -> State:
     snapshot = parse_rate_limits(e.rate_limits, now=state.now) if e.rate_limits else None
     if snapshot is not None:
         state = attrs.evolve(state, rate_limits=snapshot)
+    if turn.credential_id is None:  # no pooled key in use (most sessions): nothing to record
+        return state
     pool = _pool(state, turn.provider_index)
-    if pool is None or turn.credential_id is None:
+    if pool is None:
         return state
     pool = cp.record_success(pool, turn.credential_id)
     if snapshot is not None and state.now is not None:

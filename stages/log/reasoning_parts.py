@@ -26,12 +26,14 @@ PART_TYPES = ("thinking", "redacted_thinking", "reasoning")
 
 def check_effort(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: a reasoning effort is one of :data:`EFFORTS` (or unset)."""
-    _effort(attribute.name, value)
+    if value is not None:  # unset on nearly every turn: no call for it
+        _effort(attribute.name, value)
 
 
 def check_budget(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """An attrs validator: a reasoning budget is a positive number of tokens (or unset)."""
-    _budget(attribute.name, value)
+    if value is not None:
+        _budget(attribute.name, value)
 
 
 def check_setting(effort: object, budget: object) -> None:

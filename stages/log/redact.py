@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import attrs
@@ -336,6 +337,7 @@ def _names_in_line(line: str) -> str:
 _NAME_HINT_SET = frozenset(_NAME_HINTS)
 _SUBSTITUTION_SETS = tuple((pattern, replacement, frozenset(hints))
                            for pattern, replacement, hints in _SUBSTITUTIONS)
+_ALL_HINTS = _NAME_HINT_SET.union(*(hints for _, _, hints in _SUBSTITUTION_SETS))
 
 
 @functools.cache
@@ -371,14 +373,29 @@ def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
-    text = scrub_surrogates(text)
+    if not text.isascii():
+        text = scrub_surrogates(text)
     if "\\" in text:  # JSON text with escapes: its strings first, as the text they stand for
         text = _JSON_STRING.sub(lambda m: _json_string(m, known), text)
-    text = _known_hidden(text, known)
+    if known:  # an empty collection hides nothing; a generator is truthy, and read
+        text = _known_hidden(text, known)
     if "PRIVATE KEY" in text:  # first: a key's lines hold what other patterns would take
         text = _PRIVATE_KEY.sub(_private_key, text)
-    # Every hint and keyword below, found in one pass of the text.
+    # Every hint and keyword below, found in one pass of the text. Most text (prose) holds
+    # none, and then no rule and no substitution below can apply.
     words = _literals().present(text)
+    if words:
+        text = _by_words(text, words)
+    if "SK" in text:
+        text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
+    if ":" in text:
+        text = _GATED_TELEGRAM.sub(
+            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
+    return hide_in_commands(text, _hidden)
+
+
+def _by_words(text: str, words: frozenset[str]) -> str:
+    """``text`` through gitleaks' rules and the substitutions whose hints ``words`` holds."""
     # A token the generic rule found by its randomness alone, whose prefix names a vendor whose
     # rule does not find it, is not that vendor's key (``xoxp-1234567890``).
     spans = [(start, end) for start, end in find_secrets(text, words)
@@ -388,17 +405,14 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         words = _literals().present(text)
     # A secret's name says where its value ends; a token's shape only guesses, and a guess
     # that runs over the name (``Bearer NAME="value"``) would leave the value for no pattern.
+    if not words & _ALL_HINTS:  # a rule's keyword only (``api`` in "capital")
+        return text
     if not _NAME_HINT_SET.isdisjoint(words):
         text = _names_in_lines(text)
     for pattern, replacement, hints in _SUBSTITUTION_SETS:
         if not hints.isdisjoint(words):
             text = pattern.sub(replacement, text)
-    if "SK" in text:
-        text = _GATED_TWILIO.sub(lambda m: _hidden(m.group(0)), text)
-    if ":" in text:
-        text = _GATED_TELEGRAM.sub(
-            lambda m: m.group(0).replace(m.group(1), _hidden(m.group(1))), text)
-    return hide_in_commands(text, _hidden)
+    return text
 
 
 def _known_hidden(text: str, known: Iterable[str]) -> str:
@@ -449,16 +463,26 @@ def redact_event(event: Event, known: Iterable[str] = ()) -> Event:
     as the very object it was, and an event with nothing to hide too: most replies hold no
     secret, and rebuilding them (``attrs.evolve``, a message's wire text) cost more than
     reading them."""
-    fields = REDACTED_FIELDS.get(type(event))
-    if not fields:
+    reader = _READERS.get(type(event))
+    if reader is None:
         return event
+    fields, read, single = reader
+    values = read(event)
     changes: dict[str, Any] = {}
-    for name in fields:
-        value = getattr(event, name)
-        clean = _redact_value(value, known)
+    for name, value in zip(fields, (values,) if single else values, strict=True):
+        if value is None or (type(value) is tuple and not value):  # nothing to read
+            continue
+        clean = _same(value, known) if type(value) is str else _redact_value(value, known)
         if clean is not value:
             changes[name] = clean
     return attrs.evolve(cast(Any, event), **changes) if changes else event
+
+
+# Each event class's redacted fields, read in one call (attrgetter gives one field's value
+# bare, several as a tuple).
+_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any], bool]] = {
+    cls: (names, operator.attrgetter(*names), len(names) == 1)
+    for cls, names in REDACTED_FIELDS.items()}
 
 
 def _same(value: str, known: Iterable[str]) -> str:
@@ -470,6 +494,8 @@ def _same(value: str, known: Iterable[str]) -> str:
 def _redact_value(value: object, known: Iterable[str]) -> object:
     if value is None:
         return None
+    if type(value) is Message:  # a reply's: the common case first, without the checks below
+        return _redact_message(value, known)
     if isinstance(value, str):
         return _same(value, known)
     if isinstance(value, ToolOutcome):
@@ -504,8 +530,16 @@ def _redact_value(value: object, known: Iterable[str]) -> object:
 
 
 def _redact_message(message: Message, known: Iterable[str]) -> Message:
-    content = cast(Content, _redact_value(message.content, known))
+    content = message.content
+    if type(content) is str:
+        content = _same(content, known)
+    else:  # no cast() on the common path: it is a call too
+        content = cast(Content, _redact_value(content, known))
     reasoning = None if message.reasoning is None else _same(message.reasoning, known)
+    if not message.tool_calls and not message.reasoning_parts:  # a plain reply: its text only
+        if content is message.content and reasoning is message.reasoning:
+            return message
+        return attrs.evolve(message, content=content, reasoning=reasoning)
     arguments = [_same(c.arguments, known) for c in message.tool_calls]
     parts = tuple(_redact_part(p, known) for p in message.reasoning_parts)
     if (content is message.content and reasoning is message.reasoning

@@ -147,4 +147,7 @@ class State:
 
     @property
     def last_message(self) -> Message | None:
-        return self.messages[-1] if self.messages else None
+        try:  # one look-up: a turn's stages ask for it several times, on a history never empty
+            return self.messages[-1]
+        except IndexError:
+            return None

@@ -107,14 +107,16 @@ def _file_layers(inputs: PromptInputsRead, platform: str, tools: frozenset[str],
 
 
 def _guidance(state: State, config: SessionSettings) -> str:
+    if not state.tools:  # no tool: the platform's hints alone
+        return PLATFORM_HINTS[config.platform]
     names = {spec.name for spec in state.tools}
-    parts = [TOOL_GUIDANCE] if names else []
+    parts = [TOOL_GUIDANCE]
     if "memory" in names:
         parts.append(MEMORY_GUIDANCE)
     if "skill_view" in names:
         parts.append(SKILLS_GUIDANCE)
     parts.append(PLATFORM_HINTS[config.platform])
-    if names and config.rule_set.untrusted_marked:
+    if config.rule_set.untrusted_marked:
         parts.append(data_notice(data_code(state)))
     return " ".join(parts)
 
@@ -128,15 +130,17 @@ def assemble(state: State, config: SessionSettings) -> tuple[str, tuple[ContextN
     identity, notices = _identity(inputs, config)
     parts: list[str | None] = [identity, _guidance(state, config)]
     if inputs is not None:
-        tools = frozenset(spec.name for spec in state.tools)
+        tools = frozenset([spec.name for spec in state.tools])
         (index, context, memory), more = _file_layers(inputs, config.platform, tools,
                                                   config.rule_set.wide_injection_scan)
         notices += more
         parts += [index, system_message, context, memory]
     else:
         parts.append(system_message)
-    text = "\n\n".join(p for p in parts if p)
-    return text, tuple(ContextNotice(source=s, name=n, detail=d) for s, n, d in notices)
+    text = "\n\n".join([p for p in parts if p])
+    if not notices:
+        return text, ()
+    return text, tuple([ContextNotice(source=s, name=n, detail=d) for s, n, d in notices])
 
 
 def build_system_prompt(state: State, prefetched: tuple[str, ...], *,

@@ -40,7 +40,7 @@ def request_digest(request: ModelRequest, history_digest: str) -> str:
     summary = digest_text(
         (request.api_mode, request.provider, request.model, request.base_url, request.purpose,
          request.system_prompt, history_digest, len(request.messages)),
-        tuple(tool.wire for tool in request.tools), tail)
+        tuple([tool.wire for tool in request.tools]) if request.tools else (), tail)
     return hashlib.sha256(summary.encode()).hexdigest()
 
 
@@ -48,7 +48,15 @@ def digest_text(head: Sequence[object], tool_wires: tuple[str, ...],
                 tail: Sequence[object]) -> str:
     """``canonical_json([*head, list(tool_wires), *tail])``, written item by item: most items
     are short text, for which the encoder's set-up would cost more than the encoding."""
-    return "[" + ",".join([*map(_item, head), _tools_json(tool_wires), *map(_item, tail)]) + "]"
+    return "[" + ",".join([*_items(head), _tools_json(tool_wires), *_items(tail)]) + "]"
+
+
+def _items(values: Sequence[object]) -> list[str]:
+    """Each value's JSON, the common kinds written inline: a call per item cost more than the
+    encoding of a short one. A str subclass (an enum) goes to the encoder."""
+    return ["null" if v is None else "true" if v is True else "false" if v is False
+            else encode_basestring(v) if type(v) is str
+            else int.__repr__(v) if type(v) is int else _item(v) for v in values]
 
 
 @functools.lru_cache(maxsize=16)
@@ -122,7 +130,9 @@ def decide_request(state: State, *, config: SessionSettings,
     if not turn.budget_exhausted and turn.client_tools and config.rule_set.client_tools:
         tools = (*tools, *turn.client_tools)  # rules 8: the caller's own, after the session's
     tool_choice = config.tool_choice if tools else None
-    tools, tool_choice, output = output_request(turn.output, tools, tool_choice, config)
+    output = None
+    if turn.output is not None:
+        tools, tool_choice, output = output_request(turn.output, tools, tool_choice, config)
     entry = turn.route or config.chain[turn.provider_index]
     # A routed call keeps the pooled key only when it goes to the same provider.
     credential_id = turn.credential_id if entry.provider == config.chain[

@@ -134,6 +134,8 @@ def _joined_answer(state: State) -> str:
     """The answer, with the parts of it that were cut at the output limit before it (rules 5:
     from the last part that started the answer over)."""
     parts = _cut_parts(state)
+    if len(parts) == 1:  # no cut before it (nearly every answer): no seam, no restart
+        return parts[0]
     rules = None if state.settings is None else state.settings.rule_set
     if rules is not None and rules.restart_replaces_answer:
         parts = parts[max((i for i, part in enumerate(parts[1:], 1)

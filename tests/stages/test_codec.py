@@ -178,3 +178,15 @@ def test_usage_says_reasoning_in_output_only_when_it_was() -> None:
     thought = attrs.evolve(plain, usage=ev.Usage(output_tokens=3, reasoning_in_output=True))
     assert to_payload(thought)["usage"]["reasoning_in_output"] is True
     assert from_payload(thought.kind, thought.schema_version, to_payload(thought)) == thought
+
+
+@given(st.builds(ev.Usage, input_tokens=st.integers(0, 9), output_tokens=st.integers(0, 9),
+                 cache_read_tokens=st.integers(0, 9), cache_write_tokens=st.integers(0, 9),
+                 reasoning_tokens=st.integers(0, 9), reasoning_in_output=st.booleans()))
+def test_usage_as_dict_is_the_fields_with_the_total(usage: ev.Usage) -> None:
+    """Written out by hand: the same keys, in the same order, as the fields give."""
+    plain: dict = {**attrs.asdict(usage), "total_tokens": usage.total_tokens}
+    del plain["reasoning_in_output"]
+    if usage.reasoning_in_output:
+        plain["reasoning_tokens"] = None
+    assert list(usage.as_dict().items()) == list(plain.items())

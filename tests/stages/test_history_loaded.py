@@ -175,3 +175,10 @@ def test_recent_histories_forget_the_oldest_past_their_size() -> None:
     assert recent.find((*two, *one)) == (1, "two")
     recent.keep(two, "two again")  # in place of the history that starts alike
     assert recent.find(two) == (1, "two again") and recent.find(three)[1] == "three"
+
+
+def test_no_history_handed_in_folds_to_an_empty_one() -> None:
+    from stages.history_loaded import loaded_history
+    assert loaded_history((), None) == loaded_history((), "code") == ((), 0, "")
+    state = apply_event(session(), ev.HistoryLoaded(messages=()))
+    assert len(state.messages) == 0 and state.history_chars == 0 and state.history_digest == ""

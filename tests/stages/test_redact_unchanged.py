@@ -4,9 +4,13 @@ that hold it, to what a full rebuild gives."""
 
 from __future__ import annotations
 
-from stages.log.events import ModelReplied, ToolRan, Usage
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stages.log.events import ModelReplied, ToolRan, TurnStarted, Usage
 from stages.log.messages import Message, ToolCall
-from stages.log.redact import redact, redact_event
+from stages.log.redact import _by_words, _literals, redact, redact_event
 from stages.log.tool_specs import ToolOutcome
 
 SECRET = "sk-proj-" + "Q7wz3Lk9Xa2Vb8Nc4Md6Pf1Rg5Th0Yj"
@@ -49,3 +53,25 @@ def test_a_tool_result_with_a_secret_is_redacted() -> None:
     clean = redact_event(ran)
     assert SECRET not in clean.outcome.content
     assert clean.outcome.call_id == "c1"
+
+
+@given(st.text(max_size=80) | st.sampled_from(["The capital of France is Paris. " * 3,
+                                               "hello " * 20, "api key= s3cr3t-value-x"]))
+def test_text_no_literal_matches_needs_no_rule_nor_substitution(text: str) -> None:
+    """The prefilter's shortcut: where it finds none of the hints and keywords, the rules and
+    substitutions, run all the same, change nothing."""
+    words = _literals().present(text)
+    if not words:
+        assert _by_words(text, words) == text
+
+
+def test_a_plain_event_field_by_field_is_the_same_object() -> None:
+    """A user's message (a str field) and a reply without calls take the short ways."""
+    started = TurnStarted(user_message="hello " * 60, turn_id="t", task_id="k", started_at="now")
+    assert redact_event(started) is started
+    reply = ModelReplied(message=Message(role="assistant", content="Paris. " * 12),
+                         finish_reason="stop", usage=Usage(), model="m", latency_ms=1.0)
+    assert redact_event(reply) is reply
+    hidden = redact_event(attrs.evolve(reply, message=Message(role="assistant",
+                                                              content=f"key {SECRET}")))
+    assert SECRET not in hidden.message.text

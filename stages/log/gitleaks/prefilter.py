@@ -15,6 +15,7 @@ class Literals:
 
     def __init__(self, literals: Iterable[str]) -> None:
         self.literals = tuple(sorted({w.lower() for w in literals if w}))
+        self._literal = self.literals.__getitem__
         options = re2.Options()
         options.case_sensitive = False
         # The set's automaton has about as many states as the literals have characters (a few
@@ -27,5 +28,11 @@ class Literals:
 
     def present(self, text: str) -> frozenset[str]:
         """The literals that occur in ``text`` (case aside)."""
-        found = self._set.Match(text)  # None when there is none
-        return frozenset(self.literals[i] for i in found or ())
+        # Bytes: the binding's own conversion of a str costs a Python call more.
+        found = self._set.Match(text.encode())  # None when there is none
+        if found is None:
+            return _NONE
+        return frozenset(map(self._literal, found))
+
+
+_NONE: frozenset[str] = frozenset()
