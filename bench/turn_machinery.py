@@ -10,8 +10,9 @@ conversation_history=...)`` as the bench's reset turns make them. Not part of th
   in it); the minimum and quartiles of the rounds, as the machine's noise only adds.
 * calls: Python and built-in function calls per turn (``cProfile``), the same on every run.
 * ``--ir``: user-space instructions per turn under ``valgrind --tool=callgrind``, from two runs
-  of different lengths (so imports and set-up cancel out); the same on every run, so a change
-  of a few per cent shows on a noisy machine. Takes about a minute and a half.
+  of different lengths (so imports and set-up cancel out), with a fixed hash seed (unseeded,
+  runs of one tree differ by up to 3%); the same on every run, so a change of a few per cent
+  shows on a noisy machine. Takes about a minute and a half.
 
 See bench/README.md ("Issue 29, item 1: the machinery of a text turn").
 """
@@ -41,7 +42,12 @@ MESSAGE_CHARS = 400
 
 
 class Instant:
-    """A model client that answers every call at once with the same text."""
+    """A model client that answers every call at once with the same text, called where the
+    shipped adapters are (on the turn's own thread: ``stops_on_cancel``)."""
+
+    def stops_on_cancel(self, request: Any) -> bool:
+        del request
+        return True
 
     def complete(self, request: Any, *, on_delta: Any = None, cancel: Any = None) -> Any:
         from stages.log.events import ModelReplied, Usage
@@ -103,7 +109,8 @@ def instructions(n_history: int) -> float:
             out = subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out",
                  sys.executable, __file__, "--only-turns", str(n), "--history", str(n_history)],
-                capture_output=True, text=True, check=True, cwd=ROOT)
+                capture_output=True, text=True, check=True, cwd=ROOT,
+                env={**os.environ, "PYTHONHASHSEED": "0"})
         found = re.search(r"Collected : (\d+)", out.stderr)
         assert found, out.stderr[-2000:]
         return int(found.group(1))

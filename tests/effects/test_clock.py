@@ -33,3 +33,15 @@ def test_now_reads_the_system_clock():
     before = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
     now = SystemClock().now()
     assert before <= now <= dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def test_new_ids_are_version_4_uuids_in_hex() -> None:
+    import uuid
+
+    from effects.clock import RandomIds
+    ids = [RandomIds().new_id() for _ in range(200)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
