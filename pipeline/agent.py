@@ -471,8 +471,13 @@ class Agent:
                          stream_callback: DeltaSink | None = None,
                          **reasoning: Any) -> dict[str, Any]:
         """``run(...)`` as the plain dict of ``TurnResult.as_dict``."""
-        return self.run(user_message, system_message, conversation_history, task_id,
-                        stream_callback, **reasoning).as_dict(self._returned)
+        return self.result_dict(self.run(user_message, system_message, conversation_history,
+                                         task_id, stream_callback, **reasoning))
+
+    def result_dict(self, result: TurnResult) -> dict[str, Any]:
+        """``result.as_dict()`` for a result of this agent's, writing out only the messages
+        its last one did not have (a session's histories share their start)."""
+        return result.as_dict(self._returned)
 
     def chat(self, message: str, stream_callback: DeltaSink | None = None) -> str:
         return self.run(message, stream_callback=stream_callback).final_response or ""

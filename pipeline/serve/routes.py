@@ -106,7 +106,7 @@ async def message(request: Request) -> Response:
         with session.claimed():
             result = await until_done(request, session, pool.turn(
                 lambda: session.run(content, system_message=system)))
-        return JSONResponse(result.as_dict())
+        return JSONResponse(session.agent.result_dict(result))
     session.claim()
     subscriber, unsubscribe = subscribe(session)
     try:
@@ -124,7 +124,7 @@ async def message(request: Request) -> Response:
         except Exception as exc:  # the turn could not run: the stream says why
             yield sse.encode(failure(exc).body(), event="error")
         else:
-            yield sse.encode(result.as_dict(), event="result")
+            yield sse.encode(session.agent.result_dict(result), event="result")
         yield sse.DONE
     return sse.EventStream(body(), on_disconnect=left, on_end=unsubscribe)
 

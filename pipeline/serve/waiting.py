@@ -68,7 +68,7 @@ async def decide(request: Request) -> Response:
     with session.claimed():
         result = await until_done(request, session, pool.turn(
             lambda: session.run(None, decisions=decisions)))
-    return JSONResponse(result.as_dict())
+    return JSONResponse(session.agent.result_dict(result))
 
 
 async def steer(request: Request) -> Response:

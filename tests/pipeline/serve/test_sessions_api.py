@@ -437,3 +437,24 @@ def test_a_streamed_message_sends_the_typed_run_events(gateway):
     assert text == "It says ten."
     names = [name for name, _ in items]
     assert names.index("tool_started") < names.index("tool_finished") < names.index("result")
+
+
+def test_a_session_s_result_writes_out_only_its_new_messages(gateway, monkeypatch):
+    from pipeline import result as result_module
+    written: list[str] = []
+    real = result_module._returned
+
+    def counting(message):  # type: ignore[no-untyped-def]
+        written.append(message.text)
+        return real(message)
+
+    monkeypatch.setattr(result_module, "_returned", counting)
+    gateway.upstream.script(Reply.text("one"), Reply.text("two"), Reply.text("three"))
+    with gateway.client() as client:
+        sid = client.post("/v1/sessions").json()["id"]
+        for content in ("a", "b"):
+            client.post(f"/v1/sessions/{sid}/messages", json={"content": content})
+        written.clear()
+        third = client.post(f"/v1/sessions/{sid}/messages", json={"content": "c"}).json()
+    assert [m["content"] for m in third["messages"]] == ["a", "one", "b", "two", "c", "three"]
+    assert written == ["c", "three"]
