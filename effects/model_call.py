@@ -3,7 +3,8 @@ cancelled from another thread (``stops_on_cancel``: the shipped HTTP adapters, w
 socket down) is called on the caller's own thread, and the agent's ``Interrupt`` cancels it;
 any other client's call runs on a worker thread while the caller's thread waits for it or for
 an interrupt, and is left behind when one comes. Handing a call to a worker and back costs two
-thread wake-ups, about a third of a short turn's CPU on a small virtual machine."""
+thread wake-ups: little CPU, but about a sixth of a short turn's wall time against a local
+server (bench/README.md)."""
 
 from __future__ import annotations
 

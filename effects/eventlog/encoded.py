@@ -8,12 +8,13 @@ record's is their join. The line written is the same bytes either way.
 from __future__ import annotations
 
 import json
-from _json import make_encoder
 from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = ["EncodedPayload", "payload_json"]
 
+# The C encoder JSONEncoder builds for a one-shot encode (None in a Python built without it).
+_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 _PAYLOAD_ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
 )
@@ -25,8 +26,10 @@ def payload_json(value: Any) -> str:
     # What _PAYLOAD_ENCODER.encode(value) does, without its two frames of Python: the C
     # encoder it makes, made per call as it makes it (the dict that catches a cycle is the
     # call's own, so threads encoding one shared payload never see each other's marks).
-    return "".join(make_encoder({}, _PAYLOAD_ENCODER.default, encode_basestring, None, ":", ",",
-                                True, False, False)(value, 0))
+    if _MAKE_ENCODER is None:
+        return _PAYLOAD_ENCODER.encode(value)
+    return "".join(_MAKE_ENCODER({}, _PAYLOAD_ENCODER.default, encode_basestring, None, ":",
+                                 ",", True, False, False)(value, 0))
 
 
 class EncodedPayload(dict):

@@ -56,3 +56,13 @@ def test_a_log_begins_with_its_session_start_through_add_too(tmp_path):
         with pytest.raises(UsageError, match="begins with"):
             log.add("note", 1, {}, T0)
         assert log.next_seq == 0
+
+
+def test_payload_json_without_the_c_encoder_writes_the_same_text(monkeypatch) -> None:
+    from effects.eventlog import encoded
+    payload = {"b": [1, 2.5, None, True], "a": "é\u2028\"", "c": {"z": -0.0, "y": 10**20}}
+    fast = encoded.payload_json(payload)
+    monkeypatch.setattr(encoded, "_MAKE_ENCODER", None)
+    assert encoded.payload_json(payload) == fast
+    assert fast == ('{"a":"é\u2028\\"","b":[1,2.5,null,true],'
+                    '"c":{"y":100000000000000000000,"z":-0.0}}')
