@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from effects.logs import get_logger
 from effects.protocols import CancelToken, Clock, DeltaSink, Interrupt, ModelClient
-from effects.workers import submit
+from effects.workers import STOPPED, run_until
 from stages.decision import ModelRequest
 from stages.errors import MibyanError, ModelBehaviourError, ProviderError
 from stages.log.events import Event, Interrupted, ModelFailed, ModelReplied
@@ -57,7 +57,6 @@ def call_model(model: ModelClient | None, request: ModelRequest, *, clock: Clock
     if model is None:
         raise MibyanError("this session has no model client")
     cancel = CancelToken()
-    outcome: list[Event | BaseException] = []
     started = clock.monotonic()
 
     def deliver(delta: str) -> None:
@@ -69,35 +68,30 @@ def call_model(model: ModelClient | None, request: ModelRequest, *, clock: Clock
     # Only a caller that listens for reasoning asks for it: other clients keep working.
     extra = {} if on_reasoning is None else {"on_reasoning": _guarded(on_reasoning, cancel)}
 
-    def work() -> None:
+    def work() -> Event:
         try:
             reply = model.complete(request, on_delta=sink, cancel=cancel, **extra)
-            outcome.append(_tokenised(reply, request))
+            return _tokenised(reply, request)
         except (ProviderError, ModelBehaviourError) as exc:
-            outcome.append(failure(exc, clock.monotonic() - started))
-        except AssertionError as exc:  # a broken invariant or a strict test double: loud
-            outcome.append(exc)
+            return failure(exc, clock.monotonic() - started)
+        except AssertionError:  # a broken invariant or a strict test double: loud
+            raise
         except Exception as exc:
             log.error("model_client_failed", error=f"{type(exc).__name__}: {exc}",
                       exc_info=True)
             unusable = ModelBehaviourError(
                 f"the model client failed on this call: {type(exc).__name__}: {exc}")
-            outcome.append(failure(unusable, clock.monotonic() - started))
-        except BaseException as exc:
-            outcome.append(exc)
+            return failure(unusable, clock.monotonic() - started)
 
     if isinstance(interrupt, Interrupt) and _stops_on_cancel(model, request):
-        return _here(work, outcome, cancel, interrupt)
+        return _here(work, cancel, interrupt)
     # A reused worker thread: starting one per call cost about 0.17 ms.
-    job = submit(work, name="mibyan-model-call")
-    while not job.wait(INTERRUPT_POLL_SECONDS):
-        if interrupt.is_set() and not job.done():
-            cancel.cancel()
-            interrupt.clear()
-            return Interrupted(during="model_call")
-    result = outcome[0]
-    if isinstance(result, BaseException):
-        raise result
+    result = run_until(work, interrupt.is_set, poll=INTERRUPT_POLL_SECONDS,
+                       name="mibyan-model-call")
+    if result is STOPPED:
+        cancel.cancel()
+        interrupt.clear()
+        return Interrupted(during="model_call")
     return result
 
 
@@ -109,8 +103,7 @@ def _stops_on_cancel(model: ModelClient, request: ModelRequest) -> bool:
     return stops is not None and not request.logprobs and bool(stops(request))
 
 
-def _here(work: Callable[[], None], outcome: list[Event | BaseException], cancel: CancelToken,
-          interrupt: Interrupt) -> Event:
+def _here(work: Callable[[], Event], cancel: CancelToken, interrupt: Interrupt) -> Event:
     """``work`` on this thread, cancelled by the interrupt; an interrupted call's failure is
     ``Interrupted``, and a reply that was whole before the interrupt came is kept (the next
     poll between steps sees the interrupt), as the worker's caller would have it."""
@@ -118,12 +111,9 @@ def _here(work: Callable[[], None], outcome: list[Event | BaseException], cancel
     try:
         if interrupt.is_set():  # it came before the call could be cancelled by it
             cancel.cancel()
-        work()
+        result = work()
     finally:
         interrupt.call = None
-    result = outcome[0]
-    if isinstance(result, BaseException):
-        raise result
     if cancel.cancelled and not isinstance(result, ModelReplied):
         interrupt.clear()
         return Interrupted(during="model_call")

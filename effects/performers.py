@@ -100,11 +100,12 @@ Performer = Callable[[Any, State], Sequence[Event]]
 
 class Performers:
     """The live performers of one session. What the caller adds: the home (for the memory
-    providers), a toolset with state, the context a split's child inherits, the split itself,
-    and a fork's switch."""
+    providers), its blob store (an agent's, shared by all its sessions), a toolset with state,
+    the context a split's child inherits, the split itself, and a fork's switch."""
 
     def __init__(self, effects: Effects, *, interrupt: threading.Event,
-                 sync: Callable[[], None], home: Path | None = None, toolset: Any = None,
+                 sync: Callable[[], None], home: Path | None = None,
+                 blobs: BlobStore | None = None, toolset: Any = None,
                  inherit: ContextInherited | None = None,
                  split: Callable[[d.SplitSession, State], SessionSplit] | None = None,
                  steering: SteeringQueue | None = None) -> None:
@@ -113,7 +114,9 @@ class Performers:
         self.sync = sync
         self.home = home
         # Where the session's images are kept; they are put back into requests at send time.
-        self.blobs = None if home is None else BlobStore.in_home(home)
+        if blobs is None and home is not None:
+            blobs = BlobStore.in_home(home)
+        self.blobs = blobs
         self.toolset = toolset
         self.inherit = inherit
         self.split = split

@@ -1,23 +1,35 @@
 """Reusable worker threads for calls the caller must be able to walk away from.
 
-A model call runs on a worker so that the session's thread can wait for it *or* for an
-interrupt. Starting a thread per call costs about 0.17 ms; a worker that finished its call waits
-for the next one instead. A worker stays busy until its call returns, even when its caller left
-it (an interrupt): the next call then gets another worker, so a slow abandoned call never holds
-up the session. Idle workers exit after :data:`IDLE_SECONDS`, and a forked child starts with
-none (threads do not survive ``fork``).
-"""
+A model call (or a connect) runs on a worker so that the session's thread can wait for it *or*
+for an interrupt (``run_until``). Starting a thread per call costs about 0.17 ms; a worker that
+finished its call waits for the next one instead. A worker stays busy until its call returns,
+even when its caller left it (an interrupt): the next call then gets another worker, so a slow
+abandoned call never holds up the session. Idle workers exit after :data:`IDLE_SECONDS`, and a
+forked child starts with none (threads do not survive ``fork``)."""
 
 from __future__ import annotations
 
+import enum
 import os
 import queue
 import threading
 from collections.abc import Callable
+from typing import Final, TypeVar
 
-__all__ = ["IDLE_SECONDS", "Job", "submit"]
+__all__ = ["IDLE_SECONDS", "STOPPED", "Job", "Stopped", "run_until", "submit"]
 
 IDLE_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class Stopped(enum.Enum):
+    """What ``run_until`` answers when its caller stopped waiting: not a value ``fn`` gives."""
+
+    STOPPED = "stopped"
+
+
+STOPPED: Final = Stopped.STOPPED
 
 
 class Job:
@@ -111,3 +123,29 @@ def submit(fn: Callable[[], None], *, name: str = "mibyan-worker") -> Job:
     else:
         worker.inbox.put(job)
     return job
+
+
+def run_until(fn: Callable[[], T], stopped: Callable[[], bool], *, poll: float,
+              name: str) -> T | Stopped:
+    """What ``fn`` returns, run on a worker; or ``STOPPED`` as soon as ``stopped()`` holds
+    (looked at every ``poll`` seconds) while ``fn`` has not given its outcome: ``fn`` is then
+    left to run to its end, and what it gives is dropped. What ``fn`` raises is raised here,
+    on the caller's thread."""
+    outcome: list[T | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(fn())
+        except BaseException as exc:  # the worker must not raise: its caller gets it
+            outcome.append(exc)
+
+    job = submit(work, name=name)
+    while not job.wait(poll):
+        # An outcome that came meanwhile is not dropped: a reply that is whole, a connection
+        # that nobody else would close.
+        if stopped() and not outcome:
+            return STOPPED
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result

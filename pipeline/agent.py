@@ -242,8 +242,9 @@ class Agent:
                     listener: Listener | None = None) -> SessionRunner:
         """An interpreter of this agent's session machine over ``journal``."""
         performers = Performers(self._effects, interrupt=self._interrupt, sync=journal.sync,
-                                home=self.home, toolset=self._toolset, inherit=inherit,
-                                split=self._split, steering=self._waits.steering)
+                                home=self.home, blobs=self._blobs, toolset=self._toolset,
+                                inherit=inherit, split=self._split,
+                                steering=self._waits.steering)
         runner = SessionRunner(journal, performers, state=state,
                                listener=self._listener if listener is None else listener)
         # Spans of what runs live (a fork's copied prefix is not traced again).

@@ -42,7 +42,7 @@ from effects.providers.http_errors import (
     error_detail,
     retry_after_seconds,
 )
-from effects.workers import submit
+from effects.workers import STOPPED, run_until
 from stages.errors import (
     ModelBehaviourError,
     ProviderError,
@@ -203,27 +203,17 @@ def _connected(call: _Call, connect: Callable[[], Any], error: type[Exception]) 
     """``connect`` (a name lookup and a TCP connect, which no socket shutdown reaches) on a
     worker thread, so that a call cancelled meanwhile leaves at once; a connection made for a
     call that left is closed. Once per connection: kept-alive ones are not connected again."""
-    made: list[Any] = []
-
-    def work() -> None:
-        try:
-            stream = connect()
-        except BaseException as exc:
-            made.append(exc)
-            return
+    def work() -> Any:
+        stream = connect()
         with call.lock:
             if call.cancelled:  # its caller left: nobody else will close it
                 stream.close()
-            made.append(stream)
+        return stream
 
-    job = submit(work, name="mibyan-connect")
-    while not job.wait(_CONNECT_POLL):
-        if call.cancelled:
-            raise error("the call was cancelled while it connected")
-    outcome = made[0]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
+    stream = run_until(work, lambda: call.cancelled, poll=_CONNECT_POLL, name="mibyan-connect")
+    if stream is STOPPED:
+        raise error("the call was cancelled while it connected")
+    return stream
 
 
 @functools.cache

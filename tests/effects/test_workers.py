@@ -81,3 +81,43 @@ def test_an_idle_worker_keeps_nothing_of_its_last_call() -> None:
     del held, job
     gc.collect()
     assert gone() is None
+
+
+def test_run_until_gives_what_the_call_returns_run_on_a_worker() -> None:
+    seen: list[threading.Thread] = []
+
+    def call() -> int:
+        seen.append(threading.current_thread())
+        return 7
+
+    assert workers.run_until(call, lambda: False, poll=0.001, name="t") == 7
+    assert seen[0] is not threading.current_thread()
+
+
+def test_run_until_leaves_a_call_still_running_when_stopped() -> None:
+    release, ended = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        release.wait(10)
+        ended.set()
+        return 1
+
+    asked: list[bool] = []
+
+    def stopped() -> bool:
+        asked.append(True)
+        return len(asked) >= 2
+
+    # Back while the call is still held: the caller did not wait for it.
+    assert workers.run_until(slow, stopped, poll=0.001, name="t") is workers.STOPPED
+    assert not ended.is_set()
+    release.set()
+    assert ended.wait(10)
+
+
+def test_run_until_raises_what_the_call_raises_on_the_callers_thread() -> None:
+    def boom() -> None:
+        raise KeyError("from the worker")
+
+    with pytest.raises(KeyError, match="from the worker"):
+        workers.run_until(boom, lambda: False, poll=0.001, name="t")

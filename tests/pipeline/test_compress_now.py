@@ -3,6 +3,9 @@ the session goes on in a child and both replay."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from effects.images import BlobStore
 from pipeline.shell.replay import replay
 from pipeline.testing import CountingIds
 from stages.log import events as ev
@@ -51,3 +54,25 @@ def test_compress_with_nothing_to_compact_records_only_the_request(summarising, 
     assert kinds.count("compression_requested") == 2
     assert "context_pressure" not in kinds and "compression_planned" not in kinds
     assert replay(home / "sessions", sid).identical
+
+
+def test_a_session_and_its_compressed_child_share_the_agents_blob_store(
+        summarising, home, monkeypatch) -> None:
+    """Each runner's performers made a blob store of their own, the agent's aside."""
+    made: list[BlobStore] = []
+    in_home = BlobStore.in_home
+
+    def counted(home: Path) -> BlobStore:
+        made.append(in_home(home))
+        return made[-1]
+
+    monkeypatch.setattr(BlobStore, "in_home", counted)
+    with _agent(summarising, home, CountingIds(), context_length=64_000,
+                protect_last_n=2) as agent:
+        for n in range(4):
+            assert _turn(summarising, agent, n)["completed"]
+        parent = agent.session_id
+        assert agent.compress() is True
+        assert agent.session_id != parent
+        assert _turn(summarising, agent, 4)["completed"]
+    assert len(made) == 1
