@@ -16,13 +16,17 @@ conversation_history=...)`` as the bench's reset turns make them. Not part of th
   shows on a noisy machine. Takes about a minute and a half.
 * ``--wire``: the same turn made over loopback against the bench's fake OpenAI server (in a
   process of its own, as ``bench.py`` runs it), beside the bare ``httpx2`` loop that is item 1's
-  floor, in one interleaved run: ``floor``, ``call`` (the request the agent's turn sent, sent
-  again through the shipped adapter alone), ``agent`` (the whole turn) and ``floor+instant`` (a
+  floor, in one interleaved run: ``floor``; ``call`` (the request the agent's turn sent, sent
+  again through the shipped adapter alone); ``agent`` (the whole turn); ``floor+instant`` (a
   floor turn, then an instant-client turn: the machinery beside an HTTP exchange, as it runs in
-  a real turn, caches and all). With ``--ir``, instructions per turn instead of CPU (about five
-  minutes): the floor's ratio without the machine's noise.
+  a real turn, caches and all); ``floor+records`` (a floor turn, then ``--records``' loop).
+  With ``--ir``, instructions per turn instead of CPU (about seven minutes): the floor's ratio
+  without the machine's noise. ``--stream``: streamed turns.
+* ``--records``: a turn's five records alone, made again with nothing deciding them (redacted
+  where observed, checked, folded, appended): what the log's contract costs per turn.
 
-See bench/README.md ("Issue 29, item 1: the machinery of a text turn").
+See bench/README.md ("Issue 29, item 1: the machinery of a text turn" and "... what the
+log's records alone cost").
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,15 +163,15 @@ def records(n_history: int) -> tuple[Any, Any]:
     return agent, again
 
 
-def wire_loops(n_history: int) -> tuple[Any, dict[str, Any]]:
+def wire_loops(n_history: int, stream: bool) -> tuple[Any, dict[str, Any]]:
     """The bench's fake server (own process) and the loops beside it, by name; the server is
     a context manager the caller closes."""
     sys.path.insert(0, str(ROOT / "bench"))
     from bench import FloorLoop, MibyanLoop, RemoteServer, prior_history, text
     srv = RemoteServer()
     prior = prior_history(n_history)
-    floor = FloorLoop(srv, prior, stream=False)
-    mibyan = MibyanLoop(srv, prior, stream=False, durability="flush",
+    floor = FloorLoop(srv, prior, stream=stream)
+    mibyan = MibyanLoop(srv, prior, stream=stream, durability="flush",
                         home=Path(tempfile.mkdtemp(prefix="mibyan-bench-")))
     router = mibyan.agent.model_client
     sent: list[Any] = []
@@ -181,15 +185,18 @@ def wire_loops(n_history: int) -> tuple[Any, dict[str, Any]]:
     router.complete = complete
     adapter = router._client(sent[0])
     _, instant = turns(n_history)
+    _, records_again = records(n_history)
     loops = {"floor": lambda: floor.turn(text(1), reset=True),
              "call": lambda: adapter.complete(sent[0]),
              "agent": lambda: mibyan.turn(text(2), reset=True)}
     loops["floor+instant"] = lambda: (loops["floor"](), instant())
+    loops["floor+records"] = lambda: (loops["floor"](), records_again())
     return srv, loops
 
 
-def wire_cpu(n_history: int, rounds: int, per_round: int) -> dict[str, list[float]]:
-    srv, loops = wire_loops(n_history)
+def wire_cpu(n_history: int, stream: bool, rounds: int, per_round: int
+             ) -> dict[str, list[float]]:
+    srv, loops = wire_loops(n_history, stream)
     with srv:
         for loop in loops.values():
             for _ in range(per_round):
@@ -204,10 +211,11 @@ def wire_cpu(n_history: int, rounds: int, per_round: int) -> dict[str, list[floa
     return samples
 
 
-def wire_instructions(n_history: int) -> dict[str, float]:
-    return {name: (_collected(["--only-wire", name, "--only-turns", "120"], n_history)
-                   - _collected(["--only-wire", name, "--only-turns", "20"], n_history)) / 100
-            for name in ("floor", "call", "agent", "floor+instant")}
+def wire_instructions(n_history: int, stream: bool) -> dict[str, float]:
+    flags = ["--stream"] if stream else []
+    return {name: (_collected([*flags, "--only-wire", name, "--only-turns", "120"], n_history)
+                   - _collected([*flags, "--only-wire", name, "--only-turns", "20"], n_history))
+            / 100 for name in ("floor", "call", "agent", "floor+instant", "floor+records")}
 
 
 def main() -> int:
@@ -219,13 +227,15 @@ def main() -> int:
     parser.add_argument("--ir", action="store_true", help="instructions per turn (valgrind)")
     parser.add_argument("--wire", action="store_true",
                         help="beside the bare httpx2 loop, against the bench's fake server")
+    parser.add_argument("--stream", action="store_true",
+                        help="with --wire: streamed turns (the floor's too)")
     parser.add_argument("--records", action="store_true",
                         help="a turn's records alone, with nothing deciding them")
     parser.add_argument("--only-turns", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--only-wire", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only_wire is not None:  # one loop's run under valgrind
-        srv, loops = wire_loops(args.history)
+        srv, loops = wire_loops(args.history, args.stream)
         with srv:
             for _ in range(10 + args.only_turns):  # the first few warm every loop's caches
                 loops[args.only_wire]()
@@ -253,12 +263,12 @@ def main() -> int:
 
 def report_wire(args: argparse.Namespace) -> int:
     if args.ir:
-        counts = wire_instructions(args.history)
+        counts = wire_instructions(args.history, args.stream)
         for name, count in counts.items():
             print(f"{name:14} {count:12,.0f} instructions per turn  "
                   f"{count / counts['floor']:5.2f}x the floor")
         return 0
-    samples = wire_cpu(args.history, args.rounds, args.per_round // 2)
+    samples = wire_cpu(args.history, args.stream, args.rounds, args.per_round // 2)
     floor = statistics.median(samples["floor"])
     for name, values in samples.items():
         values.sort()
