@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from stages.log import redact as redact_module
 from stages.log.gitleaks import rules, scan
 from stages.log.redact import redact
+from stages.log.redact import text as redact_text
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(rules, "re2", SimpleNamespace(compile=re2_compile))
     monkeypatch.setattr(rules, "_compile", re_compile)
-    for cached in (rules.rule_set, scan._by_keyword, scan._keywords, redact_module._literals):
+    for cached in (rules.rule_set, scan._by_keyword, scan._keywords, redact_text._literals):
         cached.cache_clear()
     return seen
 

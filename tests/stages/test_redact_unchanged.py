@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from stages.log.events import ModelReplied, ToolRan, TurnStarted, Usage
 from stages.log.messages import Message, ToolCall
-from stages.log.redact import _by_words, _literals, redact, redact_event
+from stages.log.redact import redact, redact_event
+from stages.log.redact.text import _by_words, _literals
 from stages.log.tool_specs import ToolOutcome
 
 SECRET = "sk-proj-" + "Q7wz3Lk9Xa2Vb8Nc4Md6Pf1Rg5Th0Yj"
