@@ -61,10 +61,12 @@ def test_a_turn_a_tool_call_with_approval_history_and_completion(server, home, t
     assert "the model wants to run rm -rf sub" in screen
     assert (work / "sub").is_dir()  # nothing runs before the answer
     terminal.line("o", prompt="allow? [o]nce / [s]ession / [a]lways / [d]eny:")
-    screen = terminal.wait_for("Which colour next?")  # the clarify tool asks inline
+    # The clarify tool asks inline; its choices are drawn after the question, so the screen is
+    # read once the last of them shows.
+    screen = terminal.wait_for("2. blue")
+    assert "Which colour next?" in screen and "1. red" in screen
     assert "⚙ terminal  rm -rf sub" in screen and "✓ terminal" in screen
     assert not (work / "sub").exists()
-    assert "1. red" in screen and "2. blue" in screen
     terminal.line("2", prompt="answer:")
     terminal.wait_for("Removed it; blue next.")
     assert '"answer":"blue"' in server.requests[-1]["messages"][-1]["content"]
