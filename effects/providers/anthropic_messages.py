@@ -25,7 +25,7 @@ from effects.providers.anthropic_convert import (
     usage_from,
 )
 from effects.providers.http_errors import error_detail
-from effects.providers.http_shell import Exchange, HttpShell
+from effects.providers.http_shell import Exchange, HttpShell, StopsOnCancel
 from effects.providers.openai_chat import finish_of
 from effects.providers.reasoning_wire import ContentSplit
 from effects.providers.structured import answer_from_tool, forced_tool
@@ -126,7 +126,7 @@ class _StreamAssembly:
         return out
 
 
-class AnthropicMessagesClient:
+class AnthropicMessagesClient(StopsOnCancel):
     """A ``ModelClient`` for the Anthropic Messages API (``POST /v1/messages``).
 
     ``timeout`` is the read timeout, ``deadline`` the total time one call may take (default
@@ -144,12 +144,6 @@ class AnthropicMessagesClient:
                                headers=functools.partial(
                                    _headers, bearer=os.environ.get(AUTH_TOKEN_ENV) or None),
                                code_of=lambda detail: detail.type or detail.code)
-
-    def stops_on_cancel(self, request: ModelRequest) -> bool:
-        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
-        the thread that would interrupt it (``effects.model_call``)."""
-        del request
-        return True
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,

@@ -43,6 +43,7 @@ from effects.providers.http_errors import (
     retry_after_seconds,
 )
 from effects.workers import STOPPED, run_until
+from stages.decision import ModelRequest
 from stages.errors import (
     ModelBehaviourError,
     ProviderError,
@@ -53,7 +54,7 @@ from stages.errors import (
 )
 from stages.log.setting_checks import default_deadline, positive_seconds
 
-__all__ = ["Exchange", "HttpShell", "check_timeouts", "preload"]
+__all__ = ["Exchange", "HttpShell", "StopsOnCancel", "check_timeouts", "preload"]
 
 T = TypeVar("T")
 _SLACK = 0.005  # a read cut at the deadline may wake a hair early
@@ -303,6 +304,16 @@ class Exchange:
                         data.append(value)
                     elif field == "event":
                         name = value
+
+
+class StopsOnCancel:
+    """What an adapter posting through an ``HttpShell`` says of its calls: a cancelled token
+    shuts the call's socket down, so the call may run on the thread that would interrupt it
+    (``effects.model_call``)."""
+
+    def stops_on_cancel(self, request: ModelRequest) -> bool:
+        del request
+        return True
 
 
 class HttpShell:

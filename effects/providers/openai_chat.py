@@ -19,7 +19,7 @@ import attrs
 
 from effects.protocols import CancelToken, DeltaSink
 from effects.providers.http_errors import error_detail
-from effects.providers.http_shell import Exchange, HttpShell
+from effects.providers.http_shell import Exchange, HttpShell, StopsOnCancel
 from effects.providers.reasoning_wire import (
     ContentSplit,
     chat_reasoning_fields,
@@ -211,7 +211,7 @@ class _StreamAssembly:
         return message
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(StopsOnCancel):
     """A ``ModelClient`` for any OpenAI-compatible ``/chat/completions`` endpoint.
 
     ``timeout`` is the read timeout (seconds without a byte), ``deadline`` the total time one
@@ -253,12 +253,6 @@ class OpenAIChatClient:
         prompt = ((None, None) if request.tokenizer is not None
                   else prompt_tokens(self._side_post(key), body, request))
         return attrs.evolve(reply, tokens=collected.record(prompt))
-
-    def stops_on_cancel(self, request: ModelRequest) -> bool:
-        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
-        the thread that would interrupt it (``effects.model_call``)."""
-        del request
-        return True
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from effects.protocols import CancelToken, DeltaSink
-from effects.providers.http_shell import Exchange, HttpShell
+from effects.providers.http_shell import Exchange, HttpShell, StopsOnCancel
 from effects.providers.openai_chat import openai_shell, stream_error
 from effects.providers.reasoning_wire import ContentSplit, is_openai
 from effects.providers.structured import responses_text_format
@@ -371,7 +371,7 @@ class _StreamAssembly:
 
 # --- the client ---------------------------------------------------------------------------------
 
-class OpenAIResponsesClient:
+class OpenAIResponsesClient(StopsOnCancel):
     """A ``ModelClient`` for ``POST /responses`` (OpenAI, Codex and compatible servers).
 
     ``timeout`` is the read timeout, ``deadline`` the total time one call may take (default
@@ -386,12 +386,6 @@ class OpenAIResponsesClient:
         self.provider = provider
         self.shell = openai_shell(provider=provider, url=base_url.rstrip("/") + "/responses",
                                   timeout=timeout, deadline=deadline, api_key=api_key, keys=keys)
-
-    def stops_on_cancel(self, request: ModelRequest) -> bool:
-        """A cancelled token shuts the call's socket down (``HttpShell``): the call may run on
-        the thread that would interrupt it (``effects.model_call``)."""
-        del request
-        return True
 
     def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None,
                  cancel: CancelToken | None = None,
